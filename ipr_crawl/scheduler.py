@@ -1,0 +1,191 @@
+"""``IprScheduler``: Scrapy's scheduler backed by the Redis frontier.
+
+``next_request`` leases requests from the frontier in small batches (one
+round trip per batch, DESIGN.md step 3); a response (recorded by the link-graph
+spider middleware), a final failure (the frontier downloader middleware) or a
+request handed back at close settles the lease; leases older than
+``IPR_LEASE_SECS`` return to the frontier. The crawl is over when the frontier,
+the forced queue and the in-flight set are all empty, across every process of
+the crawl.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import weakref
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from scrapy import Request, Spider
+from scrapy.core.scheduler import BaseScheduler
+from scrapy.utils.project import data_path
+
+from ipr_crawl.codec import PayloadError, decode_request, encode_request
+from ipr_crawl.config import FrontierConfig
+from ipr_crawl.store import FrontierStore, Link, connect
+from ipr_crawl.urls import canonical_url, node_id, tie_key
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+__all__ = ["IprScheduler", "frontier_of", "LEASE_META"]
+
+logger = logging.getLogger(__name__)
+
+#: Request.meta key holding the lease member (hex) of a request in flight.
+LEASE_META = "ipr_lease"
+
+_by_crawler: weakref.WeakKeyDictionary[Any, IprScheduler] = weakref.WeakKeyDictionary()
+
+
+def frontier_of(crawler: Crawler) -> IprScheduler | None:
+    """The open :class:`IprScheduler` of ``crawler``, or None if it runs another scheduler."""
+    return _by_crawler.get(crawler)
+
+
+def lease_of(request: Request) -> bytes:
+    """The lease member a request carries (b'' if none or malformed)."""
+    value = request.meta.get(LEASE_META)
+    if not isinstance(value, str):
+        return b""
+    try:
+        return bytes.fromhex(value)
+    except ValueError:
+        return b""
+
+
+class IprScheduler(BaseScheduler):
+    """Scheduler whose queue is the crawl's frontier in Redis (see module doc)."""
+
+    def __init__(self, crawler: Crawler, config: FrontierConfig | None = None) -> None:
+        self.crawler = crawler
+        self.config = config
+        self.store: FrontierStore | None = None
+        self.spider: Spider | None = None
+        self._buffer: deque[tuple[bytes, Request]] = deque()
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> IprScheduler:
+        return cls(crawler)
+
+    # -- BaseScheduler -------------------------------------------------------------
+    def open(self, spider: Spider) -> None:
+        self.spider = spider
+        cfg = self.config or FrontierConfig.from_settings(self.crawler.settings, spider.name)
+        self.config = cfg
+        data_dir = cfg.data_dir or data_path("ipr", createdir=True)
+        client = connect(cfg.redis_url, data_dir, cfg.appendfsync)
+        self.store = FrontierStore(client, cfg.crawl_id, cfg.ordering, cfg.cutoff, cfg.initial_score)
+        resumed = self.store.open()
+        counts = self.store.counts()
+        where = cfg.redis_url and "shared Redis" or f"embedded Redis in {os.path.abspath(data_dir)}"
+        logger.info(
+            "ipr-crawl: crawl %r ordered by %s on %s (%s): %d known URLs, %d fetched, "
+            "%d in frontier, %d in flight",
+            cfg.crawl_id,
+            cfg.ordering + (":" + cfg.cutoff if cfg.cutoff else ""),
+            where,
+            "resumed" if resumed else "new",
+            counts["known"],
+            counts["fetched"],
+            counts["frontier"] + counts["forced"],
+            counts["in_flight"],
+        )
+        self._stats_set("ipr/resumed", int(resumed))
+        _by_crawler[self.crawler] = self
+
+    def close(self, reason: str) -> None:
+        if self.store is None:
+            return
+        if self._buffer:
+            released = self.store.ack(
+                "release", [(m, node_id(r.url)) for m, r in self._buffer]
+            )
+            self._stats_inc("ipr/lease/released", released)
+            self._buffer.clear()
+        counts = self.store.counts()
+        for name, value in counts.items():
+            self._stats_set(f"ipr/frontier/{name}", value)
+        logger.info("ipr-crawl: crawl %r closed (%s): %s", self.config.crawl_id, reason, counts)
+        _by_crawler.pop(self.crawler, None)
+        self.store.client.close()
+
+    def has_pending_requests(self) -> bool:
+        return bool(self._buffer) or (self.store is not None and self.store.pending() > 0)
+
+    def enqueue_request(self, request: Request) -> bool:
+        """Store ``request``; False (Scrapy logs it as dropped) for a duplicate URL.
+
+        A request carrying a lease came out of a fetch: a retry (same URL) settles
+        the old lease and goes to the forced queue; a redirect records the
+        redirecting page as fetched with one out-link, its target.
+        """
+        assert self.store is not None
+        payload, dropped = encode_request(request, self.spider)
+        if dropped:
+            self._stats_inc("ipr/codec/meta_dropped", len(dropped))
+            logger.warning("ipr-crawl: meta keys %s of %s cannot be stored; dropped", dropped, request)
+        lease = lease_of(request)
+        rid = node_id(request.url)
+        redirected = request.meta.get("redirect_urls")
+        if lease and redirected and node_id(redirected[-1]) != rid:
+            source = redirected[-1]
+            added, _first, _ = self.store.record_page(
+                node_id(source), tie_key(canonical_url(source)),
+                [Link(rid, tie_key(canonical_url(request.url)), payload)], lease,
+            )
+            self._stats_inc("ipr/frontier/redirects")
+            if added or not request.dont_filter:
+                self._stats_inc("ipr/frontier/new" if added else "ipr/frontier/duplicate")
+                return bool(added)
+            lease = b""
+        result = self.store.enqueue(rid, tie_key(canonical_url(request.url)), payload, request.dont_filter, lease)
+        self._stats_inc(("ipr/frontier/duplicate", "ipr/frontier/new", "ipr/frontier/forced")[result])
+        return result != 0
+
+    def next_request(self) -> Request | None:
+        assert self.store is not None
+        if not self._buffer:
+            self._refill()
+        if not self._buffer:
+            return None
+        member, request = self._buffer.popleft()
+        self._stats_inc("ipr/frontier/popped")
+        return request
+
+    def __len__(self) -> int:
+        return len(self._buffer) + (self.store.pending() if self.store else 0)
+
+    # -- internals -------------------------------------------------------------------
+    def _refill(self) -> None:
+        assert self.store is not None and self.config is not None
+        expired, items = self.store.pop(
+            self.config.pop_batch_size, self.config.lease_secs, self.config.requeue_batch_size
+        )
+        if expired:
+            self._stats_inc("ipr/lease/expired", expired)
+            logger.info("ipr-crawl: %d expired leases went back to the frontier", expired)
+        undecodable: list[tuple[bytes, bytes]] = []
+        for member, payload in items:
+            try:
+                if payload is None:
+                    raise PayloadError("request payload missing")
+                request = decode_request(payload, self.spider)
+            except PayloadError as exc:
+                logger.error("ipr-crawl: dropping an undecodable request %s: %s", member.hex(), exc)
+                self._stats_inc("ipr/codec/undecodable")
+                undecodable.append((member, member[8:] if len(member) == 16 else b""))
+                continue
+            request.meta[LEASE_META] = member.hex()
+            self._buffer.append((member, request))
+        if undecodable:
+            self.store.ack("fail", undecodable)
+
+    def _stats_inc(self, key: str, count: int = 1) -> None:
+        if self.crawler.stats is not None:
+            self.crawler.stats.inc_value(key, count)
+
+    def _stats_set(self, key: str, value: Any) -> None:
+        if self.crawler.stats is not None:
+            self.crawler.stats.set_value(key, value)

