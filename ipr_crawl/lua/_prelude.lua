@@ -32,6 +32,12 @@ local function priority(ordering, r)
   return 0
 end
 
+-- ZSET score of a frontier entry, formatted with 17 significant digits: a Lua
+-- number passed to redis.call keeps only 14, which would merge close scores.
+local function zscore(ordering, r)
+  return string.format('%.17g', -priority(ordering, r))
+end
+
 local function new_record(meta_key, tie)
   local seq = redis.call('HINCRBY', meta_key, 'seq', 1)
   return {st = 0, seq = seq, s = 0, a = 0, tie = tie, od = 0}

@@ -22,7 +22,7 @@ for i = 3, #ARGV, 2 do
     else
       local r = rec_get(node, id)
       if r and r.st == 0 and mode == 'release' then
-        redis.call('ZADD', frontier, -priority(ordering, r), m)
+        redis.call('ZADD', frontier, zscore(ordering, r), m)
       end
     end
     if mode == 'fail' then

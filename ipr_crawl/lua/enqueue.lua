@@ -19,7 +19,7 @@ if not r then
   r = new_record(meta, tonumber(ARGV[3]))
   rec_put(node, id, r)
   redis.call('HSET', req, id, payload)
-  redis.call('ZADD', frontier, -priority(ordering, r), member_of(r, id))
+  redis.call('ZADD', frontier, zscore(ordering, r), member_of(r, id))
   return 1
 end
 if ARGV[5] == '1' then

@@ -20,7 +20,7 @@ for _, m in ipairs(expired) do
   else
     local id = string.sub(m, 9)
     local r = rec_get(node, id)
-    if r and r.st == 0 then redis.call('ZADD', frontier, -priority(ordering, r), m) end
+    if r and r.st == 0 then redis.call('ZADD', frontier, zscore(ordering, r), m) end
   end
 end
 

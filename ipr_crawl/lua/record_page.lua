@@ -58,13 +58,13 @@ for k = 0, n - 1 do
       r.s = beta
       rec_put(node, tid, r)
       redis.call('HSET', req, tid, payload)
-      redis.call('ZADD', frontier, -priority(ordering, r), member_of(r, tid))
+      redis.call('ZADD', frontier, zscore(ordering, r), member_of(r, tid))
       added = added + 1
     elseif beta ~= 0 then
       r.s = r.s + beta
       rec_put(node, tid, r)
       if r.st == 0 and ordering ~= 'bf' then
-        rescored = rescored + redis.call('ZADD', frontier, 'XX', 'CH', -priority(ordering, r), member_of(r, tid))
+        rescored = rescored + redis.call('ZADD', frontier, 'XX', 'CH', zscore(ordering, r), member_of(r, tid))
       end
     end
   end

@@ -1,0 +1,87 @@
+"""Crawl-ordering quality measures of Yamada, Takahashi, Taura & Chikayama 2004,
+§4.3 (criteria A and B; see /work/shared/ALGORITHMS.md §3).
+
+Pure functions over node ids and a final PageRank computed on the whole graph
+(e.g. :func:`ipr_crawl.graphio.pagerank`).  No Scrapy or Redis imports.
+
+* Criterion A: share of the top pages (top 0.1 %, 1 %, 10 % by final PageRank)
+  already fetched, as a curve over the number of pages fetched.
+* Criterion B: sum of the final PageRank of the pages fetched so far.
+"""
+
+from __future__ import annotations
+
+import math
+from itertools import accumulate
+from typing import Iterable, Sequence
+
+__all__ = ["top_set", "criterion_a_curve", "share_at", "criterion_b_curve"]
+
+
+def top_set(pagerank: dict[int, float], candidates: Iterable[int], fraction: float) -> set[int]:
+    """The ``ceil(fraction * len(candidates))`` candidates of highest PageRank.
+
+    Ties are broken by ascending id.  Duplicate candidates count once.  A
+    tiny tolerance keeps e.g. ``0.001 * 100000`` from rounding up to 101.
+
+    Raises:
+        ValueError: ``fraction`` outside ``[0, 1]``.
+        KeyError: a candidate has no PageRank.
+    """
+    if not 0.0 <= fraction <= 1.0:
+        raise ValueError(f"fraction must be in [0, 1], got {fraction}")
+    cands = sorted(set(candidates), key=lambda n: (-pagerank[n], n))
+    k = math.ceil(fraction * len(cands) - 1e-9)
+    return set(cands[:k])
+
+
+def criterion_a_curve(fetch_order: Sequence[int], top: set[int]) -> list[float]:
+    """Criterion A: ``curve[i]`` = share of ``top`` fetched among the first
+    ``i + 1`` pages of ``fetch_order`` (in ``[0, 1]``; a page fetched twice
+    counts once).  ``len(curve) == len(fetch_order)``.
+
+    Raises:
+        ValueError: ``top`` is empty.
+    """
+    if not top:
+        raise ValueError("top set is empty")
+    seen: set[int] = set()
+    hits = 0
+    total = len(top)
+    curve: list[float] = []
+    for n in fetch_order:
+        if n in top and n not in seen:
+            seen.add(n)
+            hits += 1
+        curve.append(hits / total)
+    return curve
+
+
+def share_at(curve: Sequence[float], fraction_of_pages: float, total_pages: int) -> float:
+    """The curve's value after ``max(1, floor(fraction_of_pages * total_pages))``
+    pages; if the crawl fetched fewer pages, its last value.
+
+    Raises:
+        ValueError: ``curve`` is empty.
+    """
+    if not curve:
+        raise ValueError("empty curve")
+    k = max(1, math.floor(fraction_of_pages * total_pages + 1e-9))
+    return curve[min(k, len(curve)) - 1]
+
+
+def criterion_b_curve(fetch_order: Sequence[int], pagerank: dict[int, float]) -> list[float]:
+    """Criterion B: ``curve[i]`` = sum of the final PageRank of the distinct
+    pages among the first ``i + 1`` fetched (a refetch adds 0; a page with no
+    PageRank, e.g. outside the graph, adds 0).  Non-decreasing; at most 1 when
+    PageRank sums to 1.
+    """
+    seen: set[int] = set()
+
+    def gain(n: int) -> float:
+        if n in seen:
+            return 0.0
+        seen.add(n)
+        return pagerank.get(n, 0.0)
+
+    return list(accumulate(gain(n) for n in fetch_order))

@@ -1,0 +1,267 @@
+"""Serve a real web graph over HTTP so a crawler can crawl it locally.
+
+Each node is one HTML page at its path from :func:`ipr_crawl.graphio.page_paths`,
+holding exactly its out-links (root-relative ``href``s) in file order::
+
+    <!DOCTYPE html><html><head><title>node N</title></head><body><h1>URL or path</h1>
+    <ul><li><a href="PATH">node M</a></li>...</ul></body></html>
+
+Pages are generated on request from the adjacency lists (nothing is cached), so
+cnr-2000 (325k nodes, 3.2M arcs) fits in about 400 MB.  Responses carry
+``Content-Type: text/html; charset=utf-8``, a fixed ``Last-Modified`` (the graph
+file's mtime) and a strong ``ETag`` (SHA-1 of the body); ``If-None-Match`` and,
+when no ``If-None-Match`` is sent, ``If-Modified-Since`` are answered with 304
+(RFC 9110 §13.2.2 precedence).
+
+Other resources: ``/_ipr/seed`` 302-redirects to the seed page;
+``/_ipr/nodes.tsv`` lists ``id<TAB>path`` for every node; anything else
+(including ``/robots.txt``) is 404.
+
+CLI: ``ipr-crawl serve-graph GRAPH.tsv.gz [--urls URLS.tsv.gz] --port N
+[--host H] [--seed NODE]`` or ``python -m ipr_crawl.serve GRAPH ...``.  Once
+listening it prints one line
+``serving <name>: <nodes> nodes, <edges> edges, seed <id> at http://host:port<path>``
+to stdout (flushed), then runs until SIGINT/SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import html
+import os
+import sys
+from typing import Any, Sequence
+from urllib.parse import unquote
+
+from twisted.web import http, resource, server
+
+from ipr_crawl.graphio import (
+    Graph,
+    default_seed,
+    page_paths,
+    path_to_node,
+    read_graph,
+    read_urls,
+)
+
+__all__ = ["GraphResource", "make_site", "serve_graph", "add_serve_graph_parser", "main"]
+
+#: Last-Modified used when the caller gives none: 2000-01-01T00:00:00Z.
+DEFAULT_LAST_MODIFIED = 946684800
+
+SEED_PATH = "/_ipr/seed"
+NODES_PATH = "/_ipr/nodes.tsv"
+
+
+class GraphResource(resource.Resource):
+    """A leaf resource answering every path of the site from the graph.
+
+    Args:
+        graph: the graph to serve.
+        paths: node id -> path (from :func:`page_paths`); must be unique.
+        seed: node that ``/_ipr/seed`` redirects to.
+        last_modified: POSIX seconds sent as ``Last-Modified`` on every page.
+        urls: optional node id -> original URL, shown in each page's ``<h1>``.
+    """
+
+    isLeaf = True
+
+    def __init__(
+        self,
+        graph: Graph,
+        paths: dict[int, str],
+        seed: int,
+        last_modified: float = DEFAULT_LAST_MODIFIED,
+        urls: dict[int, str] | None = None,
+    ) -> None:
+        super().__init__()
+        self.graph = graph
+        self.paths = paths
+        self.by_path = path_to_node(paths)
+        # Fallback for clients that re-encode paths (e.g. %7E vs ~, spaces -> %20).
+        self.by_decoded: dict[str, int] = {}
+        for node, p in paths.items():
+            d = unquote(p)
+            if d != p:
+                self.by_decoded.setdefault(d, node)
+        self.seed = seed
+        self.last_modified = int(last_modified)
+        self.urls = urls
+
+    def lookup(self, raw_path: str) -> int | None:
+        """Node served at ``raw_path`` (path + ``?query`` as sent), or None."""
+        node = self.by_path.get(raw_path)
+        if node is None:
+            d = unquote(raw_path)
+            node = self.by_decoded.get(d)
+            if node is None:
+                node = self.by_path.get(d)
+        return node
+
+    def page_body(self, node: int) -> bytes:
+        """The HTML page of ``node`` (UTF-8)."""
+        paths = self.paths
+        esc = html.escape
+        title = self.urls.get(node) if self.urls else None
+        parts = [
+            f"<!DOCTYPE html><html><head><title>node {node}</title></head><body>"
+            f"<h1>{esc(title or paths[node], quote=False)}</h1><ul>"
+        ]
+        for v in self.graph.out.get(node, ()):
+            parts.append(f'<li><a href="{esc(paths[v])}">node {v}</a></li>')
+        parts.append("</ul></body></html>\n")
+        return "".join(parts).encode("utf-8")
+
+    def render_GET(self, request: server.Request) -> bytes:
+        raw = request.uri.decode("latin-1").split("#", 1)[0]
+        if "://" in raw.split("?", 1)[0]:  # absolute-form request target
+            rest = raw.split("://", 1)[1]
+            raw = "/" + rest.split("/", 1)[1] if "/" in rest else "/"
+        if raw == SEED_PATH:
+            target = self.paths[self.seed].encode("latin-1", "replace")
+            request.setResponseCode(http.FOUND)
+            request.setHeader(b"location", target)
+            request.setHeader(b"content-type", b"text/html; charset=utf-8")
+            return b'<!DOCTYPE html><html><body><a href="%s">seed</a></body></html>\n' % (
+                html.escape(self.paths[self.seed]).encode("utf-8"),
+            )
+        if raw == NODES_PATH:
+            request.setHeader(b"content-type", b"text/tab-separated-values; charset=utf-8")
+            lines = [f"{n}\t{p}\n" for n, p in sorted(self.paths.items())]
+            return "".join(lines).encode("utf-8")
+        node = self.lookup(raw)
+        if node is None:
+            request.setResponseCode(http.NOT_FOUND)
+            request.setHeader(b"content-type", b"text/plain; charset=utf-8")
+            return b"404 not found\n"
+        body = self.page_body(node)
+        etag = b'"' + hashlib.sha1(body).hexdigest()[:20].encode("ascii") + b'"'
+        request.setHeader(b"content-type", b"text/html; charset=utf-8")
+        if request.setETag(etag) == http.CACHED:
+            request.setHeader(b"last-modified", http.datetimeToString(self.last_modified))
+            return b""
+        if request.getHeader(b"if-none-match") is None:
+            if request.setLastModified(self.last_modified) == http.CACHED:
+                return b""
+        else:
+            request.setHeader(b"last-modified", http.datetimeToString(self.last_modified))
+        return body
+
+
+class _QuietSite(server.Site):
+    """A Site that writes no access log (logging would dominate CPU time)."""
+
+    def log(self, request: Any) -> None:  # noqa: D401 - twisted API
+        return None
+
+
+def make_site(
+    graph: Graph,
+    urls: dict[int, str] | None = None,
+    seed: int | None = None,
+    last_modified: float | None = None,
+) -> server.Site:
+    """Build the twisted ``Site`` serving ``graph`` (seed defaults to
+    :func:`default_seed`).
+
+    Raises:
+        KeyError: ``seed`` is not a node of the graph.
+    """
+    paths = page_paths(graph, urls)
+    if seed is None:
+        seed = default_seed(graph)
+    if seed not in paths:
+        raise KeyError(f"seed {seed} is not a node of {graph.name}")
+    res = GraphResource(
+        graph,
+        paths,
+        seed,
+        DEFAULT_LAST_MODIFIED if last_modified is None else last_modified,
+        urls,
+    )
+    return _QuietSite(res)
+
+
+def serve_graph(
+    graph: Graph,
+    urls: dict[int, str] | None,
+    port: int,
+    host: str = "127.0.0.1",
+    seed: int | None = None,
+    *,
+    last_modified: float | None = None,
+    run: bool = True,
+) -> Any:
+    """Listen on ``host:port`` (0 = any free port) and serve ``graph``.
+
+    With ``run=True`` (default) prints the ready line (see module docstring),
+    then runs the reactor until it stops; returns None.  With ``run=False``
+    returns the twisted ``IListeningPort`` without printing or running the
+    reactor (for embedding in a reactor that is already running).
+
+    Raises:
+        twisted.internet.error.CannotListenError: the port is in use.
+    """
+    from twisted.internet import reactor
+
+    site = make_site(graph, urls, seed, last_modified)
+    listening = reactor.listenTCP(port, site, interface=host)  # type: ignore[attr-defined]
+    if not run:
+        return listening
+    res: GraphResource = site.resource  # type: ignore[assignment]
+    actual = listening.getHost().port
+    shown = f"[{host}]" if ":" in host else host
+    print(
+        f"serving {graph.name}: {len(graph.nodes)} nodes, {graph.edges} edges, "
+        f"seed {res.seed} at http://{shown}:{actual}{res.paths[res.seed]}",
+        flush=True,
+    )
+    reactor.run()  # type: ignore[attr-defined]
+    return None
+
+
+def _configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    p.add_argument("graph", help="edge list NAME.tsv[.gz] (src<TAB>dst, '#' headers)")
+    p.add_argument("--urls", help="id<TAB>url file; pages are then served under the URLs' paths")
+    p.add_argument("--port", type=int, required=True, help="TCP port (0 = any free port)")
+    p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
+    p.add_argument("--seed", type=int, default=None, help="seed node (default: max out-degree node of the largest SCC)")
+    p.set_defaults(func=_run)
+    return p
+
+
+def add_serve_graph_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register the ``serve-graph`` subcommand on an ``add_subparsers()``
+    object; the parsed namespace's ``func(args) -> int`` runs it."""
+    p = subparsers.add_parser(
+        "serve-graph",
+        help="serve a real web graph as HTML pages over HTTP",
+        description="Serve a web graph (one HTML page per node) for local crawling.",
+    )
+    return _configure(p)
+
+
+def _run(args: argparse.Namespace) -> int:
+    graph = read_graph(args.graph)
+    urls = read_urls(args.urls) if args.urls else None
+    serve_graph(
+        graph,
+        urls,
+        args.port,
+        args.host,
+        args.seed,
+        last_modified=os.stat(args.graph).st_mtime,
+    )
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m ipr_crawl.serve GRAPH [--urls U] --port N [--host H] [--seed S]``."""
+    parser = _configure(argparse.ArgumentParser(prog="ipr-crawl serve-graph", description=__doc__.split("\n\n")[0]))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
