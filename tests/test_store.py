@@ -1,0 +1,292 @@
+"""FrontierStore against a real redis-server: leases, acks, expiry, duplicates,
+the forced queue, compatibility checks and key layout."""
+
+from __future__ import annotations
+
+import struct
+import time
+
+import pytest
+from redis.crc import key_slot
+
+from ipr_crawl.store import SCHEMA_VERSION, FrontierStore, IncompatibleCrawl, Link, crawl_keys
+
+
+def nid(n: int) -> bytes:
+    return n.to_bytes(8, "big")
+
+
+def payload(n: int) -> bytes:
+    return b"\x01req-%d" % n
+
+
+@pytest.fixture
+def store(redis_client, crawl_id):
+    s = FrontierStore(redis_client, crawl_id, "ipr")
+    assert s.open() is False
+    return s
+
+
+def seq_of(member: bytes) -> int:
+    return struct.unpack(">Q", member[:8])[0]
+
+
+# -- leases ------------------------------------------------------------------------
+def test_pop_leases_and_record_page_acknowledges(store):
+    assert store.enqueue(nid(1), 5, payload(1), False) == 1
+    expired, items = store.pop(1, lease_secs=600)
+    assert expired == 0
+    assert len(items) == 1
+    member, body = items[0]
+    assert member[8:] == nid(1) and len(member) == 16
+    assert body == payload(1)
+    c = store.counts()
+    assert (c["frontier"], c["in_flight"], c["known"], c["fetched"]) == (0, 1, 1, 0)
+    assert store.pending() == 1
+    # Nothing else to pop while the lease is held.
+    assert store.pop(1, 600) == (0, [])
+
+    added, first, _ = store.record_page(nid(1), 5, [Link(nid(2), 3, payload(2))], lease=member)
+    assert (added, first) == (1, True)
+    c = store.counts()
+    assert (c["frontier"], c["in_flight"], c["known"], c["fetched"]) == (1, 0, 2, 1)
+    # The request body of a fetched page is gone; the new URL's is stored.
+    assert store.client.hget(store.keys["req"], nid(1)) is None
+    assert store.client.hget(store.keys["req"], nid(2)) == payload(2)
+    # The acknowledged lease never comes back, even after its deadline.
+    _, items = store.pop(5, 600)
+    assert [m[8:] for m, _ in items] == [nid(2)]
+
+
+def test_expired_lease_is_moved_back_and_popped_again(store):
+    store.enqueue(nid(1), 0, payload(1), False)
+    _, items = store.pop(1, lease_secs=0.05)
+    (member, _), = items
+    # Not yet expired: nothing moves back.
+    assert store.pop(1, 600) == (0, [])
+    time.sleep(0.12)
+    expired, items = store.pop(1, lease_secs=600)
+    assert expired == 1
+    assert items == [(member, payload(1))]
+    assert store.counts()["in_flight"] == 1
+    # A late record of the old lease still settles the page exactly once.
+    store.record_page(nid(1), 0, [], lease=member)
+    assert store.pending() == 0
+    assert store.counts()["fetched"] == 1
+
+
+def test_expired_lease_of_a_fetched_page_is_dropped(store):
+    store.enqueue(nid(1), 0, payload(1), False)
+    _, [(member, _)] = store.pop(1, lease_secs=0.05)
+    store.record_page(nid(1), 0, [], lease=b"")  # recorded without its lease
+    time.sleep(0.12)
+    expired, items = store.pop(1, 600)
+    assert expired == 1 and items == []
+    assert store.pending() == 0
+
+
+def test_requeue_cap_bounds_expired_moved_back(store):
+    for n in range(5):
+        store.enqueue(nid(n), 0, payload(n), False)
+    store.pop(5, lease_secs=0.05)
+    time.sleep(0.12)
+    expired, items = store.pop(0, 600, requeue_cap=2)
+    assert (expired, items) == (2, [])
+    expired, items = store.pop(0, 600, requeue_cap=100)
+    assert (expired, items) == (3, [])
+    assert store.counts()["frontier"] == 5
+
+
+def test_ack_fail_marks_failed_for_good(store):
+    store.enqueue(nid(1), 0, payload(1), False)
+    store.enqueue(nid(2), 0, payload(2), False)
+    _, [(member, _)] = store.pop(1, 0.05)
+    assert member[8:] == nid(1)
+    assert store.ack("fail", [(member, nid(1))]) == 1
+    # A second ack of the same lease settles nothing.
+    assert store.ack("fail", [(member, nid(1))]) == 0
+    c = store.counts()
+    assert (c["failed"], c["in_flight"], c["frontier"]) == (1, 0, 1)
+    assert store.scores()[nid(1)][0] == 3
+    time.sleep(0.1)
+    # Never comes back: not by expiry, not by enqueue, not by a link to it.
+    assert store.enqueue(nid(1), 0, payload(1), False) == 0
+    _, items = store.pop(10, 600)
+    assert [m[8:] for m, _ in items] == [nid(2)]
+    store.record_page(nid(2), 0, [Link(nid(1), 0, payload(1))], lease=items[0][0])
+    assert store.pop(10, 600) == (0, [])
+    assert store.pending() == 0
+    assert store.scores()[nid(1)][0] == 3
+
+
+def test_ack_release_puts_it_back_at_once(store):
+    store.enqueue(nid(1), 0, payload(1), False)
+    store.enqueue(nid(2), 0, payload(2), False)
+    _, items = store.pop(2, 600)
+    assert [m[8:] for m, _ in items] == [nid(1), nid(2)]
+    assert store.ack("release", [(items[0][0], nid(1))]) == 1
+    c = store.counts()
+    assert (c["frontier"], c["in_flight"], c["failed"]) == (1, 1, 0)
+    # Same member, same position (lowest seq first among equal scores).
+    assert store.pop(1, 600) == (0, [(items[0][0], payload(1))])
+
+
+def test_ack_empty_and_unknown_leases(store):
+    assert store.ack("fail", []) == 0
+    assert store.ack("release", [(b"\x00" * 8 + nid(9), nid(9))]) == 0
+    assert store.counts()["failed"] == 0
+
+
+# -- duplicates and the forced queue -----------------------------------------------
+def test_known_url_is_duplicate_unless_dont_filter(store):
+    assert store.enqueue(nid(1), 0, payload(1), False) == 1
+    assert store.enqueue(nid(2), 0, payload(2), False) == 1
+    assert store.enqueue(nid(1), 0, b"\x01again", False) == 0
+    assert store.counts()["known"] == 2
+    assert store.enqueue(nid(2), 0, b"\x01forced-a", True) == 2
+    assert store.enqueue(nid(2), 0, b"\x01forced-b", True) == 2
+    c = store.counts()
+    assert (c["frontier"], c["forced"], c["known"]) == (2, 2, 2)
+    # Forced requests first (FIFO), then the frontier.
+    _, items = store.pop(3, 600)
+    assert [p for _, p in items] == [b"\x01forced-a", b"\x01forced-b", payload(1)]
+    tokens = [m for m, _ in items[:2]]
+    assert all(len(t) == 9 and t[:1] == b"F" for t in tokens)
+    # Forced tokens are leased like any request; release puts one back in front.
+    assert store.ack("release", [(tokens[1], nid(2))]) == 1
+    _, items = store.pop(1, 600)
+    assert items == [(tokens[1], b"\x01forced-b")]
+    # Acknowledging a token via record_page drops its stored body.
+    store.record_page(nid(2), 0, [], lease=tokens[1])
+    assert store.client.hget(store.keys["req"], tokens[1]) is None
+    assert store.ack("fail", [(tokens[0], nid(2))]) == 1
+    assert store.client.hget(store.keys["req"], tokens[0]) is None
+
+
+def test_pop_count_bounds_forced_and_frontier(store):
+    store.enqueue(nid(1), 0, payload(1), False)
+    for k in range(3):
+        assert store.enqueue(nid(1), 0, b"\x01f%d" % k, True) == 2
+    _, items = store.pop(1, 600)
+    assert [p for _, p in items] == [b"\x01f0"]
+    _, items = store.pop(3, 600)
+    assert [p for _, p in items] == [b"\x01f1", b"\x01f2", payload(1)]
+    assert store.counts()["in_flight"] == 4 and store.pending() == 4
+
+
+def test_new_url_with_dont_filter_is_just_new(store):
+    assert store.enqueue(nid(7), 0, payload(7), True) == 1
+    assert store.counts()["forced"] == 0
+
+
+def test_forced_lease_expires_back_to_forced_queue(store):
+    store.enqueue(nid(1), 0, payload(1), False)
+    store.enqueue(nid(1), 0, b"\x01retry", True)
+    _, [(token, body)] = store.pop(1, 0.05)
+    assert body == b"\x01retry"
+    time.sleep(0.12)
+    expired, items = store.pop(1, 600)
+    assert expired == 1 and items == [(token, b"\x01retry")]
+
+
+def test_enqueue_with_lease_settles_it(store):
+    store.enqueue(nid(1), 0, payload(1), False)
+    _, [(member, _)] = store.pop(1, 600)
+    # A retry: the old lease is settled, the request goes to the forced queue.
+    assert store.enqueue(nid(1), 0, b"\x01retry", True, lease=member) == 2
+    c = store.counts()
+    assert (c["in_flight"], c["forced"]) == (0, 1)
+
+
+# -- compatibility ------------------------------------------------------------------
+def test_open_twice_is_a_resume(redis_client, crawl_id):
+    assert FrontierStore(redis_client, crawl_id, "ipr").open() is False
+    assert FrontierStore(redis_client, crawl_id, "ipr").open() is True
+    assert FrontierStore(redis_client, crawl_id, "ipr", cutoff="dl1").open() is True
+
+
+def test_schema_mismatch_raises(redis_client, crawl_id):
+    s = FrontierStore(redis_client, crawl_id, "ipr")
+    s.open()
+    redis_client.hset(s.keys["meta"], "schema", SCHEMA_VERSION + 1)
+    with pytest.raises(IncompatibleCrawl) as exc:
+        FrontierStore(redis_client, crawl_id, "ipr").open()
+    msg = str(exc.value)
+    assert crawl_id in msg and "schema" in msg and str(SCHEMA_VERSION + 1) in msg and "IPR_CRAWL_ID" in msg
+
+
+def test_older_schema_raises(redis_client, crawl_id):
+    s = FrontierStore(redis_client, crawl_id, "ipr")
+    redis_client.hset(s.keys["meta"], mapping={"schema": 0, "ordering": "ipr:dl1"})
+    with pytest.raises(IncompatibleCrawl, match="schema"):
+        s.open()
+
+
+@pytest.mark.parametrize(("first", "second"), [("ipr", "blc"), ("blc", "bf"), ("bf", "ipr")])
+def test_ordering_mismatch_raises(redis_client, crawl_id, first, second):
+    FrontierStore(redis_client, crawl_id, first, cutoff="dl1" if first == "ipr" else "").open()
+    with pytest.raises(IncompatibleCrawl) as exc:
+        FrontierStore(redis_client, crawl_id, second, cutoff="dl1" if second == "ipr" else "").open()
+    msg = str(exc.value)
+    assert crawl_id in msg and repr(first if first != "ipr" else "ipr:dl1") in msg
+    assert "IPR_ORDERING" in msg
+
+
+# -- keys ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("bad", ["a{b", "a}b", "{x}", "", "   "])
+def test_crawl_keys_rejects_bad_ids(bad):
+    with pytest.raises(ValueError, match="IPR_CRAWL_ID"):
+        crawl_keys(bad)
+
+
+def test_all_keys_share_one_hash_tag(store, crawl_id):
+    keys = crawl_keys(crawl_id)
+    assert set(keys) == {"meta", "node", "out", "frontier", "lease", "forced", "req"}
+    assert len({key_slot(k.encode()) for k in keys.values()}) == 1
+    assert all(f"{{{crawl_id}}}" in k for k in keys.values())
+    # Exercise every script, then check Redis holds only keys of this crawl's tag.
+    store.enqueue(nid(1), 0, payload(1), False)
+    store.enqueue(nid(1), 0, payload(1), True)
+    _, items = store.pop(1, 600)
+    _, items2 = store.pop(1, 0.05)
+    store.record_page(nid(1), 0, [Link(nid(2), 0, payload(2)), Link(nid(3), 0, payload(3))], lease=items2[0][0])
+    store.ack("fail", [(items[0][0], nid(1))])
+    _, items = store.pop(1, 600)
+    store.ack("release", [(items[0][0], items[0][0][8:])])
+    present = {k.decode() for k in store.client.scan_iter(match=f"*{crawl_id}*")}
+    assert present and present <= set(keys.values())
+    assert {"meta", "node", "out", "frontier", "req"} <= {k.rsplit(":", 1)[1] for k in present}
+
+
+def test_two_crawls_do_not_see_each_other(redis_client, crawl_id):
+    other_id = crawl_id + "-other"
+    a = FrontierStore(redis_client, crawl_id, "ipr")
+    b = FrontierStore(redis_client, other_id, "blc", cutoff="")
+    try:
+        assert a.open() is False and b.open() is False
+        assert a.enqueue(nid(1), 0, payload(1), False) == 1
+        assert b.enqueue(nid(1), 0, payload(1), False) == 1  # not a duplicate there
+        assert b.enqueue(nid(2), 0, payload(2), False) == 1
+        _, items = a.pop(10, 600)
+        assert [m[8:] for m, _ in items] == [nid(1)]
+        a.record_page(nid(1), 0, [Link(nid(5), 0, payload(5))], lease=items[0][0])
+        assert a.counts()["known"] == 2 and b.counts()["known"] == 2
+        assert set(b.scores()) == {nid(1), nid(2)}
+        assert b.counts()["fetched"] == 0 and b.counts()["in_flight"] == 0
+        _, items = b.pop(10, 600)
+        assert sorted(m[8:] for m, _ in items) == [nid(1), nid(2)]
+    finally:
+        keys = list(redis_client.scan_iter(match=f"ipr:{{{other_id}}}:*"))
+        if keys:
+            redis_client.delete(*keys)
+
+
+def test_scores_reports_state_score_seq(store):
+    store.enqueue(nid(1), 0, payload(1), False)
+    _, [(m, _)] = store.pop(1, 600)
+    assert seq_of(m) == 1
+    store.record_page(nid(1), 0, [Link(nid(2), 0, payload(2)), Link(nid(3), 0, payload(3))], lease=m)
+    sc = store.scores()
+    assert sc[nid(1)] == (2, 1.0, 1)
+    assert sc[nid(2)] == (0, 0.5, 2)
+    assert sc[nid(3)] == (0, 0.5, 3)
