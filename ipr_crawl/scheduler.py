@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 import weakref
 from collections import deque
 from typing import TYPE_CHECKING, Any
@@ -64,6 +65,7 @@ class IprScheduler(BaseScheduler):
         self.store: FrontierStore | None = None
         self.spider: Spider | None = None
         self._buffer: deque[tuple[bytes, Request]] = deque()
+        self._last_wait_log = 0.0
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> IprScheduler:
@@ -112,7 +114,29 @@ class IprScheduler(BaseScheduler):
         self.store.client.close()
 
     def has_pending_requests(self) -> bool:
-        return bool(self._buffer) or (self.store is not None and self.store.pending() > 0)
+        if self._buffer:
+            return True
+        if self.store is None:
+            return False
+        pending = self.store.pending()
+        if pending and time.monotonic() - self._last_wait_log > 30:
+            self._log_wait()
+        return pending > 0
+
+    def _log_wait(self) -> None:
+        """Say why an idle crawl stays open: requests leased by other (or dead) processes."""
+        assert self.store is not None
+        self._last_wait_log = time.monotonic()
+        counts = self.store.counts()
+        if counts["frontier"] or counts["forced"] or not counts["in_flight"]:
+            return
+        deadline = self.store.earliest_lease_deadline()
+        wait = max(0.0, (deadline or time.time()) - time.time())
+        logger.info(
+            "ipr-crawl: waiting for %d requests in flight elsewhere (or leased by a process "
+            "that died); the first lease expires in %.0f s (IPR_LEASE_SECS)",
+            counts["in_flight"], wait,
+        )
 
     def enqueue_request(self, request: Request) -> bool:
         """Store ``request``; False (Scrapy logs it as dropped) for a duplicate URL.

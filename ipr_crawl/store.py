@@ -165,7 +165,11 @@ class FrontierStore:
             self.client.hset(k, mapping={"ordering": ordering, "created": time.time()})
             return False
         schema, stored = self.client.hmget(k, "schema", "ordering")
-        if schema is None or int(schema) != SCHEMA_VERSION:
+        try:
+            version = int(schema) if schema is not None else None
+        except ValueError:
+            version = None
+        if version != SCHEMA_VERSION:
             raise IncompatibleCrawl(
                 f"crawl {self.crawl_id!r} was written with schema {schema!r}; this is "
                 f"ipr-crawl schema {SCHEMA_VERSION}. Use another IPR_CRAWL_ID or delete "
@@ -256,6 +260,11 @@ class FrontierStore:
         for name in ("frontier", "forced", "lease"):
             pipe.zcard(self.keys[name])
         return sum(pipe.execute())
+
+    def earliest_lease_deadline(self) -> float | None:
+        """Deadline (s since the epoch) of the oldest lease in flight, or None."""
+        first = self.client.zrange(self.keys["lease"], 0, 0, withscores=True)
+        return first[0][1] / 1000.0 if first else None
 
     def scores(self) -> dict[bytes, tuple[int, float, int]]:
         """Every node's ``(state, score, seq)`` (for tests and evaluation; O(N))."""
