@@ -1,0 +1,478 @@
+"""Revisit policy: per-URL change state and the next-access estimators.
+
+Pure logic, no Scrapy or Redis imports: the downloader middleware
+(:mod:`ipr_crawl.middlewares.conditional`) and the change-log simulator
+(:mod:`ipr_crawl.revisit_sim`) drive the SAME functions below. Every time is in
+seconds (POSIX seconds for instants); intervals are seconds.
+
+Source: Tamura & Kitsuregawa 2008 (seed ``001``), §4 (ALGORITHMS.md §2).
+Per URL only a few numbers are kept (:class:`RevisitState`): ``T`` (time since
+the first access), ``U`` (sum of access intervals in which no change was
+detected), ``m`` (intervals with a change), ``t_c,min``, ``t_c,avg = (T - U)/m``,
+the last interval, validators and the content hash.
+
+Estimators (:func:`parse_policy` specs):
+
+- ``mle-min``, ``mle-avg``, ``mle-mix`` (001 §4.1, eq. 4 and 5): mean change
+  interval ``t_c / log(T/U)`` with ``t_c`` = ``t_c,min``, ``t_c,avg`` or
+  ``sqrt(t_c,min * t_c,avg)``; multiplier clamped to ``[mu_low, mu_high]``, times
+  ``alpha``; ``mu_high * tau_prev`` while no change was ever seen; ``tau_2`` fixed.
+- ``aimd`` (001 §4.2, eq. 6): unchanged ``tau += d``, changed ``tau *= r``; the
+  ``pair`` variant adds ``d`` only after two unchanged accesses in a row.
+- ``nutch-adaptive`` (Apache Nutch ``AdaptiveFetchSchedule``): unchanged
+  ``tau *= 1 + inc``, changed ``tau *= 1 - dec``, clamped to ``[min, max]``.
+- ``fixed``: always the same interval.
+
+>>> p = parse_policy("mle-mix:0.1-10:15d")
+>>> s = first_access(0.0)
+>>> next_interval(p, s) / DAY
+15.0
+>>> s = observe(s, 15 * DAY, changed=True)
+>>> next_interval(p, s) / DAY   # every access changed: U/T = 0 -> alpha*mu_low*t_c
+1.5
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field, replace
+from typing import Union
+
+__all__ = [
+    "DAY",
+    "RevisitState",
+    "MlePolicy",
+    "AimdPolicy",
+    "NutchAdaptivePolicy",
+    "FixedPolicy",
+    "Policy",
+    "parse_duration",
+    "format_duration",
+    "parse_policy",
+    "first_access",
+    "observe",
+    "next_interval",
+    "bucket",
+    "next_due",
+    "CHANGE_CLASSES",
+]
+
+DAY = 86400.0
+
+#: Classification of one access (001 §3 (3)); ``new`` is the first access.
+CHANGE_CLASSES = ("new", "changed", "unchanged", "not_modified")
+
+
+@dataclass
+class RevisitState:
+    """What is kept per URL (001 §4.1.1): a few numbers, not the history.
+
+    ``first`` and ``last`` are the instants of the first and the latest access
+    (s); ``T = last - first``. ``U`` (s) sums the intervals without a detected
+    change (plus, by the Last-Modified rule, the part of a changed interval after
+    the Last-Modified time). ``m`` counts intervals with a change, ``tc_min`` (s)
+    is the shortest of them (``inf`` while ``m == 0``). ``last_interval`` (s) is
+    the latest observed access interval, ``interval`` (s) the latest interval
+    the policy chose (``tau_{i-1}``), ``accesses`` counts accesses (first
+    included), ``unchanged_run`` the unchanged accesses in a row. ``etag`` and
+    ``last_modified`` are the validators as received (RFC 9110 §8.8), ``digest``
+    the content hash of the latest version.
+    """
+
+    first: float
+    last: float
+    U: float = 0.0
+    m: int = 0
+    tc_min: float = math.inf
+    last_interval: float = 0.0
+    interval: float = 0.0
+    accesses: int = 1
+    unchanged_run: int = 0
+    etag: str = ""
+    last_modified: str = ""
+    digest: str = ""
+
+    @property
+    def T(self) -> float:  # noqa: N802 (the paper's name)
+        """Time since the first access (s)."""
+        return self.last - self.first
+
+    @property
+    def tc_avg(self) -> float:
+        """Mean interval with a change, ``(T - U) / m`` (s); ``inf`` while ``m == 0``."""
+        return (self.T - self.U) / self.m if self.m else math.inf
+
+    def to_list(self) -> list[object]:
+        """Compact list form (for msgpack); inverse of :meth:`from_list`."""
+        return [
+            self.first, self.last, self.U, self.m,
+            None if math.isinf(self.tc_min) else self.tc_min,
+            self.last_interval, self.interval, self.accesses, self.unchanged_run,
+            self.etag, self.last_modified, self.digest,
+        ]
+
+    @classmethod
+    def from_list(cls, data: list[object]) -> RevisitState:
+        """Rebuild from :meth:`to_list`; raises :class:`ValueError` on a malformed list."""
+        if not isinstance(data, (list, tuple)) or len(data) != 12:
+            raise ValueError("revisit state: expected a list of 12 fields")
+        (first, last, u, m, tc_min, last_interval, interval, accesses, run, etag, lm, digest) = data
+        return cls(
+            first=float(first), last=float(last), U=float(u), m=int(m),  # type: ignore[arg-type]
+            tc_min=math.inf if tc_min is None else float(tc_min),  # type: ignore[arg-type]
+            last_interval=float(last_interval), interval=float(interval),  # type: ignore[arg-type]
+            accesses=int(accesses), unchanged_run=int(run),  # type: ignore[arg-type]
+            etag=str(etag), last_modified=str(lm), digest=str(digest),
+        )
+
+
+# -- policies ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MlePolicy:
+    """MLE.min / MLE.avg / MLE.mix of 001 §4.1 (eq. 5). Times in seconds."""
+
+    estimator: str = "mix"  # "min" | "avg" | "mix"
+    mu_low: float = 0.1
+    mu_high: float = 10.0
+    tau2: float = 15 * DAY
+    alpha: float = 1.0
+    name: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True)
+class AimdPolicy:
+    """AIMD of 001 §4.2 (eq. 6): ``+d`` unchanged, ``*r`` changed; ``pair``: ``+d``
+    only after two unchanged accesses in a row. ``tau2`` is the first interval."""
+
+    d: float = DAY
+    r: float = 0.5
+    tau2: float = 15 * DAY
+    pair: bool = False
+    name: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True)
+class NutchAdaptivePolicy:
+    """Apache Nutch ``AdaptiveFetchSchedule``: ``*(1+inc)`` unchanged, ``*(1-dec)``
+    changed, clamped to ``[min_interval, max_interval]``; ``tau2`` is Nutch's
+    ``db.fetch.interval.default`` (30 days)."""
+
+    inc: float = 0.4
+    dec: float = 0.2
+    min_interval: float = 60.0
+    max_interval: float = 365 * DAY
+    tau2: float = 30 * DAY
+    name: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True)
+class FixedPolicy:
+    """The same interval every time (``tau2`` equals it)."""
+
+    interval: float = 7 * DAY
+    name: str = field(default="", compare=False)
+
+    @property
+    def tau2(self) -> float:
+        return self.interval
+
+
+Policy = Union[MlePolicy, AimdPolicy, NutchAdaptivePolicy, FixedPolicy]
+
+# -- durations and specs ---------------------------------------------------------------
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": DAY, "w": 7 * DAY, "y": 365 * DAY}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?\s*([smhdwy]?)\s*$", re.I)
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a duration such as ``15d``, ``12h``, ``90m``, ``30s``, ``2w``, ``1y``
+    (365 d); a bare number is seconds.
+
+    >>> parse_duration("15d"), parse_duration("1.5h"), parse_duration("60")
+    (1296000.0, 5400.0, 60.0)
+
+    Raises :class:`ValueError` on anything else or a negative/non-finite value.
+    """
+    m = _DURATION.match(str(text))
+    if not m:
+        raise ValueError(f"{text!r} is not a duration (e.g. 15d, 12h, 30m, 45s, 2w)")
+    number = float(str(text).strip().rstrip("smhdwySMHDWY").strip())
+    value = number * _UNITS[m.group(2).lower() or "s"]
+    if not math.isfinite(value):
+        raise ValueError(f"{text!r} is not a finite duration")
+    return value
+
+
+def format_duration(seconds: float) -> str:
+    """Shortest exact form among d, h, m, s (``1296000`` -> ``15d``).
+
+    >>> format_duration(1296000.0), format_duration(5400.0)
+    ('15d', '90m')
+    """
+    for unit in ("d", "h", "m"):
+        q = seconds / _UNITS[unit]
+        if q == int(q) and q != 0:
+            return f"{int(q)}{unit}"
+    return f"{int(seconds)}s" if seconds == int(seconds) else f"{seconds!r}s"
+
+
+def _number(text: str, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{what}: {text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{what}: {text!r} is not finite")
+    return value
+
+
+def parse_policy(spec: str) -> Policy:
+    """Parse a policy spec (the grammar of ``IPR_REVISIT_POLICY`` and ``--policies``).
+
+    - ``mle-min|mle-avg|mle-mix[:MU_LOW-MU_HIGH][:TAU2][:xALPHA]``; defaults
+      ``0.1-10``, ``15d``, ``x1`` (001's deployed setting).
+    - ``aimd[:D][:R][:TAU2][:pair]``; defaults ``1d``, ``0.5``, ``15d``.
+    - ``nutch-adaptive[:INC][:DEC][:MIN][:MAX][:TAU2]``; defaults ``0.4``,
+      ``0.2``, ``60s``, ``365d``, ``30d`` (Nutch's).
+    - ``fixed:INTERVAL``.
+
+    Optional fields may also be given as ``key=value`` (``mu``, ``tau2``,
+    ``alpha``, ``d``, ``r``, ``inc``, ``dec``, ``min``, ``max``).
+    Bounds: ``0 < mu_low < mu_high``, ``0 < alpha <= 1``, ``d > 0``,
+    ``0 < r < 1``, ``inc > 0``, ``0 < dec < 1``, ``0 < min <= max``, intervals > 0.
+
+    >>> parse_policy("mle-mix:0.1-10:15d")
+    MlePolicy(estimator='mix', mu_low=0.1, mu_high=10.0, tau2=1296000.0, alpha=1.0, name='mle-mix:0.1-10:15d')
+    >>> parse_policy("aimd:1d:0.5:pair").pair
+    True
+
+    Raises :class:`ValueError` saying what is wrong.
+    """
+    raw = str(spec).strip()
+    head, *fields = [f.strip() for f in raw.split(":")]
+    head = head.lower()
+    kv: dict[str, str] = {}
+    pos: list[str] = []
+    for f in fields:
+        if not f:
+            raise ValueError(f"policy {raw!r}: empty field")
+        if "=" in f:
+            k, _, v = f.partition("=")
+            kv[k.strip().lower()] = v.strip()
+        else:
+            pos.append(f)
+    try:
+        policy = _build(head, pos, kv, raw)
+    except ValueError as exc:
+        msg = str(exc)
+        raise ValueError(msg if msg.startswith("policy ") else f"policy {raw!r}: {msg}") from None
+    return policy
+
+
+def _build(head: str, pos: list[str], kv: dict[str, str], raw: str) -> Policy:
+    def take_kv(allowed: set[str]) -> None:
+        extra = set(kv) - allowed
+        if extra:
+            raise ValueError(f"unknown key(s) {sorted(extra)}; allowed {sorted(allowed)}")
+
+    if head in ("mle-min", "mle-avg", "mle-mix"):
+        take_kv({"mu", "tau2", "alpha"})
+        mu, tau2, alpha = kv.get("mu"), kv.get("tau2"), kv.get("alpha")
+        for f in pos:
+            if f.lower().startswith("x"):
+                alpha = f[1:]
+            elif "-" in f:
+                mu = f
+            else:
+                tau2 = f
+        mu_low, mu_high = 0.1, 10.0
+        if mu is not None:
+            lo, sep, hi = mu.partition("-")
+            if not sep:
+                raise ValueError(f"mu range {mu!r}: use MU_LOW-MU_HIGH, e.g. 0.1-10")
+            mu_low, mu_high = _number(lo, "mu_low"), _number(hi, "mu_high")
+        if not 0 < mu_low < mu_high:
+            raise ValueError(f"need 0 < mu_low < mu_high, got {mu_low}-{mu_high}")
+        a = 1.0 if alpha is None else _number(alpha, "alpha")
+        if not 0 < a <= 1:
+            raise ValueError(f"need 0 < alpha <= 1, got {a}")
+        t2 = 15 * DAY if tau2 is None else parse_duration(tau2)
+        if t2 <= 0:
+            raise ValueError("tau2 must be > 0")
+        return MlePolicy(head[4:], mu_low, mu_high, t2, a, name=raw)
+    if head == "aimd":
+        take_kv({"d", "r", "tau2"})
+        pair = False
+        durations: list[str] = []
+        r = kv.get("r")
+        for f in pos:
+            if f.lower() == "pair":
+                pair = True
+            elif _DURATION.match(f) and f[-1:].isalpha():
+                durations.append(f)
+            elif r is None:
+                r = f
+            else:
+                raise ValueError(f"unexpected field {f!r}")
+        d = parse_duration(kv.get("d") or (durations[0] if durations else "1d"))
+        t2 = parse_duration(kv.get("tau2") or (durations[1] if len(durations) > 1 else "15d"))
+        rv = 0.5 if r is None else _number(r, "r")
+        if d <= 0 or t2 <= 0:
+            raise ValueError("d and tau2 must be > 0")
+        if not 0 < rv < 1:
+            raise ValueError(f"need 0 < r < 1, got {rv}")
+        return AimdPolicy(d, rv, t2, pair, name=raw)
+    if head == "nutch-adaptive":
+        take_kv({"inc", "dec", "min", "max", "tau2"})
+        nums = [f for f in pos if not f[-1:].isalpha()]
+        durs = [f for f in pos if f[-1:].isalpha()]
+        inc = _number(kv.get("inc") or (nums[0] if nums else "0.4"), "inc")
+        dec = _number(kv.get("dec") or (nums[1] if len(nums) > 1 else "0.2"), "dec")
+        if len(nums) > 2:
+            raise ValueError("nutch-adaptive takes INC, DEC, then durations MIN, MAX, TAU2")
+        lo = parse_duration(kv.get("min") or (durs[0] if durs else "60s"))
+        hi = parse_duration(kv.get("max") or (durs[1] if len(durs) > 1 else "365d"))
+        t2 = parse_duration(kv.get("tau2") or (durs[2] if len(durs) > 2 else "30d"))
+        if not inc > 0:
+            raise ValueError(f"need inc > 0, got {inc}")
+        if not 0 < dec < 1:
+            raise ValueError(f"need 0 < dec < 1, got {dec}")
+        if not 0 < lo <= hi or t2 <= 0:
+            raise ValueError("need 0 < min <= max and tau2 > 0")
+        return NutchAdaptivePolicy(inc, dec, lo, hi, t2, name=raw)
+    if head == "fixed":
+        take_kv({"tau2"})
+        if len(pos) != 1:
+            raise ValueError("fixed takes exactly one interval, e.g. fixed:7d")
+        value = parse_duration(pos[0])
+        if value <= 0:
+            raise ValueError("the interval must be > 0")
+        return FixedPolicy(value, name=raw)
+    raise ValueError(
+        f"policy {raw!r}: unknown estimator {head!r}; allowed mle-min, mle-avg, mle-mix, "
+        "aimd, nutch-adaptive, fixed"
+    )
+
+
+# -- state updates -----------------------------------------------------------------------
+def first_access(now: float, etag: str = "", last_modified: str = "", digest: str = "") -> RevisitState:
+    """The state after the first access at ``now`` (s)."""
+    return RevisitState(first=now, last=now, etag=etag, last_modified=last_modified, digest=digest)
+
+
+def observe(
+    state: RevisitState,
+    now: float,
+    changed: bool,
+    modified_at: float | None = None,
+    interval: float | None = None,
+    **validators: str,
+) -> RevisitState:
+    """The state after an access at ``now`` (s) that did (not) detect a change.
+
+    ``modified_at`` is the Last-Modified instant (s) when the response had one
+    (001 §4.1.3): if it lies inside ``(previous access, now]`` the changed
+    interval is ``modified_at - previous`` and ``now - modified_at`` counts into
+    ``U``; otherwise the whole interval is the changed interval.
+    ``interval`` (s) is the interval the policy chose before this access
+    (``tau_{i-1}``); ``validators`` may set ``etag``, ``last_modified``, ``digest``.
+    An access at or before the previous one only updates the validators.
+    """
+    new = replace(state, **validators)
+    dt = now - state.last
+    if dt <= 0:
+        return new
+    new.last = now
+    new.last_interval = dt
+    new.accesses = state.accesses + 1
+    if interval is not None:
+        new.interval = interval
+    if changed:
+        tc = dt
+        if modified_at is not None and state.last < modified_at <= now:
+            tc = modified_at - state.last
+            new.U = state.U + (now - modified_at)
+        new.m = state.m + 1
+        new.tc_min = min(state.tc_min, tc)
+        new.unchanged_run = 0
+    else:
+        new.U = state.U + dt
+        new.unchanged_run = state.unchanged_run + 1
+    return new
+
+
+def next_interval(policy: Policy, state: RevisitState, changed: bool | None = None) -> float:
+    """The interval (s) from the latest access to the next one.
+
+    After the first access it is the policy's ``tau2``. Otherwise MLE uses 001
+    eq. 5 on ``(T, U, m, t_c,min)``; AIMD and nutch-adaptive adjust the previous
+    chosen interval ``state.interval`` (or ``tau2`` if none) by whether the latest
+    access saw a change (``changed``; default: inferred from ``unchanged_run``).
+    """
+    if state.accesses <= 1:
+        return policy.tau2
+    prev = state.interval if state.interval > 0 else (state.last_interval or policy.tau2)
+    if changed is None:
+        changed = state.unchanged_run == 0
+    if isinstance(policy, MlePolicy):
+        return _mle_interval(policy, state, prev)
+    if isinstance(policy, AimdPolicy):
+        if changed:
+            return prev * policy.r
+        if policy.pair and state.unchanged_run % 2 == 1:
+            return prev
+        return prev + policy.d
+    if isinstance(policy, NutchAdaptivePolicy):
+        tau = prev * (1 - policy.dec) if changed else prev * (1 + policy.inc)
+        return min(max(tau, policy.min_interval), policy.max_interval)
+    if isinstance(policy, FixedPolicy):
+        return policy.interval
+    raise TypeError(f"not a policy: {policy!r}")
+
+
+def _mle_interval(p: MlePolicy, s: RevisitState, prev: float) -> float:
+    T, U = s.T, s.U
+    if s.m == 0 or U >= T:  # U/T = 1: never changed, t_c undefined
+        return p.mu_high * prev
+    if p.estimator == "min":
+        tc = s.tc_min
+    elif p.estimator == "avg":
+        tc = s.tc_avg
+    else:
+        tc = math.sqrt(s.tc_min * s.tc_avg)
+    ratio = U / T
+    if ratio < math.exp(-1.0 / p.mu_low):  # includes U = 0
+        mu = p.mu_low
+    elif ratio <= math.exp(-1.0 / p.mu_high):
+        mu = 1.0 / math.log(T / U)
+    else:
+        mu = p.mu_high
+    return p.alpha * mu * tc
+
+
+# -- time buckets ---------------------------------------------------------------------------
+def bucket(t: float, resolution: float) -> float:
+    """Start of the time bucket holding ``t`` (001 §3 (5): the long-term queue's
+    buckets); ``t`` itself when ``resolution <= 0``."""
+    if resolution <= 0:
+        return t
+    return math.floor(t / resolution) * resolution
+
+
+def next_due(now: float, tau: float, resolution: float = 0.0, min_interval: float = 0.0, max_interval: float = 0.0) -> float:
+    """Instant (s) of the next access: ``now + tau`` with ``tau`` clamped to
+    ``[min_interval, max_interval]`` (0: no bound) and, with a ``resolution``,
+    rounded to whole buckets (at least one) counted from ``now``'s bucket.
+
+    >>> next_due(10 * DAY + 3600, 1.4 * DAY, DAY) / DAY
+    11.0
+    """
+    if min_interval > 0:
+        tau = max(tau, min_interval)
+    if max_interval > 0:
+        tau = min(tau, max_interval)
+    if resolution <= 0:
+        return now + tau
+    steps = max(1, math.floor(tau / resolution + 0.5))
+    return bucket(now, resolution) + steps * resolution

@@ -1,0 +1,308 @@
+"""The revisit policy's pure functions (ipr_crawl.revisit, ipr_crawl.contenthash):
+001 §4 rules checked as properties (hypothesis) and on hand-worked cases."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ipr_crawl.contenthash import digest, same_version, simhash64, visible_text
+from ipr_crawl.revisit import (
+    DAY,
+    AimdPolicy,
+    FixedPolicy,
+    MlePolicy,
+    NutchAdaptivePolicy,
+    RevisitState,
+    bucket,
+    first_access,
+    format_duration,
+    next_due,
+    next_interval,
+    observe,
+    parse_duration,
+    parse_policy,
+)
+
+intervals = st.integers(min_value=1, max_value=400 * 86400).map(float)  # whole seconds: exact sums
+histories = st.lists(st.tuples(intervals, st.booleans()), min_size=1, max_size=40)
+
+
+def replay(history, start=1.0e9, modified=None):
+    """State after accesses at start, start + i1, start + i1 + i2, ... with the
+    given changed flags; ``modified(prev, now)`` gives a Last-Modified instant."""
+    s = first_access(start)
+    t = start
+    for dt, changed in history:
+        lm = modified(t, t + dt) if (modified and changed) else None
+        t += dt
+        s = observe(s, t, changed, modified_at=lm)
+    return s
+
+
+# -- durations and specs ------------------------------------------------------------------
+@given(st.integers(min_value=1, max_value=10**9))
+def test_duration_round_trip(seconds):
+    assert parse_duration(format_duration(float(seconds))) == seconds
+
+
+@pytest.mark.parametrize("text, seconds", [("15d", 15 * DAY), ("12h", 43200), ("90m", 5400), ("30s", 30), ("2w", 14 * DAY), ("1.5d", 1.5 * DAY), ("45", 45)])
+def test_duration_units(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "d", "-1d", "1x", "1d2h", "inf", "nan"])
+def test_duration_rejects(text):
+    with pytest.raises(ValueError):
+        parse_duration(text)
+
+
+@given(
+    st.sampled_from(["min", "avg", "mix"]),
+    st.floats(min_value=0.01, max_value=5, allow_nan=False),
+    st.floats(min_value=1.01, max_value=100, allow_nan=False),
+    st.integers(min_value=1, max_value=400),
+    st.floats(min_value=0.05, max_value=1.0, allow_nan=False),
+)
+def test_mle_spec_round_trip(kind, lo, factor, tau2_days, alpha):
+    hi = lo * factor
+    spec = f"mle-{kind}:{lo!r}-{hi!r}:{tau2_days}d:x{alpha!r}"
+    p = parse_policy(spec)
+    assert p == MlePolicy(kind, lo, hi, tau2_days * DAY, alpha)
+    assert p.name == spec
+    assert parse_policy(f"mle-{kind}:alpha={alpha!r}:tau2={tau2_days}d:mu={lo!r}-{hi!r}") == p
+
+
+def test_spec_defaults_and_forms():
+    assert parse_policy("mle-mix") == MlePolicy("mix", 0.1, 10.0, 15 * DAY, 1.0)
+    assert parse_policy("mle-min:0.5-2:7d") == MlePolicy("min", 0.5, 2.0, 7 * DAY, 1.0)
+    assert parse_policy("aimd:1d:0.5") == AimdPolicy(DAY, 0.5, 15 * DAY, False)
+    assert parse_policy("aimd:1d:0.5:3d:pair") == AimdPolicy(DAY, 0.5, 3 * DAY, True)
+    assert parse_policy("nutch-adaptive") == NutchAdaptivePolicy(0.4, 0.2, 60.0, 365 * DAY, 30 * DAY)
+    assert parse_policy("nutch-adaptive:0.3:0.1:1h:100d:7d") == NutchAdaptivePolicy(0.3, 0.1, 3600.0, 100 * DAY, 7 * DAY)
+    assert parse_policy("fixed:7d") == FixedPolicy(7 * DAY)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    ["mle-max", "mle-mix:10-0.1", "mle-mix:0-10", "mle-mix:0.1-10:15d:x1.5", "mle-mix:0.1-10:0d",
+     "aimd:1d:1.5", "aimd:0d:0.5", "aimd:1d:0.5:bogus", "nutch-adaptive:0.4:1.2",
+     "nutch-adaptive:min=2d:max=1d", "fixed", "fixed:0d", "fixed:7d:8d", "mle-mix::15d", "mle-mix:foo=1", ""],
+)
+def test_spec_rejects(spec):
+    with pytest.raises(ValueError, match="policy"):
+        parse_policy(spec)
+
+
+# -- state updates (001 §4.1.1, §4.1.3) -----------------------------------------------------
+@given(histories)
+def test_state_sums_without_last_modified(history):
+    s = replay(history)
+    changed = [dt for dt, c in history if c]
+    assert s.accesses == len(history) + 1
+    assert math.isclose(s.T, sum(dt for dt, _ in history), rel_tol=1e-9)
+    assert math.isclose(s.U, sum(dt for dt, c in history if not c), rel_tol=1e-9, abs_tol=1e-6)
+    assert s.m == len(changed)
+    if changed:
+        assert s.tc_min == min(changed)
+        assert math.isclose(s.tc_avg, sum(changed) / len(changed), rel_tol=1e-6)
+        assert s.tc_min <= s.tc_avg * (1 + 1e-9)
+    else:
+        assert math.isinf(s.tc_min) and math.isinf(s.tc_avg)
+    run = 0
+    for _, c in history:
+        run = 0 if c else run + 1
+    assert s.unchanged_run == run
+    assert s.last_interval == pytest.approx(history[-1][0])
+
+
+@given(histories, st.floats(min_value=0.0, max_value=1.0))
+def test_last_modified_rule(history, where):
+    """LM inside (prev, now]: t_c = LM - prev and now - LM counts into U (001 Fig. 3)."""
+    s = replay(history, modified=lambda prev, now: prev + max(where * (now - prev), 1e-3))
+    plain = replay(history)
+    assert s.m == plain.m and math.isclose(s.T, plain.T)
+    assert s.U >= plain.U - 1e-6 and s.U <= s.T + 1e-6
+    assert s.tc_min <= plain.tc_min
+    # outside the interval (before the previous access, or none): ignored
+    stale = replay(history, modified=lambda prev, now: prev - 5.0)
+    assert stale.U == plain.U and stale.tc_min == plain.tc_min
+
+
+def test_last_modified_worked_case():
+    s = first_access(0.0)
+    s = observe(s, 10 * DAY, changed=True, modified_at=4 * DAY)
+    assert (s.T, s.U, s.m, s.tc_min) == (10 * DAY, 6 * DAY, 1, 4 * DAY)
+    s = observe(s, 12 * DAY, changed=False)
+    assert (s.T, s.U, s.tc_avg) == (12 * DAY, 8 * DAY, 4 * DAY)
+
+
+def test_access_not_after_previous_only_updates_validators():
+    s = first_access(100.0, etag='"a"')
+    s2 = observe(s, 100.0, changed=True, etag='"b"')
+    assert (s2.accesses, s2.m, s2.etag) == (1, 0, '"b"')
+
+
+@given(histories)
+def test_state_list_round_trip(history):
+    s = replay(history)
+    s.etag, s.last_modified, s.digest = '"x"', "Tue, 01 Jan 2030 00:00:00 GMT", "b:00"
+    assert RevisitState.from_list(s.to_list()) == s
+
+
+# -- MLE (001 eq. 4, 5) ------------------------------------------------------------------------
+mle_policies = st.builds(
+    MlePolicy,
+    st.sampled_from(["min", "avg", "mix"]),
+    st.floats(min_value=0.05, max_value=1.0),
+    st.floats(min_value=1.5, max_value=20.0),
+    st.just(15 * DAY),
+    st.floats(min_value=0.1, max_value=1.0),
+)
+
+
+@given(mle_policies, histories)
+def test_mle_interval_cases(p, history):
+    s = replay(history)
+    tau = next_interval(p, s)
+    if s.m == 0:
+        assert tau == pytest.approx(p.mu_high * (s.interval or s.last_interval))
+        return
+    tc = {"min": s.tc_min, "avg": s.tc_avg, "mix": math.sqrt(s.tc_min * s.tc_avg)}[p.estimator]
+    ratio = s.U / s.T
+    if ratio < math.exp(-1 / p.mu_low):
+        expected = p.alpha * p.mu_low * tc
+    elif ratio <= math.exp(-1 / p.mu_high):
+        expected = p.alpha * tc / math.log(s.T / s.U)
+    else:
+        expected = p.alpha * p.mu_high * tc
+    assert tau == pytest.approx(expected, rel=1e-9)
+    assert p.alpha * p.mu_low * tc * (1 - 1e-9) <= tau <= p.alpha * p.mu_high * tc * (1 + 1e-9)
+
+
+@given(histories)
+def test_mle_min_mix_avg_order(history):
+    s = replay(history)
+    if s.m == 0:
+        return
+    taus = [next_interval(MlePolicy(k), s) for k in ("min", "mix", "avg")]
+    assert taus[0] <= taus[1] * (1 + 1e-9) and taus[1] <= taus[2] * (1 + 1e-9)
+
+
+@given(st.integers(min_value=1, max_value=50), st.floats(min_value=1.0, max_value=100 * DAY), st.floats(min_value=0.01, max_value=0.99))
+def test_eq3_solves_the_likelihood_equation(m, tc, u_share):
+    """With all t_ci equal, 1/lambda = t_c / log(T/U) solves 001 eq. (2)."""
+    T_minus_U = m * tc
+    U = T_minus_U * u_share / (1 - u_share)
+    lam = math.log((T_minus_U + U) / U) / tc
+    assert m * tc / math.expm1(lam * tc) == pytest.approx(U, rel=1e-6)
+
+
+@given(st.floats(min_value=0.0, max_value=0.999), st.floats(min_value=0.0, max_value=0.999))
+def test_mle_monotone_in_stability(a, b):
+    """mu = 1/log(T/U) grows with U/T, so a more stable page is not revisited sooner."""
+    p = MlePolicy("avg")
+    lo, hi = sorted((a, b))
+    s1 = RevisitState(first=0.0, last=100 * DAY, U=lo * 100 * DAY, m=3, tc_min=(1 - lo) * 100 * DAY / 3, accesses=5)
+    s2 = RevisitState(first=0.0, last=100 * DAY, U=hi * 100 * DAY, m=3, tc_min=(1 - lo) * 100 * DAY / 3, accesses=5)
+    # same t_c (use min so only U/T differs)
+    q = MlePolicy("min")
+    assert next_interval(q, s1) <= next_interval(q, s2) * (1 + 1e-9)
+    assert next_interval(p, s1) > 0
+
+
+def test_mle_worked_cases():
+    p = MlePolicy("mix", 0.1, 10.0, 15 * DAY, 1.0)
+    s = first_access(0.0)
+    assert next_interval(p, s) == 15 * DAY  # tau_2
+    s = observe(s, 15 * DAY, changed=False, interval=15 * DAY)
+    assert next_interval(p, s) == 150 * DAY  # U/T = 1: mu_high * tau_prev
+    s = observe(s, 165 * DAY, changed=True, interval=150 * DAY)
+    # T = 165, U = 15, m = 1, t_c = 150 (min = avg = mix); U/T = 1/11 -> mu = 1/log 11
+    assert next_interval(p, s) == pytest.approx(150 * DAY / math.log(11))
+
+
+# -- AIMD, nutch-adaptive, fixed -------------------------------------------------------------
+@given(histories, st.floats(min_value=0.1 * DAY, max_value=5 * DAY), st.floats(min_value=0.05, max_value=0.95), st.booleans())
+def test_aimd(history, d, r, pair):
+    p = AimdPolicy(d, r, 15 * DAY, pair)
+    s = first_access(0.0)
+    tau = next_interval(p, s)
+    assert tau == 15 * DAY
+    t = 0.0
+    run = 0
+    for _, changed in history:
+        t += tau
+        s = observe(s, t, changed, interval=tau)
+        new = next_interval(p, s)
+        run = 0 if changed else run + 1
+        if changed:
+            assert new == pytest.approx(tau * r)
+        elif pair and run % 2 == 1:
+            assert new == tau
+        else:
+            assert new == pytest.approx(tau + d)
+        tau = new
+
+
+@given(histories)
+def test_nutch_adaptive_bounds(history):
+    p = NutchAdaptivePolicy(0.4, 0.2, 3600.0, 100 * DAY, 30 * DAY)
+    s, t, tau = first_access(0.0), 0.0, 30 * DAY
+    for _, changed in history:
+        t += tau
+        s = observe(s, t, changed, interval=tau)
+        new = next_interval(p, s)
+        raw = tau * (0.8 if changed else 1.4)
+        assert new == pytest.approx(min(max(raw, 3600.0), 100 * DAY))
+        tau = new
+
+
+@given(histories)
+def test_fixed(history):
+    s = replay(history)
+    assert next_interval(FixedPolicy(7 * DAY), s) == 7 * DAY
+
+
+# -- due times ----------------------------------------------------------------------------------
+@given(st.floats(min_value=0, max_value=2e9), st.floats(min_value=0.001, max_value=1e8), st.sampled_from([0.0, 3600.0, DAY]))
+def test_next_due(now, tau, res):
+    due = next_due(now, tau, res)
+    if res == 0:
+        assert due == now + tau
+    else:
+        assert due % res == 0 and due > bucket(now, res)
+        steps = round((due - bucket(now, res)) / res)
+        assert steps == max(1, math.floor(tau / res + 0.5))
+    assert next_due(now, tau, 0.0, min_interval=tau * 2) == now + tau * 2
+    assert next_due(now, tau, 0.0, max_interval=tau / 2) == now + tau / 2
+
+
+# -- content hashes -------------------------------------------------------------------------------
+@given(st.binary(max_size=300), st.binary(max_size=300))
+def test_body_digest(a, b):
+    assert same_version(digest(a), digest(a))
+    assert same_version(digest(a), digest(b)) == (a == b)
+
+
+@given(st.text(alphabet="abc <>/&;", max_size=80))
+def test_text_digest_ignores_markup(text):
+    body = f"<p>{text}</p>".encode()
+    restyled = f"<div class='x'><!-- note --><p>{text}</p><script>var t = 1;</script></div>".encode()
+    assert visible_text(restyled) == visible_text(body)
+    assert digest(body, "text") == digest(restyled, "text")
+
+
+@settings(max_examples=30)
+@given(st.lists(st.sampled_from("emacs lisp buffer window mode key file wiki page edit".split()), min_size=200, max_size=400), st.integers(0, 10**6))
+def test_simhash_near_duplicate(words, counter):
+    body = " ".join(words)
+    a = digest(f"<p>hits: 0</p><p>{body}</p>".encode(), "simhash")
+    b = digest(f"<p>hits: {counter}</p><p>{body}</p>".encode(), "simhash")
+    assert same_version(a, b, 4)
+    assert same_version(a, b, 4) == same_version(b, a, 4)
+    assert simhash64("") == 0
+    assert not same_version("", a)
