@@ -12,10 +12,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DEFAULTS", "ORDERINGS", "TIE_RULES", "FrontierConfig", "parse_ordering"]
+__all__ = ["DEFAULTS", "LUA_NAMES", "ORDERINGS", "TIE_RULES", "FrontierConfig", "parse_ordering"]
 
 #: Orderings of this release and their cut-offs (ALGORITHMS.md §1.1, §1.2).
-ORDERINGS: dict[str, tuple[str, ...]] = {"ipr": ("dl1",), "blc": (), "bf": ()}
+ORDERINGS: dict[str, tuple[str, ...]] = {
+    "ipr": ("dl1", "pl", "vr", "ar"),
+    "blc": (),
+    "ifs": (),
+    "importance": (),
+    "pr": (),
+    "opic": (),
+    "larger-sites-first": (),
+    "bf": (),
+}
+#: Short names used inside Redis (``lua/``) for orderings with long names.
+LUA_NAMES = {"larger-sites-first": "lsf"}
 #: Tie rule among URLs found on the same page (Yamada et al. 2004 §4.2).
 TIE_RULES = ("same-site", "other-site", "none")
 
@@ -27,12 +38,28 @@ DEFAULTS: dict[str, Any] = {
     "IPR_DATA_DIR": "",  # empty: <project data dir>/ipr, i.e. .scrapy/ipr
     "IPR_REDIS_APPENDFSYNC": "everysec",  # embedded server only: always|everysec|no
     "IPR_CRAWL_ID": "",  # empty: the spider's name
-    # Ordering: "ipr" (cut-off by IPR_CUTOFF), "ipr:dl1", "blc", "bf".
+    # Ordering: "ipr" (cut-off by IPR_CUTOFF) or "ipr:dl1|pl|vr|ar", "blc", "ifs",
+    # "importance", "pr", "opic", "larger-sites-first", "bf".
     "IPR_ORDERING": "ipr",
     "IPR_CUTOFF": "dl1",
     "IPR_INITIAL_SCORE": 1.0,  # the value every page gets once when fetched (000 §3)
     "IPR_TIE_RULE": "same-site",
     "IPR_MAX_LINKS_PER_PAGE": 10000,  # bound of the work of one page's record call
+    # Cut-off parameters (000 §3) and the bound of propagation beyond DL1.
+    "IPR_PL_PAGES": 8,  # L of the PL cut-off
+    "IPR_VR_THETA": 1.5,  # theta of the VR cut-off
+    "IPR_AR_THRESHOLD": 29 / 30,  # a_q / s_q threshold of the AR cut-off
+    "IPR_PROPAGATION_CAP": 1000,  # score updates beyond the direct targets per page
+    # importance ordering (004 §2): f = log2(a*same + b*other + 1), g = c | d.
+    "IPR_IMPORTANCE_A": 0.2,
+    "IPR_IMPORTANCE_B": 0.1,
+    "IPR_IMPORTANCE_C": 1.0,
+    "IPR_IMPORTANCE_D": 0.5,
+    # pr ordering (000 §4.2): one power iteration every N fetched pages.
+    "IPR_PR_INTERVAL_PAGES": 165000,
+    "IPR_PR_DAMPING": 0.85,
+    # opic ordering (Abiteboul et al. 2003): cash of a start URL.
+    "IPR_OPIC_INITIAL_CASH": 1.0,
     # Leases and pops.
     "IPR_LEASE_SECS": 600.0,
     "IPR_POP_BATCH_SIZE": 8,
@@ -43,6 +70,9 @@ DEFAULTS: dict[str, Any] = {
     "IPR_GRAPH_EXTENSIONS": [],  # e.g. ["html", "htm", "asp", "jsp", "php", "cfm"]
     "IPR_GRAPH_STAY_ON_HOSTS": True,
 }
+
+
+_POSITIVE = ("IPR_INITIAL_SCORE", "IPR_VR_THETA", "IPR_AR_THRESHOLD", "IPR_OPIC_INITIAL_CASH")
 
 
 def parse_ordering(value: str, cutoff: str = "dl1") -> tuple[str, str]:
@@ -98,6 +128,14 @@ class FrontierConfig:
     initial_score: float
     tie_rule: str
     max_links_per_page: int
+    pl_pages: int
+    vr_theta: float
+    ar_threshold: float
+    propagation_cap: int
+    importance: tuple[float, float, float, float]
+    pr_interval_pages: int
+    pr_damping: float
+    opic_initial_cash: float
     lease_secs: float
     pop_batch_size: int
     requeue_batch_size: int
@@ -118,10 +156,10 @@ class FrontierConfig:
                 f"IPR_REDIS_URL={url!r}: use a redis://, rediss:// or unix:// URL, "
                 "or leave it empty for the embedded server"
             )
-        fsync = str(settings.get("IPR_REDIS_APPENDFSYNC") or "everysec").lower()
+        fsync = str(settings.get("IPR_REDIS_APPENDFSYNC") or DEFAULTS["IPR_REDIS_APPENDFSYNC"]).lower()
         if fsync not in ("always", "everysec", "no"):
             raise ValueError(f"IPR_REDIS_APPENDFSYNC={fsync!r}: allowed always, everysec, no")
-        tie = str(settings.get("IPR_TIE_RULE") or "none").lower()
+        tie = str(settings.get("IPR_TIE_RULE") or DEFAULTS["IPR_TIE_RULE"]).lower()
         if tie not in TIE_RULES:
             raise ValueError(f"IPR_TIE_RULE={tie!r}: allowed " + ", ".join(TIE_RULES))
         crawl_id = str(settings.get("IPR_CRAWL_ID") or spider_name or "").strip()
@@ -137,6 +175,16 @@ class FrontierConfig:
             initial_score=_get(settings, "IPR_INITIAL_SCORE", "float"),
             tie_rule=tie,
             max_links_per_page=_get(settings, "IPR_MAX_LINKS_PER_PAGE", "int"),
+            pl_pages=_get(settings, "IPR_PL_PAGES", "int"),
+            vr_theta=_get(settings, "IPR_VR_THETA", "float"),
+            ar_threshold=_get(settings, "IPR_AR_THRESHOLD", "float"),
+            propagation_cap=_get(settings, "IPR_PROPAGATION_CAP", "int"),
+            importance=tuple(  # type: ignore[arg-type]
+                _get(settings, f"IPR_IMPORTANCE_{x}", "float") for x in "ABCD"
+            ),
+            pr_interval_pages=_get(settings, "IPR_PR_INTERVAL_PAGES", "int"),
+            pr_damping=_get(settings, "IPR_PR_DAMPING", "float"),
+            opic_initial_cash=_get(settings, "IPR_OPIC_INITIAL_CASH", "float"),
             lease_secs=_get(settings, "IPR_LEASE_SECS", "float"),
             pop_batch_size=_get(settings, "IPR_POP_BATCH_SIZE", "int"),
             requeue_batch_size=_get(settings, "IPR_REQUEUE_BATCH_SIZE", "int"),
@@ -144,10 +192,21 @@ class FrontierConfig:
         for name, value, low in (
             ("IPR_INITIAL_SCORE", cfg.initial_score, 0.0),
             ("IPR_MAX_LINKS_PER_PAGE", cfg.max_links_per_page, 1),
+            ("IPR_PL_PAGES", cfg.pl_pages, 0),
+            ("IPR_VR_THETA", cfg.vr_theta, 0.0),
+            ("IPR_AR_THRESHOLD", cfg.ar_threshold, 0.0),
+            ("IPR_PROPAGATION_CAP", cfg.propagation_cap, 0),
+            ("IPR_PR_INTERVAL_PAGES", cfg.pr_interval_pages, 1),
+            ("IPR_OPIC_INITIAL_CASH", cfg.opic_initial_cash, 0.0),
             ("IPR_LEASE_SECS", cfg.lease_secs, 0.001),
             ("IPR_POP_BATCH_SIZE", cfg.pop_batch_size, 1),
             ("IPR_REQUEUE_BATCH_SIZE", cfg.requeue_batch_size, 1),
         ):
-            if not value >= low or (name == "IPR_INITIAL_SCORE" and value == 0):
-                raise ValueError(f"{name}={value!r} must be {'>' if low == 0 else '>='} {low}")
+            if not value >= low or (name in _POSITIVE and value == 0):
+                raise ValueError(f"{name}={value!r} must be {'>' if name in _POSITIVE else '>='} {low}")
+        for name, value in zip(("A", "B", "C", "D"), cfg.importance):
+            if not value >= 0:
+                raise ValueError(f"IPR_IMPORTANCE_{name}={value!r} must be >= 0")
+        if not 0 < cfg.pr_damping < 1:
+            raise ValueError(f"IPR_PR_DAMPING={cfg.pr_damping!r} must be in (0, 1)")
         return cfg

@@ -19,22 +19,29 @@ Rules (Yamada, Takahashi, Taura, Chikayama 2004):
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
+from typing import Any
 
-__all__ = ["ReferenceFrontier", "Node", "priority", "simulate_crawl"]
+__all__ = ["ReferenceFrontier", "Node", "priority", "simulate_crawl", "LUA_ORDERINGS"]
 
 QUEUED, FETCHED, FAILED = 0, 2, 3
+#: Orderings as the Lua scripts name them.
+LUA_ORDERINGS = ("ipr", "blc", "ifs", "bf", "opic", "importance", "pr", "lsf")
 
 
 @dataclass
 class Node:
-    """State of one node: ``state`` (0 queued, 2 fetched, 3 failed), ``seq``, ``s``, ``tie``."""
+    """State of one node: ``state`` (0 queued, 2 fetched, 3 failed), ``seq``,
+    score ``s``, accumulated ``a``, ``tie`` field, out-links ``out`` once fetched."""
 
     seq: int
     tie: int
     s: float = 0.0
+    a: float = 0.0
     state: int = QUEUED
     outdeg: int = 0
+    out: list[Hashable] = field(default_factory=list)
 
 
 def priority(ordering: str, node: Node) -> float:
@@ -45,26 +52,47 @@ def priority(ordering: str, node: Node) -> float:
     """
     if ordering == "blc":
         return node.s * 16777216 - node.tie
-    if ordering == "ipr":
-        return node.s
-    return 0.0
+    if ordering in ("bf", "lsf", "larger-sites-first"):
+        return 0.0
+    return node.s
 
 
 class ReferenceFrontier:
     """In-memory frontier with exactly the rules of the Lua scripts.
 
     Node keys are any hashable (node ids of a graph, or 8-byte ids). ``in_flight``
-    nodes are popped and not yet recorded, as with leases.
+    nodes are popped and not yet recorded, as with leases. Parameters as in
+    :class:`ipr_crawl.store.FrontierStore`.
     """
 
-    def __init__(self, ordering: str = "ipr", initial_score: float = 1.0) -> None:
-        if ordering not in ("ipr", "blc", "bf"):
+    def __init__(
+        self,
+        ordering: str = "ipr",
+        initial_score: float = 1.0,
+        cutoff: str = "dl1",
+        *,
+        pl_pages: int = 8,
+        vr_theta: float = 1.5,
+        ar_threshold: float = 29 / 30,
+        propagation_cap: int = 1000,
+        importance: tuple[float, float, float, float] = (0.2, 0.1, 1.0, 0.5),
+        opic_initial_cash: float = 1.0,
+    ) -> None:
+        ordering = {"larger-sites-first": "lsf"}.get(ordering, ordering)
+        if ordering not in LUA_ORDERINGS:
             raise ValueError(f"unknown ordering {ordering!r}")
         self.ordering = ordering
+        self.cutoff = cutoff or "dl1"
         self.initial = float(initial_score)
+        self.param = float({"pl": pl_pages, "vr": vr_theta, "ar": ar_threshold}.get(self.cutoff, 0))
+        self.cap = int(propagation_cap)
+        self.importance = tuple(float(x) for x in importance)
+        self.cash = float(opic_initial_cash)
         self.nodes: dict[Hashable, Node] = {}
         self.in_flight: set[Hashable] = set()
         self.seq = 0
+        self.last_propagated = 0
+        self.last_dropped = 0
 
     def _new(self, key: Hashable, tie: int) -> Node:
         self.seq += 1
@@ -75,41 +103,119 @@ class ReferenceFrontier:
         """A request from outside a page (a start URL): 1 if new, 0 if known."""
         if key in self.nodes:
             return 0
-        self._new(key, tie)
+        node = self._new(key, tie)
+        if self.ordering == "opic":
+            node.s = self.cash
         return 1
 
     def record_page(self, key: Hashable, tie: int, links: Sequence[tuple[Hashable, int]]) -> int:
         """Page ``key`` fetched with distinct ``links`` ``[(key, tie), ...]`` in numbering order.
 
-        Returns the number of new URLs.
+        Returns the number of new URLs; ``last_propagated`` / ``last_dropped``
+        hold the propagation counts of this call.
         """
         self.in_flight.discard(key)
         page = self.nodes.get(key) or self._new(key, tie)
         first = page.state != FETCHED
-        beta = 0.0
         n = len(links)
+        share = same_share = other_share = 0.0
         if first:
             page.state = FETCHED
             if self.ordering == "ipr":
                 page.s = page.s + self.initial
                 if n > 0:
-                    beta = page.s / n
-            elif self.ordering == "blc":
-                beta = 1.0
+                    share = page.s / n
+                page.a = 0.0
+            elif self.ordering in ("blc", "ifs"):
+                share = 1.0
+            elif self.ordering == "opic":
+                if n > 0:
+                    share = page.s / n
+                page.a = page.a + page.s
+                page.s = 0.0
+            elif self.ordering == "importance":
+                a, b, c, d = self.importance
+                same = sum(1 for _, t in links if t == page.tie)
+                f = math.log(a * same + b * (n - same) + 1) / math.log(2)
+                same_share, other_share = c * f, d * f
         page.outdeg = n
+        page.out = [t for t, _ in links]
         added = 0
+        queue: list[list[Any]] = []
+        queued: set[Hashable] = set()
         for target, ttie in links:
-            if target == key:
-                page.s = page.s + beta
-                continue
+            gain = share
+            if self.ordering == "importance" and first:
+                gain = same_share if ttie == page.tie else other_share
             node = self.nodes.get(target)
             if node is None:
                 node = self._new(target, ttie)
-                node.s = beta
+                node.s = gain
                 added += 1
-            elif beta != 0:
-                node.s = node.s + beta
+            elif gain != 0:
+                before = node.s
+                node.s = node.s + gain
+                if self.ordering == "ipr" and node.state == FETCHED and target != key:
+                    if self.cutoff == "pl":
+                        queue.append([target, gain])
+                    elif self.cutoff == "vr":
+                        if before == 0 or gain / before >= self.param:
+                            queue.append([target, gain])
+                    elif self.cutoff == "ar":
+                        node.a = node.a + gain
+                        if node.a / node.s > self.param and target not in queued:
+                            queued.add(target)
+                            queue.append([target, -1.0])
+        self.last_propagated = self.last_dropped = 0
+        if self.ordering == "ipr" and first and self.cutoff != "dl1":
+            self._propagate(queue, queued)
         return added
+
+    def _propagate(self, queue: list[list[Any]], queued: set[Hashable]) -> None:
+        limit = self.cap
+        if self.cutoff == "pl" and self.param < limit:
+            limit = self.param
+        updates = 0
+        head = 0
+        while head < len(queue):
+            qid, amount = queue[head]
+            q = self.nodes[qid]
+            if updates >= limit:
+                break
+            head += 1
+            if self.cutoff == "ar":
+                amount = q.a
+                q.a = 0.0
+                queued.discard(qid)
+            od = len(q.out) if q.state == FETCHED else 0
+            if od > 0 and amount > 0:
+                part = amount / od
+                for rid in q.out:
+                    if updates >= limit:
+                        break
+                    r = self.nodes.get(rid)
+                    if r is None:
+                        continue
+                    before = r.s
+                    if self.cutoff == "vr":
+                        if before == 0 or part / before >= self.param:
+                            r.s = r.s + part
+                            updates += 1
+                            if r.state == FETCHED:
+                                queue.append([rid, part])
+                    else:
+                        r.s = r.s + part
+                        updates += 1
+                        if r.state == FETCHED:
+                            if self.cutoff == "pl":
+                                queue.append([rid, part])
+                            else:
+                                r.a = r.a + part
+                                if r.a / r.s > self.param and rid not in queued:
+                                    queued.add(rid)
+                                    queue.append([rid, -1.0])
+        self.last_propagated = updates
+        self.last_dropped = len(queue) - head
 
     def fail(self, key: Hashable) -> None:
         """A final failure: the node is not fetched again."""
@@ -118,18 +224,30 @@ class ReferenceFrontier:
         if node is not None and node.state == QUEUED:
             node.state = FAILED
 
+    def set_score(self, key: Hashable, score: float) -> None:
+        """The ``pr`` ordering's periodic step: overwrite a node's score."""
+        self.nodes[key].s = score
+
     def pop(self) -> Hashable | None:
-        """The queued node of highest priority (lowest seq among equals), now in flight."""
-        best, best_key = None, None
-        for key, node in self.nodes.items():
-            if node.state != QUEUED or key in self.in_flight:
-                continue
-            rank = (-priority(self.ordering, node), node.seq)
-            if best is None or rank < best:
-                best, best_key = rank, key
-        if best_key is not None:
-            self.in_flight.add(best_key)
-        return best_key
+        """The next node to fetch, now in flight: the highest priority and lowest
+        seq; larger-sites-first: the site with most queued URLs (ties by the
+        site's decimal hash string), lowest seq in it."""
+        queued = [
+            (k, n) for k, n in self.nodes.items() if n.state == QUEUED and k not in self.in_flight
+        ]
+        if not queued:
+            return None
+        if self.ordering == "lsf":
+            pending: dict[str, int] = {}
+            for _, node in queued:
+                site = "%.0f" % node.tie
+                pending[site] = pending.get(site, 0) + 1
+            best_site = min(pending, key=lambda site: (-pending[site], site))
+            key = min((n.seq, k) for k, n in queued if "%.0f" % n.tie == best_site)[1]
+        else:
+            key = min(queued, key=lambda kn: (-priority(self.ordering, kn[1]), kn[1].seq))[0]
+        self.in_flight.add(key)
+        return key
 
 
 def simulate_crawl(

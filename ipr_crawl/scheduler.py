@@ -25,7 +25,7 @@ from scrapy.utils.project import data_path
 from ipr_crawl.codec import PayloadError, decode_request, encode_request
 from ipr_crawl.config import FrontierConfig
 from ipr_crawl.store import FrontierStore, Link, connect
-from ipr_crawl.urls import canonical_url, node_id, tie_key
+from ipr_crawl.urls import node_id, tie_for
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -66,6 +66,7 @@ class IprScheduler(BaseScheduler):
         self.spider: Spider | None = None
         self._buffer: deque[tuple[bytes, Request]] = deque()
         self._last_wait_log = 0.0
+        self._pages_since_pr = 0
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> IprScheduler:
@@ -78,7 +79,7 @@ class IprScheduler(BaseScheduler):
         self.config = cfg
         data_dir = cfg.data_dir or data_path("ipr", createdir=True)
         client = connect(cfg.redis_url, data_dir, cfg.appendfsync)
-        self.store = FrontierStore(client, cfg.crawl_id, cfg.ordering, cfg.cutoff, cfg.initial_score)
+        self.store = FrontierStore.from_config(client, cfg)
         resumed = self.store.open()
         counts = self.store.counts()
         where = cfg.redis_url and "shared Redis" or f"embedded Redis in {os.path.abspath(data_dir)}"
@@ -155,18 +156,36 @@ class IprScheduler(BaseScheduler):
         redirected = request.meta.get("redirect_urls")
         if lease and redirected and node_id(redirected[-1]) != rid:
             source = redirected[-1]
-            added, _first, _ = self.store.record_page(
-                node_id(source), tie_key(canonical_url(source)),
-                [Link(rid, tie_key(canonical_url(request.url)), payload)], lease,
-            )
+            order = self.config.ordering
+            added = self.store.record_page(
+                node_id(source), tie_for(order, source),
+                [Link(rid, tie_for(order, request.url), payload)], lease,
+            ).added
             self._stats_inc("ipr/frontier/redirects")
             if added or not request.dont_filter:
                 self._stats_inc("ipr/frontier/new" if added else "ipr/frontier/duplicate")
                 return bool(added)
             lease = b""
-        result = self.store.enqueue(rid, tie_key(canonical_url(request.url)), payload, request.dont_filter, lease)
+        tie = tie_for(self.config.ordering, request.url)
+        result = self.store.enqueue(rid, tie, payload, request.dont_filter, lease)
         self._stats_inc(("ipr/frontier/duplicate", "ipr/frontier/new", "ipr/frontier/forced")[result])
         return result != 0
+
+    def maybe_pagerank_step(self) -> None:
+        """``pr`` ordering: one power iteration over the collected graph every
+        ``IPR_PR_INTERVAL_PAGES`` first fetches (000 §4.2), computed in Python."""
+        assert self.store is not None and self.config is not None
+        self._pages_since_pr += 1
+        if self._pages_since_pr < self.config.pr_interval_pages:
+            return
+        self._pages_since_pr = 0
+        started = time.monotonic()
+        nodes, changed = self.store.pagerank_step(self.config.pr_damping)
+        self._stats_inc("ipr/pr/steps")
+        logger.info(
+            "ipr-crawl: PageRank step over %d nodes in %.2f s, %d frontier entries re-scored",
+            nodes, time.monotonic() - started, changed,
+        )
 
     def next_request(self) -> Request | None:
         assert self.store is not None

@@ -23,7 +23,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
@@ -34,6 +34,8 @@ __all__ = [
     "FrontierUnavailable",
     "IncompatibleCrawl",
     "Link",
+    "NodeRecord",
+    "RecordResult",
     "connect",
     "crawl_keys",
 ]
@@ -41,7 +43,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
-_KEY_NAMES = ("meta", "node", "out", "frontier", "lease", "forced", "req")
+_KEY_NAMES = ("meta", "node", "out", "frontier", "lease", "forced", "req", "sites")
 
 
 class FrontierUnavailable(RuntimeError):
@@ -50,6 +52,27 @@ class FrontierUnavailable(RuntimeError):
 
 class IncompatibleCrawl(RuntimeError):
     """The crawl's keyspace was written by an incompatible version or ordering."""
+
+
+class RecordResult(NamedTuple):
+    """What one record_page call did."""
+
+    added: int  # new URLs registered
+    first: bool  # the page's first fetch (False: re-recorded, no score update)
+    rescored: int  # frontier entries whose priority changed
+    propagated: int  # score updates beyond the direct targets (ipr pl/vr/ar)
+    dropped: int  # propagation entries dropped by IPR_PROPAGATION_CAP
+
+
+class NodeRecord(NamedTuple):
+    """A node's record as ``lua/_prelude.lua`` packs it."""
+
+    state: int  # 0 queued, 2 fetched, 3 failed
+    seq: float  # discovery number
+    s: float  # score
+    a: float  # accumulated (ar) / history (opic)
+    tie: float  # tie key or site hash
+    outdeg: int
 
 
 @dataclass(frozen=True)
@@ -138,17 +161,55 @@ class FrontierStore:
         ordering: str = "ipr",
         cutoff: str = "dl1",
         initial_score: float = 1.0,
+        *,
+        pl_pages: int = 8,
+        vr_theta: float = 1.5,
+        ar_threshold: float = 29 / 30,
+        propagation_cap: int = 1000,
+        importance: tuple[float, float, float, float] = (0.2, 0.1, 1.0, 0.5),
+        opic_initial_cash: float = 1.0,
     ) -> None:
+        from ipr_crawl.config import LUA_NAMES
+
         self.client = client
         self.crawl_id = crawl_id
         self.keys = crawl_keys(crawl_id)
         self.ordering = ordering
-        self.cutoff = cutoff
+        self.cutoff = cutoff or ""
         self.initial_score = float(initial_score)
+        self.opic_initial_cash = float(opic_initial_cash)
+        self._lua_ordering = LUA_NAMES.get(ordering, ordering)
+        param = {"pl": pl_pages, "vr": vr_theta, "ar": ar_threshold}.get(self.cutoff, 0)
+        # The constant head of record_page's ARGV (ARGV[1..9]).
+        self._record_head: list[Any] = [
+            self._lua_ordering,
+            self.cutoff or "dl1",
+            repr(self.initial_score),
+            repr(float(param)),
+            int(propagation_cap),
+            *(repr(float(x)) for x in importance),
+        ]
         self._scripts = {
             name: client.register_script(_script_source(name))
-            for name in ("record_page", "enqueue", "pop", "ack")
+            for name in ("record_page", "enqueue", "pop", "ack", "set_scores")
         }
+
+    @classmethod
+    def from_config(cls, client: redis.Redis, cfg: Any) -> FrontierStore:
+        """A store for a :class:`ipr_crawl.config.FrontierConfig`."""
+        return cls(
+            client,
+            cfg.crawl_id,
+            cfg.ordering,
+            cfg.cutoff,
+            cfg.initial_score,
+            pl_pages=cfg.pl_pages,
+            vr_theta=cfg.vr_theta,
+            ar_threshold=cfg.ar_threshold,
+            propagation_cap=cfg.propagation_cap,
+            importance=cfg.importance,
+            opic_initial_cash=cfg.opic_initial_cash,
+        )
 
     # -- lifecycle -------------------------------------------------------------
     def open(self) -> bool:
@@ -186,25 +247,45 @@ class FrontierStore:
         return [self.keys[n] for n in names]
 
     # -- the per-response path -------------------------------------------------
-    def record_page(self, page_id: bytes, page_tie: int, links: Sequence[Link], lease: bytes = b"") -> tuple[int, bool, int]:
+    def record_page(
+        self, page_id: bytes, page_tie: int, links: Sequence[Link], lease: bytes = b""
+    ) -> RecordResult:
         """Record a fetched page with its distinct out-links (record_page.lua).
 
-        Returns ``(new URLs registered, first fetch?, frontier entries re-scored)``.
+        ``links`` in the order new URLs are numbered; ``tie`` fields as
+        :func:`ipr_crawl.urls.tie_for` gives them. One round trip.
         """
-        argv: list[Any] = [self.ordering, repr(self.initial_score), lease, page_id, page_tie, len(links)]
+        argv: list[Any] = [*self._record_head, lease, page_id, page_tie, len(links)]
         for link in links:
             argv += [link.id, link.tie, link.payload]
-        added, first, rescored = self._scripts["record_page"](
+        res = self._scripts["record_page"](
             keys=self._k("meta", "node", "out", "frontier", "lease", "req"), args=argv
         )
-        return int(added), bool(first), int(rescored)
+        return RecordResult(int(res[0]), bool(res[1]), int(res[2]), int(res[3]), int(res[4]))
+
+    def set_scores(self, scores: Sequence[tuple[bytes, float]], chunk: int = 2000) -> int:
+        """Overwrite node scores and re-score their frontier entries (set_scores.lua).
+
+        Used by the ``pr`` ordering's periodic PageRank step. Returns the number
+        of frontier entries whose score changed.
+        """
+        changed = 0
+        for start in range(0, len(scores), chunk):
+            argv: list[Any] = [self._lua_ordering]
+            for id_, score in scores[start : start + chunk]:
+                argv += [id_, "%.17g" % score]
+            changed += int(
+                self._scripts["set_scores"](keys=self._k("meta", "node", "frontier"), args=argv)
+            )
+        return changed
 
     def enqueue(self, id_: bytes, tie: int, payload: bytes, dont_filter: bool, lease: bytes = b"") -> int:
         """Add one request (enqueue.lua): 1 new, 2 forced (dont_filter), 0 duplicate."""
+        cash = repr(self.opic_initial_cash) if self._lua_ordering == "opic" else "0"
         return int(
             self._scripts["enqueue"](
                 keys=self._k("meta", "node", "frontier", "lease", "req", "forced"),
-                args=[self.ordering, id_, tie, payload, "1" if dont_filter else "0", lease],
+                args=[self._lua_ordering, id_, tie, payload, "1" if dont_filter else "0", lease, cash],
             )
         )
 
@@ -216,7 +297,7 @@ class FrontierStore:
         now_ms = int(time.time() * 1000)
         res = self._scripts["pop"](
             keys=self._k("meta", "node", "frontier", "lease", "req", "forced"),
-            args=[self.ordering, now_ms, now_ms + int(lease_secs * 1000), count, requeue_cap],
+            args=[self._lua_ordering, now_ms, now_ms + int(lease_secs * 1000), count, requeue_cap],
         )
         items = [(res[i], res[i + 1] or None) for i in range(1, len(res), 2)]
         return int(res[0]), items
@@ -228,7 +309,7 @@ class FrontierStore:
         """
         if not leases:
             return 0
-        argv: list[Any] = [self.ordering, mode]
+        argv: list[Any] = [self._lua_ordering, mode]
         for member, id_ in leases:
             argv += [member, id_]
         return int(
@@ -261,10 +342,53 @@ class FrontierStore:
             pipe.zcard(self.keys[name])
         return sum(pipe.execute())
 
+    def pagerank_step(self, damping: float = 0.85) -> tuple[int, int]:
+        """One PageRank power iteration over the collected graph, from the scores
+        stored (``pr`` ordering; :func:`ipr_crawl.pagerank.power_step`).
+
+        Reads every node and out-link list (O(nodes + edges), HSCAN), writes the
+        new scores back. Returns ``(nodes, frontier entries re-scored)``.
+        """
+        import struct
+
+        import numpy as np
+
+        from ipr_crawl.pagerank import power_step
+
+        index: dict[bytes, int] = {}
+        previous: list[float] = []
+        for id_, raw in self.client.hscan_iter(self.keys["node"], count=2000):
+            index[id_] = len(previous)
+            previous.append(struct.unpack(">BddddI", raw)[2])
+        src: list[int] = []
+        dst: list[int] = []
+        for id_, packed in self.client.hscan_iter(self.keys["out"], count=500):
+            i = index.get(id_)
+            if i is None:
+                continue
+            for k in range(0, len(packed), 8):
+                j = index.get(packed[k : k + 8])
+                if j is not None:
+                    src.append(i)
+                    dst.append(j)
+        x = power_step(len(previous), np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64),
+                       np.array(previous), damping)
+        ids = list(index)
+        return len(ids), self.set_scores([(ids[i], float(x[i])) for i in range(len(ids))])
+
     def earliest_lease_deadline(self) -> float | None:
         """Deadline (s since the epoch) of the oldest lease in flight, or None."""
         first = self.client.zrange(self.keys["lease"], 0, 0, withscores=True)
         return first[0][1] / 1000.0 if first else None
+
+    def records(self) -> dict[bytes, NodeRecord]:
+        """Every node's record (for tests and evaluation; O(N), HSCAN)."""
+        import struct
+
+        return {
+            id_: NodeRecord(*struct.unpack(">BddddI", raw))
+            for id_, raw in self.client.hscan_iter(self.keys["node"], count=2000)
+        }
 
     def scores(self) -> dict[bytes, tuple[int, float, int]]:
         """Every node's ``(state, score, seq)`` (for tests and evaluation; O(N))."""

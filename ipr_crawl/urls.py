@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from w3lib.url import canonicalize_url
 
-__all__ = ["canonical_url", "node_id", "tie_key", "site_of"]
+__all__ = ["canonical_url", "node_id", "tie_key", "site_of", "site_hash", "tie_for"]
 
 
 def canonical_url(url: str) -> str:
@@ -58,3 +58,24 @@ def site_of(url: str) -> str:
     if port is None:
         port = {"http": 80, "https": 443}.get(parts.scheme.lower(), 0)
     return f"{(parts.hostname or '').lower()}:{port}"
+
+
+def site_hash(site: str) -> int:
+    """52-bit hash of a site name (exact in a double, as Lua numbers are).
+
+    >>> 0 <= site_hash("example.org:80") < 2**52
+    True
+    """
+    digest = hashlib.blake2b(site.encode("utf-8"), digest_size=7).digest()
+    return int.from_bytes(digest, "big") >> 4
+
+
+def tie_for(ordering: str, url: str) -> int:
+    """The record's ``tie`` field for ``url`` under ``ordering`` (``lua/_prelude.lua``):
+    the BLC tie key for ``blc``, the site hash for ``importance`` and
+    ``larger-sites-first``, 0 otherwise."""
+    if ordering == "blc":
+        return tie_key(canonical_url(url))
+    if ordering in ("importance", "larger-sites-first", "lsf"):
+        return site_hash(site_of(url))
+    return 0

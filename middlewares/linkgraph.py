@@ -28,7 +28,7 @@ from scrapy.http import Response
 from ipr_crawl.codec import encode_request
 from ipr_crawl.scheduler import frontier_of, lease_of
 from ipr_crawl.store import Link
-from ipr_crawl.urls import canonical_url, node_id, site_of, tie_key
+from ipr_crawl.urls import canonical_url, node_id, site_of, tie_for
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -132,11 +132,17 @@ class LinkGraphMiddleware:
                 continue
             if dropped:
                 stats.inc_value("ipr/codec/meta_dropped", len(dropped))
-            links.append(Link(rid, tie_key(canon[i]), payload))
+            links.append(Link(rid, tie_for(cfg.ordering, canon[i]), payload))
         page_url = response.url
-        added, first, rescored = frontier.store.record_page(
-            node_id(page_url), tie_key(canonical_url(page_url)), links, lease_of(response.request) if response.request else b""
-        )
+        lease = lease_of(response.request) if response.request is not None else b""
+        res = frontier.store.record_page(node_id(page_url), tie_for(cfg.ordering, page_url), links, lease)
+        added, first, rescored = res.added, res.first, res.rescored
+        if res.propagated:
+            stats.inc_value("ipr/propagation/updates", res.propagated)
+        if res.dropped:
+            stats.inc_value("ipr/propagation/dropped", res.dropped)
+        if first and cfg.ordering == "pr":
+            frontier.maybe_pagerank_step()
         if response.request is not None:
             response.request.meta[_RECORDED] = True
         stats.inc_value("ipr/pages/recorded")

@@ -46,7 +46,7 @@ def test_pop_leases_and_record_page_acknowledges(store):
     # Nothing else to pop while the lease is held.
     assert store.pop(1, 600) == (0, [])
 
-    added, first, _ = store.record_page(nid(1), 5, [Link(nid(2), 3, payload(2))], lease=member)
+    added, first, *_ = store.record_page(nid(1), 5, [Link(nid(2), 3, payload(2))], lease=member)
     assert (added, first) == (1, True)
     c = store.counts()
     assert (c["frontier"], c["in_flight"], c["known"], c["fetched"]) == (1, 0, 2, 1)
@@ -241,7 +241,7 @@ def test_crawl_keys_rejects_bad_ids(bad):
 
 def test_all_keys_share_one_hash_tag(store, crawl_id):
     keys = crawl_keys(crawl_id)
-    assert set(keys) == {"meta", "node", "out", "frontier", "lease", "forced", "req"}
+    assert set(keys) >= {"meta", "node", "out", "frontier", "lease", "forced", "req", "sites"}
     assert len({key_slot(k.encode()) for k in keys.values()}) == 1
     assert all(f"{{{crawl_id}}}" in k for k in keys.values())
     # Exercise every script, then check Redis holds only keys of this crawl's tag.

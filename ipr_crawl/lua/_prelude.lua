@@ -2,12 +2,17 @@
 -- Node record (value of the `node` hash, field = 8-byte node id):
 --   state  B  0 = discovered, not fetched; 2 = fetched; 3 = failed for good
 --   seq    d  discovery sequence number (ties of equal priority: lower first)
---   s      d  score: approximate PageRank (ipr) or back-link count (blc)
---   a      d  received, not yet propagated score (reserved for the AR cut-off)
---   tie    d  BLC tie key: min('/' count, 1023) * 2^14 + min(URL length, 16383)
+--   s      d  score: approximate PageRank (ipr), back-link count / in-degree
+--             (blc, ifs), cash (opic), importance X (importance), PageRank (pr)
+--   a      d  received, not yet propagated score (ipr AR cut-off); OPIC history
+--   tie    d  blc: min('/' count, 1023) * 2^14 + min(URL length, 16383);
+--             importance, larger-sites-first: 52-bit hash of the URL's host:port
 --   od     I4 out-degree recorded at fetch
 -- Frontier member = 8-byte big-endian seq .. 8-byte id; ZSET score = -priority,
 -- so ZPOPMIN pops the highest priority and, among equals, the lowest seq.
+-- larger-sites-first ('lsf') keeps the frontier ZSET (score 0) as the set of
+-- queued members and orders pops by the `sites` ZSET (score = -pending URLs of
+-- the site) and one seq-ordered ZSET per site, keys `ipr:{crawl}:site:<hash>`.
 local REC = '>BddddI4'
 local TWO32 = 4294967296
 
@@ -28,8 +33,8 @@ end
 
 local function priority(ordering, r)
   if ordering == 'blc' then return r.s * 16777216 - r.tie end
-  if ordering == 'ipr' then return r.s end
-  return 0
+  if ordering == 'bf' or ordering == 'lsf' then return 0 end
+  return r.s
 end
 
 -- ZSET score of a frontier entry, formatted with 17 significant digits: a Lua
@@ -45,3 +50,32 @@ end
 
 -- A lease member is a node member (16 bytes) or a forced-queue token ('F' .. 8 bytes).
 local function is_token(m) return #m == 9 end
+
+local function site_name(r) return string.format('%.0f', r.tie) end
+local function site_key(meta_key, site) return string.sub(meta_key, 1, -5) .. 'site:' .. site end
+local function sites_key(meta_key) return string.sub(meta_key, 1, -5) .. 'sites' end
+
+-- Put a queued node into the frontier (and its site queue for lsf).
+local function frontier_add(meta_key, frontier, ordering, r, m)
+  redis.call('ZADD', frontier, zscore(ordering, r), m)
+  if ordering == 'lsf' then
+    local site = site_name(r)
+    if redis.call('ZADD', site_key(meta_key, site), r.seq, m) == 1 then
+      redis.call('ZINCRBY', sites_key(meta_key), -1, site)
+    end
+  end
+end
+
+-- Take a node out of the frontier (and its site queue for lsf); 1 if it was there.
+local function frontier_remove(meta_key, frontier, ordering, r, m)
+  local removed = redis.call('ZREM', frontier, m)
+  if ordering == 'lsf' and removed == 1 then
+    local site = site_name(r)
+    if redis.call('ZREM', site_key(meta_key, site), m) == 1 then
+      if tonumber(redis.call('ZINCRBY', sites_key(meta_key), 1, site)) >= 0 then
+        redis.call('ZREM', sites_key(meta_key), site)
+      end
+    end
+  end
+  return removed
+end

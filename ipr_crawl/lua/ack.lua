@@ -22,7 +22,7 @@ for i = 3, #ARGV, 2 do
     else
       local r = rec_get(node, id)
       if r and r.st == 0 and mode == 'release' then
-        redis.call('ZADD', frontier, zscore(ordering, r), m)
+        frontier_add(meta, frontier, ordering, r, m)
       end
     end
     if mode == 'fail' then
@@ -30,7 +30,7 @@ for i = 3, #ARGV, 2 do
       if r and r.st == 0 then
         r.st = 3
         rec_put(node, id, r)
-        redis.call('ZREM', frontier, member_of(r, id))
+        frontier_remove(meta, frontier, ordering, r, member_of(r, id))
         redis.call('HDEL', req, id)
         redis.call('HINCRBY', meta, 'failed', 1)
       end

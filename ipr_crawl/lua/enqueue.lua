@@ -3,9 +3,10 @@
 -- KEYS[1] meta  KEYS[2] node  KEYS[3] frontier  KEYS[4] lease  KEYS[5] req  KEYS[6] forced
 -- ARGV[1] ordering  ARGV[2] id (8 bytes)  ARGV[3] tie key  ARGV[4] payload
 -- ARGV[5] '1' if dont_filter  ARGV[6] lease member to acknowledge (a retry), or ''
--- A new URL joins the frontier (score 0). A known URL is a duplicate unless
--- dont_filter, then it joins the forced queue (FIFO, served before the frontier)
--- under a token 'F' .. 8-byte counter.
+-- ARGV[7] initial cash of a new URL (opic; other orderings 0)
+-- A new URL joins the frontier (score 0, opic: its initial cash). A known URL
+-- is a duplicate unless dont_filter, then it joins the forced queue (FIFO,
+-- served before the frontier) under a token 'F' .. 8-byte counter.
 -- Returns 1 (new), 2 (forced) or 0 (duplicate, dropped). Cost: O(log F).
 local meta, node, frontier, lease, req, forced = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local ordering, id, payload = ARGV[1], ARGV[2], ARGV[4]
@@ -17,9 +18,10 @@ end
 local r = rec_get(node, id)
 if not r then
   r = new_record(meta, tonumber(ARGV[3]))
+  r.s = tonumber(ARGV[7]) or 0
   rec_put(node, id, r)
-  redis.call('HSET', req, id, payload)
-  redis.call('ZADD', frontier, zscore(ordering, r), member_of(r, id))
+  if payload ~= '' then redis.call('HSET', req, id, payload) end
+  frontier_add(meta, frontier, ordering, r, member_of(r, id))
   return 1
 end
 if ARGV[5] == '1' then
