@@ -52,6 +52,7 @@ __all__ = [
     "parse_policy",
     "first_access",
     "observe",
+    "update",
     "next_interval",
     "bucket",
     "next_due",
@@ -378,28 +379,44 @@ def observe(
     ``interval`` (s) is the interval the policy chose before this access
     (``tau_{i-1}``); ``validators`` may set ``etag``, ``last_modified``, ``digest``.
     An access at or before the previous one only updates the validators.
+    ``state`` is not modified (see :func:`update` for the in-place form).
     """
-    new = replace(state, **validators)
-    dt = now - state.last
+    return update(replace(state), now, changed, modified_at, interval, **validators)
+
+
+def update(
+    state: RevisitState,
+    now: float,
+    changed: bool,
+    modified_at: float | None = None,
+    interval: float | None = None,
+    **validators: str,
+) -> RevisitState:
+    """:func:`observe` in place (the simulator's inner loop); returns ``state``."""
+    for key, value in validators.items():
+        setattr(state, key, value)
+    prev = state.last
+    dt = now - prev
     if dt <= 0:
-        return new
-    new.last = now
-    new.last_interval = dt
-    new.accesses = state.accesses + 1
+        return state
+    state.last = now
+    state.last_interval = dt
+    state.accesses += 1
     if interval is not None:
-        new.interval = interval
+        state.interval = interval
     if changed:
         tc = dt
-        if modified_at is not None and state.last < modified_at <= now:
-            tc = modified_at - state.last
-            new.U = state.U + (now - modified_at)
-        new.m = state.m + 1
-        new.tc_min = min(state.tc_min, tc)
-        new.unchanged_run = 0
+        if modified_at is not None and prev < modified_at <= now:
+            tc = modified_at - prev
+            state.U += now - modified_at
+        state.m += 1
+        if tc < state.tc_min:
+            state.tc_min = tc
+        state.unchanged_run = 0
     else:
-        new.U = state.U + dt
-        new.unchanged_run = state.unchanged_run + 1
-    return new
+        state.U += dt
+        state.unchanged_run += 1
+    return state
 
 
 def next_interval(policy: Policy, state: RevisitState, changed: bool | None = None) -> float:

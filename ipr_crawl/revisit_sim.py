@@ -1,0 +1,486 @@
+"""``ipr-crawl revisit-sim``: replay real change logs through the revisit estimators.
+
+Drives the SAME functions the downloader middleware uses
+(:func:`ipr_crawl.revisit.first_access`, :func:`~ipr_crawl.revisit.update`,
+:func:`~ipr_crawl.revisit.next_interval`, :func:`~ipr_crawl.revisit.next_due`)
+over a change log in the format of ``../shared/data/changes`` (``page_url,
+change_time_utc_iso8601`` and ``page_url,first_seen,last_seen``), as 001 §5.1
+did with its feed logs:
+
+- time runs in buckets of ``--resolution`` (1 day): changes of one bucket are one
+  version, and a visit in bucket ``d`` sees every change of buckets ``<= d``;
+- each page is observed from its ``first_seen`` (or ``--start``) to its
+  ``last_seen`` (or ``--end``); the first visit is in the first bucket and
+  fetches the first version (changes in that bucket belong to it);
+- a later visit sees a change when the page changed since the previous visit,
+  and then fetches the latest version; visits go on while they fall inside the
+  window;
+- per page: version coverage = versions fetched / true versions, access
+  efficiency = versions fetched / accesses (first access included) (001 §5.1).
+
+Reported per policy: coverage and efficiency averaged over the pages with at
+least one change in their window (001's population: URLs updated several
+times) and over all pages, total accesses, versions fetched, versions missed;
+per mean-change-interval bucket (001 Fig. 6-8: 1-day buckets below 30 days,
+10-day buckets to 100 days, 30-day buckets beyond; interval = window days /
+change buckets) and per month (Fig. 9: versions that appeared in the month and
+how many were fetched, accesses in the month).
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import csv
+import gzip
+import io
+import json
+import math
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import IO, Any, Iterable, Iterator, Sequence
+
+from ipr_crawl.revisit import (
+    DAY,
+    Policy,
+    bucket,
+    first_access,
+    next_due,
+    next_interval,
+    parse_duration,
+    parse_policy,
+    update,
+)
+
+__all__ = [
+    "Page",
+    "PageResult",
+    "load_log",
+    "parse_time",
+    "interval_bucket",
+    "simulate_page",
+    "simulate",
+    "add_revisit_sim_parser",
+    "DEFAULT_POLICIES",
+]
+
+DEFAULT_POLICIES = (
+    "mle-mix:0.1-10:15d,mle-min:0.1-10:15d,mle-avg:0.1-10:15d,mle-mix:0.5-2:15d,"
+    "aimd:1d:0.5,nutch-adaptive,fixed:7d"
+)
+
+
+def parse_time(text: str) -> float:
+    """POSIX seconds of an ISO 8601 instant (``2013-05-02T14:10:40Z``) or a date
+    (``2013-05-02``, midnight UTC); naive values are UTC.
+
+    >>> parse_time("1970-01-02")
+    86400.0
+    """
+    value = str(text).strip()
+    if value.endswith(("Z", "z")):
+        value = value[:-1] + "+00:00"
+    dt = datetime.fromisoformat(value)
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.timestamp()
+
+
+def _open_text(path: str) -> IO[str]:
+    if path.endswith(".gz"):
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
+    return open(path, encoding="utf-8", newline="")
+
+
+@dataclass
+class Page:
+    """One page of the log: its URL, observation window (s) and change instants (s)."""
+
+    url: str
+    first_seen: float
+    last_seen: float
+    changes: list[float] = field(default_factory=list)
+
+
+def load_log(changes_path: str, pages_path: str) -> list[Page]:
+    """Read a change log (``page_url,change_time``) and its pages
+    (``page_url,first_seen,last_seen``); changes of unknown pages are ignored.
+    Pages come in file order, each page's changes sorted."""
+    pages: dict[str, Page] = {}
+    with _open_text(pages_path) as f:
+        reader = csv.reader(f)
+        header = next(reader, None)
+        if not header or header[0] != "page_url":
+            raise ValueError(f"{pages_path}: expected a header page_url,first_seen,last_seen")
+        for row in reader:
+            if len(row) < 3:
+                continue
+            pages[row[0]] = Page(row[0], parse_time(row[1]), parse_time(row[2]))
+    with _open_text(changes_path) as f:
+        reader = csv.reader(f)
+        header = next(reader, None)
+        if not header or header[0] != "page_url":
+            raise ValueError(f"{changes_path}: expected a header page_url,change_time_utc_iso8601")
+        for row in reader:
+            page = pages.get(row[0]) if len(row) >= 2 else None
+            if page is not None:
+                page.changes.append(parse_time(row[1]))
+    for page in pages.values():
+        page.changes.sort()
+    return list(pages.values())
+
+
+@dataclass
+class PageResult:
+    """Outcome of one page under one policy (times are bucket starts, s)."""
+
+    versions: int  # true versions in the window (first version included)
+    fetched: int  # distinct versions fetched
+    accesses: int
+    change_buckets: int  # versions - 1
+    window: float  # last bucket - first bucket (s)
+    visits: list[float]  # instants of the accesses
+    version_starts: list[float]  # bucket in which each version appeared
+    version_fetched: list[bool]
+
+    @property
+    def coverage(self) -> float:
+        return self.fetched / self.versions
+
+    @property
+    def efficiency(self) -> float:
+        return self.fetched / self.accesses
+
+
+def simulate_page(
+    policy: Policy,
+    first_seen: float,
+    last_seen: float,
+    changes: Sequence[float],
+    resolution: float = DAY,
+    use_last_modified: bool = False,
+    min_interval: float = 0.0,
+    max_interval: float = 0.0,
+) -> PageResult:
+    """Visit one page from ``first_seen`` to ``last_seen`` (s) under ``policy``
+    (see the module doc for the rules). With ``use_last_modified`` each changed
+    access passes the bucket of the latest change as the Last-Modified instant
+    (001 §4.1.3)."""
+    t = bucket(first_seen, resolution)
+    end = last_seen
+    cd = sorted({bucket(c, resolution) for c in changes if first_seen < c <= last_seen})
+    cd = [c for c in cd if c > t]
+    starts = [t] + cd
+    got = [True] + [False] * len(cd)
+    visits = [t]
+    state = first_access(t)
+    seen = bisect.bisect_right(cd, t)  # 0
+    fetched = 1
+    while True:
+        tau = next_interval(policy, state)
+        t_next = next_due(t, tau, resolution, min_interval, max_interval)
+        if t_next > end:
+            break
+        k = bisect.bisect_right(cd, t_next)
+        changed = k > seen
+        lm = cd[k - 1] if (changed and use_last_modified) else None
+        update(state, t_next, changed, modified_at=lm, interval=tau)
+        if changed:
+            got[k] = True
+            fetched += 1
+            seen = k
+        visits.append(t_next)
+        t = t_next
+    window = bucket(end, resolution) - starts[0]
+    return PageResult(len(starts), fetched, len(visits), len(cd), window, visits, starts, got)
+
+
+def interval_bucket(days: float) -> tuple[float, float]:
+    """001 Fig. 6-8 buckets of a mean change interval (days): 1-day buckets below
+    30, 10-day buckets in [30, 100), 30-day buckets from 100.
+
+    >>> interval_bucket(7.5), interval_bucket(42), interval_bucket(250)
+    ((7, 8), (40, 50), (220, 250))
+    """
+    if days < 30:
+        lo = math.floor(days)
+        return (lo, lo + 1)
+    if days < 100:
+        lo = math.floor(days / 10) * 10
+        return (lo, lo + 10)
+    lo = 100 + math.floor((days - 100) / 30) * 30
+    return (lo, lo + 30)
+
+
+class _Progress:
+    """A progress line on stderr: redrawn in place on a terminal, every 10 % otherwise."""
+
+    def __init__(self, label: str, total: int, stream: IO[str] | None = None) -> None:
+        self.label, self.total = label, max(total, 1)
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+        self.t0 = self.last = time.monotonic()
+        self.next_pct = 10
+
+    def update(self, done: int, force: bool = False) -> None:
+        now = time.monotonic()
+        pct = 100 * done // self.total
+        if self.tty and (force or now - self.last > 0.2):
+            self.last = now
+            self.stream.write(f"\r{self.label}: {done}/{self.total} pages ({pct}%) {now - self.t0:.1f}s")
+            self.stream.flush()
+        elif not self.tty and (pct >= self.next_pct or force):
+            while self.next_pct <= pct:
+                self.next_pct += 10
+            self.stream.write(f"{self.label}: {done}/{self.total} pages ({pct}%) {now - self.t0:.1f}s\n")
+            self.stream.flush()
+
+    def finish(self, done: int) -> None:
+        self.update(done, force=True)
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _month(t: float, cache: dict[float, str]) -> str:
+    m = cache.get(t)
+    if m is None:
+        m = cache[t] = time.strftime("%Y-%m", time.gmtime(t))
+    return m
+
+
+def _windows(pages: Iterable[Page], start: float | None, end: float | None) -> Iterator[tuple[Page, float, float]]:
+    for page in pages:
+        w0 = page.first_seen if start is None else max(page.first_seen, start)
+        w1 = page.last_seen if end is None else min(page.last_seen, end)
+        if w1 >= w0:
+            yield page, w0, w1
+
+
+def simulate(
+    pages: Sequence[Page],
+    policies: Sequence[str],
+    resolution: float = DAY,
+    start: float | None = None,
+    end: float | None = None,
+    use_last_modified: bool = False,
+    min_interval: float = 0.0,
+    max_interval: float = 0.0,
+    progress: IO[str] | None = None,
+) -> dict[str, Any]:
+    """Run every policy spec over ``pages`` and aggregate (the JSON of the command)."""
+    windows = list(_windows(pages, start, end))
+    out: dict[str, Any] = {
+        "resolution_s": resolution,
+        "start": start,
+        "end": end,
+        "last_modified": use_last_modified,
+        "pages": len(windows),
+        "policies": {},
+    }
+    months: dict[float, str] = {}
+    for spec in policies:
+        policy = parse_policy(spec)
+        bar = _Progress(spec, len(windows), progress) if progress is not None else None
+        cov_all = eff_all = cov_ch = eff_ch = 0.0
+        n_changed = accesses = fetched = true_versions = 0
+        by_interval: dict[tuple[float, float], list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0, 0, 0])
+        by_month: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+        for i, (page, w0, w1) in enumerate(windows):
+            r = simulate_page(policy, w0, w1, page.changes, resolution, use_last_modified, min_interval, max_interval)
+            cov, eff = r.coverage, r.efficiency
+            cov_all += cov
+            eff_all += eff
+            accesses += r.accesses
+            fetched += r.fetched
+            true_versions += r.versions
+            if r.change_buckets:
+                n_changed += 1
+                cov_ch += cov
+                eff_ch += eff
+                days = r.window / DAY / r.change_buckets
+                agg = by_interval[interval_bucket(days)]
+                agg[0] += 1
+                agg[1] += cov
+                agg[2] += eff
+                agg[3] += r.versions - r.fetched
+                agg[4] += r.versions
+                agg[5] += r.accesses
+            for s, g in zip(r.version_starts, r.version_fetched):
+                mm = by_month[_month(s, months)]
+                mm[0] += 1
+                mm[1] += g
+            for v in r.visits:
+                by_month[_month(v, months)][2] += 1
+            if bar is not None and i % 256 == 0:
+                bar.update(i)
+        if bar is not None:
+            bar.finish(len(windows))
+        n = len(windows)
+        out["policies"][spec] = {
+            "coverage": cov_ch / n_changed if n_changed else None,
+            "efficiency": eff_ch / n_changed if n_changed else None,
+            "coverage_all": cov_all / n if n else None,
+            "efficiency_all": eff_all / n if n else None,
+            "pages": n,
+            "pages_changed": n_changed,
+            "accesses": accesses,
+            "versions": fetched,
+            "true_versions": true_versions,
+            "missed": true_versions - fetched,
+            "by_interval": [
+                {
+                    "lo_days": lo,
+                    "hi_days": hi,
+                    "pages": a[0],
+                    "coverage": a[1] / a[0],
+                    "efficiency": a[2] / a[0],
+                    "missed": a[3],
+                    "true_versions": a[4],
+                    "accesses": a[5],
+                }
+                for (lo, hi), a in sorted(by_interval.items())
+            ],
+            "by_month": [
+                {
+                    "month": m,
+                    "true_versions": v[0],
+                    "versions": v[1],
+                    "coverage": v[1] / v[0] if v[0] else None,
+                    "accesses": v[2],
+                }
+                for m, v in sorted(by_month.items())
+            ],
+        }
+    return out
+
+
+# -- output ----------------------------------------------------------------------------------
+def format_table(result: dict[str, Any]) -> str:
+    """The per-policy summary as a fixed-width text table."""
+    head = (
+        f"{'policy':<24} {'cov(chg)':>8} {'eff(chg)':>8} {'cov(all)':>8} {'eff(all)':>8} "
+        f"{'accesses':>10} {'versions':>9} {'missed':>8}"
+    )
+    lines = [head]
+    for name, p in result["policies"].items():
+        lines.append(
+            f"{name:<24} {p['coverage'] or 0:8.3f} {p['efficiency'] or 0:8.3f} "
+            f"{p['coverage_all'] or 0:8.3f} {p['efficiency_all'] or 0:8.3f} "
+            f"{p['accesses']:10d} {p['versions']:9d} {p['missed']:8d}"
+        )
+    return "\n".join(lines)
+
+
+def _coarse(rows: list[dict[str, Any]], edges: Sequence[float]) -> list[tuple[float, float, int, float, float, int, int]]:
+    """Pool by_interval rows into wider bins [edges[i], edges[i+1]) (page-weighted means)."""
+    out = []
+    for lo, hi in zip(edges, edges[1:]):
+        sel = [r for r in rows if lo <= r["lo_days"] < hi]
+        n = sum(r["pages"] for r in sel)
+        if n:
+            out.append((
+                lo, hi, n,
+                sum(r["coverage"] * r["pages"] for r in sel) / n,
+                sum(r["efficiency"] * r["pages"] for r in sel) / n,
+                sum(r["missed"] for r in sel),
+                sum(r["true_versions"] for r in sel),
+            ))
+    return out
+
+
+def plot(result: dict[str, Any], path: str, title: str = "") -> None:
+    """001 Fig. 5-9 for every policy in one PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 3, figsize=(17, 10))
+    (a5, a6, a7), (a8, a9, a10) = axes
+    pols = result["policies"]
+    for name, p in pols.items():
+        a5.scatter([p["coverage"]], [p["efficiency"]], label=name, s=40)
+        a5.annotate(name, (p["coverage"], p["efficiency"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        rows = p["by_interval"]
+        mid = [(r["lo_days"] + r["hi_days"]) / 2 for r in rows]
+        a6.plot(mid, [r["coverage"] for r in rows], label=name, lw=1)
+        a7.plot(mid, [r["efficiency"] for r in rows], label=name, lw=1)
+        a8.plot(mid, [r["missed"] for r in rows], label=name, lw=1)
+        months = p["by_month"]
+        xs = [datetime.strptime(m["month"], "%Y-%m") for m in months if m["true_versions"] >= 1]
+        ys = [m["coverage"] for m in months if m["true_versions"] >= 1]
+        a9.plot(xs, ys, label=name, lw=0.8)
+        a10.bar(name, p["accesses"])
+    if pols:
+        first = next(iter(pols.values()))["by_interval"]
+        a8.plot([(r["lo_days"] + r["hi_days"]) / 2 for r in first], [r["true_versions"] for r in first], "k--", lw=1, label="total versions")
+    a5.set(xlabel="version coverage (pages with >= 1 change)", ylabel="access efficiency", title="Fig. 5: coverage vs efficiency")
+    a5.set_xlim(0, 1.02)
+    a5.set_ylim(0, 1.02)
+    for ax, what, fig_no in ((a6, "version coverage", 6), (a7, "access efficiency", 7), (a8, "missed versions", 8)):
+        ax.set(xscale="log", xlabel="mean change interval of the page (days)", ylabel=what, title=f"Fig. {fig_no}: {what} per change interval")
+    a8.set_yscale("log")
+    a9.set(ylabel="versions fetched / versions appeared", title="Fig. 9: version coverage per month")
+    a10.set(ylabel="accesses", title="total accesses")
+    a10.tick_params(axis="x", labelrotation=60, labelsize=7)
+    a6.legend(fontsize=7)
+    fig.suptitle(title or f"revisit-sim: {result['pages']} pages")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+# -- CLI -----------------------------------------------------------------------------------------
+def add_revisit_sim_parser(sub: Any) -> None:
+    """Register ``ipr-crawl revisit-sim`` on an argparse sub-parser set."""
+    p = sub.add_parser(
+        "revisit-sim",
+        help="replay a real change log through the revisit policies (001 §5.1)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--changes", required=True, help="page_url,change_time_utc_iso8601 (.csv or .csv.gz)")
+    p.add_argument("--pages", required=True, help="page_url,first_seen,last_seen (.csv or .csv.gz)")
+    p.add_argument("--policies", default=DEFAULT_POLICIES, help="comma-separated policy specs (default: %(default)s)")
+    p.add_argument("--resolution", default="1d", help="time bucket (default 1d)")
+    p.add_argument("--start", help="observe from this date/instant (UTC)")
+    p.add_argument("--end", help="observe until this date/instant (UTC)")
+    p.add_argument("--last-modified", action="store_true", help="feed the latest change as Last-Modified (001 §4.1.3)")
+    p.add_argument("--min-interval", default="0", help="lower bound on every interval (default: one bucket)")
+    p.add_argument("--max-interval", default="0", help="upper bound on every interval (default: none)")
+    p.add_argument("--json", help="write the result here")
+    p.add_argument("--plot", help="write Fig. 5-9 here (PNG)")
+    p.add_argument("--title", default="", help="plot title")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    specs = [s.strip() for s in args.policies.split(",") if s.strip()]
+    for spec in specs:
+        parse_policy(spec)  # fail before loading anything
+    resolution = parse_duration(args.resolution)
+    start = parse_time(args.start) if args.start else None
+    end = parse_time(args.end) if args.end else None
+    t0 = time.monotonic()
+    pages = load_log(args.changes, args.pages)
+    if not args.quiet:
+        print(f"loaded {len(pages)} pages, {sum(len(p.changes) for p in pages)} changes in {time.monotonic() - t0:.1f}s", file=sys.stderr)
+    result = simulate(
+        pages, specs, resolution, start, end, args.last_modified,
+        parse_duration(args.min_interval), parse_duration(args.max_interval),
+        progress=None if args.quiet else sys.stderr,
+    )
+    result["changes"] = args.changes
+    result["pages_file"] = args.pages
+    print(format_table(result))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=1)
+    if args.plot:
+        plot(result, args.plot, args.title)
+    return 0
