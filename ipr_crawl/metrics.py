@@ -85,3 +85,40 @@ def criterion_b_curve(fetch_order: Sequence[int], pagerank: dict[int, float]) ->
         return pagerank.get(n, 0.0)
 
     return list(accumulate(gain(n) for n in fetch_order))
+
+
+def criterion_c(fetch_order: Sequence[int], pagerank: dict[int, float], universe: Iterable[int], c: float = 1.0) -> float:
+    """Criterion C of Yamada et al. 2004 §4.3, normalised by its worst case.
+
+    ``Σ_i |orderT(i) − orderR(i)| / sqrt(orderT(i) + c)`` over the fetched pages,
+    ``orderT`` the 1-based fetch position, ``orderR`` the 1-based rank by true
+    PageRank within ``universe`` (ties by id); divided by the same sum for the
+    worst case, fetching the same number of pages of ``universe`` in ascending
+    PageRank. 0 is the ideal order, 1 the worst; dimensionless.
+    """
+    ranked = sorted(universe, key=lambda n: (-pagerank[n], n))
+    rank = {n: i + 1 for i, n in enumerate(ranked)}
+    seen: set[int] = set()
+    order = [n for n in fetch_order if not (n in seen or seen.add(n))]  # type: ignore[func-returns-value]
+    k = len(order)
+
+    def cost(seq: Sequence[int]) -> float:
+        return sum(abs(t - rank[n]) / math.sqrt(t + c) for t, n in enumerate(seq, start=1))
+
+    worst = cost(list(reversed(ranked))[:k])
+    return cost(order) / worst if worst > 0 else 0.0
+
+
+def degree_thresholds(out: dict[int, list[int]], nodes: Iterable[int], fraction: float = 0.001) -> tuple[int, int]:
+    """Authority and hub thresholds of Matsukubo & Hayashi (003 §4): the smallest
+    in-degree (out-degree) among the top ``fraction`` of pages by in-degree
+    (out-degree). Returns ``(in-degree threshold, out-degree threshold)``."""
+    nodes = list(nodes)
+    indeg: dict[int, int] = dict.fromkeys(nodes, 0)
+    for src, targets in out.items():
+        for t in set(targets):
+            indeg[t] = indeg.get(t, 0) + 1
+    k = max(1, math.ceil(fraction * len(nodes)))
+    ins = sorted((indeg.get(n, 0) for n in nodes), reverse=True)
+    outs = sorted((len(set(out.get(n, ()))) for n in nodes), reverse=True)
+    return ins[k - 1], outs[k - 1]

@@ -23,7 +23,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Iterable, NamedTuple, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
@@ -43,7 +43,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
-_KEY_NAMES = ("meta", "node", "out", "frontier", "lease", "forced", "req", "sites")
+_KEY_NAMES = ("meta", "node", "out", "frontier", "lease", "forced", "req", "sites", "graph")
 
 
 class FrontierUnavailable(RuntimeError):
@@ -142,8 +142,10 @@ def connect(redis_url: str, data_dir: str, appendfsync: str = "everysec") -> red
 
 
 def _script_source(name: str) -> str:
+    """A script with the shared definitions (``_prelude.lua``, ``_record.lua``) in front."""
     lua = importlib.resources.files("ipr_crawl") / "lua"
-    return (lua / "_prelude.lua").read_text() + "\n" + (lua / f"{name}.lua").read_text()
+    parts = ["_prelude.lua", "_record.lua", f"{name}.lua"]
+    return "\n".join((lua / part).read_text() for part in parts)
 
 
 class FrontierStore:
@@ -191,7 +193,7 @@ class FrontierStore:
         ]
         self._scripts = {
             name: client.register_script(_script_source(name))
-            for name in ("record_page", "enqueue", "pop", "ack", "set_scores")
+            for name in ("record_page", "enqueue", "pop", "ack", "set_scores", "replay", "replay_record")
         }
 
     @classmethod
@@ -262,6 +264,55 @@ class FrontierStore:
             keys=self._k("meta", "node", "out", "frontier", "lease", "req"), args=argv
         )
         return RecordResult(int(res[0]), bool(res[1]), int(res[2]), int(res[3]), int(res[4]))
+
+    # -- replays (simulate, benchmarks) ----------------------------------------------
+    def load_graph(self, rows: Iterable[tuple[bytes, int, Sequence[tuple[bytes, int]]]], chunk: int = 2000) -> None:
+        """Store a graph for :meth:`replay`: ``(page id, own tie, [(link id, link tie), ...])``
+        per page, links in numbering order, in the ``graph`` hash of this crawl."""
+        import struct
+
+        pipe = self.client.pipeline(transaction=False)
+        pending = 0
+        for pid, tie, links in rows:
+            value = struct.pack(">d", tie) + b"".join(lid + struct.pack(">d", lt) for lid, lt in links)
+            pipe.hset(self.keys["graph"], pid, value)
+            pending += 1
+            if pending >= chunk:
+                pipe.execute()
+                pending = 0
+        pipe.execute()
+
+    def replay(self, count: int) -> tuple[list[bytes], int, int, int]:
+        """Pop-and-record up to ``count`` pages from the stored graph (replay.lua).
+
+        Returns ``(page ids in fetch order, first fetches, propagation updates,
+        propagation drops)``.
+        """
+        res = self._scripts["replay"](
+            keys=self._k("meta", "node", "out", "frontier", "lease", "req", "graph"),
+            args=[*self._record_head, count],
+        )
+        return list(res[3:]), int(res[0]), int(res[1]), int(res[2])
+
+    def replay_record(self, page_ids: Sequence[bytes]) -> int:
+        """Record the given pages in order from the stored graph (replay_record.lua)."""
+        return int(
+            self._scripts["replay_record"](
+                keys=self._k("meta", "node", "out", "frontier", "lease", "req", "graph"),
+                args=[*self._record_head, *page_ids],
+            )
+        )
+
+    def memory_usage(self, exclude: Sequence[str] = ("graph",)) -> int:
+        """Bytes Redis uses for this crawl's keys (``MEMORY USAGE … SAMPLES 0``, exact),
+        site queues included, the replay graph excluded."""
+        total = 0
+        for key in self.client.scan_iter(match=f"ipr:{{{self.crawl_id}}}:*", count=1000):
+            name = key.decode().rsplit(":", 1)[-1]
+            if name in exclude:
+                continue
+            total += int(self.client.memory_usage(key, samples=0) or 0)
+        return total
 
     def set_scores(self, scores: Sequence[tuple[bytes, float]], chunk: int = 2000) -> int:
         """Overwrite node scores and re-score their frontier entries (set_scores.lua).

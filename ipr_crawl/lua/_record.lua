@@ -1,0 +1,185 @@
+-- record(K, P, lease_member, pid, ptie, n, lids, lties, lpay): the rule of
+-- record_page.lua (see its header), shared with replay.lua. K: key names
+-- {meta, node, out, frontier, lease, req}; P: {ordering, cutoff, initial, param,
+-- cap, ia, ib, ic, id}; links as three arrays of length n (ids, tie numbers,
+-- payloads). Returns added, first (boolean), rescored, updates, dropped.
+-- `shared` (optional, replay.lua): {cache = {}, dirty = {}} kept across pages of
+-- one call; records are then written back by the caller (flush_records), once.
+local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, shared)
+  local meta, node, out, frontier, lease, req = K.meta, K.node, K.out, K.frontier, K.lease, K.req
+  local ordering, cutoff, initial, param, cap = P.ordering, P.cutoff, P.initial, P.param, P.cap
+
+  if lease_member ~= '' then
+    redis.call('ZREM', lease, lease_member)
+    if is_token(lease_member) then redis.call('HDEL', req, lease_member) end
+  end
+
+  -- Records read in this call, written back once at the end.
+  local cache, written, dirty, order = {}, {}, {}, {}
+  if shared then cache, written = shared.cache, shared.dirty end
+  local function get(id)
+    local r = cache[id]
+    if r == nil then
+      r = rec_get(node, id) or false
+      cache[id] = r
+    end
+    return r or nil
+  end
+  local function touch(id)
+    if not dirty[id] then dirty[id] = true; order[#order + 1] = id; written[id] = true end
+  end
+
+  local p = get(pid)
+  if not p then
+    p = new_record(meta, ptie)
+    cache[pid] = p
+  end
+  touch(pid)
+  local first = p.st ~= 2
+  if p.st == 0 then frontier_remove(meta, frontier, ordering, p, member_of(p, pid)) end
+  redis.call('HDEL', req, pid)
+
+  local share, same_share, other_share = 0, 0, 0
+  if first then
+    p.st = 2
+    redis.call('HINCRBY', meta, 'fetched', 1)
+    if ordering == 'ipr' then
+      p.s = p.s + initial
+      if n > 0 then share = p.s / n end
+      p.a = 0
+    elseif ordering == 'blc' or ordering == 'ifs' then
+      share = 1
+    elseif ordering == 'opic' then
+      if n > 0 then share = p.s / n end
+      p.a = p.a + p.s
+      p.s = 0
+    elseif ordering == 'importance' then
+      local same = 0
+      for k = 0, n - 1 do
+        if lties[k + 1] == p.tie then same = same + 1 end
+      end
+      local f = math.log(P.ia * same + P.ib * (n - same) + 1) / math.log(2)
+      same_share, other_share = P.ic * f, P.id * f
+    end
+  end
+  p.od = n
+
+  local added = 0
+  local ids = {}
+  local queue = {}   -- propagation entries {id, amount}; amount -1: take a_q (ar)
+  local queued = {}  -- ar: nodes with an entry waiting in `queue`
+  for k = 0, n - 1 do
+    local tid, ttie, payload = lids[k + 1], lties[k + 1], lpay[k + 1]
+    ids[#ids + 1] = tid
+    local gain = share
+    if ordering == 'importance' and first then
+      if ttie == p.tie then gain = same_share else gain = other_share end
+    end
+    local r = get(tid)
+    if not r then
+      r = new_record(meta, ttie)
+      r.s = gain
+      cache[tid] = r
+      touch(tid)
+      if payload ~= '' then redis.call('HSET', req, tid, payload) end
+      frontier_add(meta, frontier, ordering, r, member_of(r, tid))
+      added = added + 1
+    elseif gain ~= 0 then
+      local before = r.s
+      r.s = r.s + gain
+      touch(tid)
+      if ordering == 'ipr' and r.st == 2 and tid ~= pid then
+        if cutoff == 'pl' then
+          queue[#queue + 1] = {tid, gain}
+        elseif cutoff == 'vr' then
+          if before == 0 or gain / before >= param then queue[#queue + 1] = {tid, gain} end
+        elseif cutoff == 'ar' then
+          r.a = r.a + gain
+          if r.a / r.s > param and not queued[tid] then
+            queued[tid] = true
+            queue[#queue + 1] = {tid, -1}
+          end
+        end
+      end
+    end
+  end
+  if n > 0 then redis.call('HSET', out, pid, table.concat(ids)) else redis.call('HDEL', out, pid) end
+
+  -- Propagation beyond the direct targets (ipr pl / vr / ar), at most `cap` updates.
+  local updates, dropped = 0, 0
+  if ordering == 'ipr' and first and cutoff ~= 'dl1' then
+    local limit = cap
+    if cutoff == 'pl' and param < limit then limit = param end
+    local head = 1
+    while head <= #queue do
+      local qid, amount = queue[head][1], queue[head][2]
+      local q = get(qid)
+      if updates >= limit then break end
+      head = head + 1
+      if cutoff == 'ar' then
+        amount = q.a
+        q.a = 0
+        queued[qid] = nil
+        touch(qid)
+      end
+      local links = redis.call('HGET', out, qid)
+      local od = links and (#links / 8) or 0
+      if od > 0 and amount > 0 then
+        local part = amount / od
+        for i = 0, od - 1 do
+          if updates >= limit then break end
+          local rid = string.sub(links, 8 * i + 1, 8 * i + 8)
+          local r = get(rid)
+          if r then
+            local before = r.s
+            if cutoff == 'vr' then
+              if before == 0 or part / before >= param then
+                r.s = r.s + part
+                touch(rid)
+                updates = updates + 1
+                if r.st == 2 then queue[#queue + 1] = {rid, part} end
+              end
+            else
+              r.s = r.s + part
+              touch(rid)
+              updates = updates + 1
+              if r.st == 2 then
+                if cutoff == 'pl' then
+                  queue[#queue + 1] = {rid, part}
+                else
+                  r.a = r.a + part
+                  if r.a / r.s > param and not queued[rid] then
+                    queued[rid] = true
+                    queue[#queue + 1] = {rid, -1}
+                  end
+                end
+              end
+            end
+          end
+        end
+      end
+    end
+    dropped = #queue - head + 1
+  end
+
+  local rescored = 0
+  for _, id in ipairs(order) do
+    local r = cache[id]
+    if not shared then rec_put(node, id, r) end
+    if r.st == 0 and id ~= pid and ordering ~= 'bf' and ordering ~= 'lsf' and ordering ~= 'pr' then
+      rescored = rescored + redis.call('ZADD', frontier, 'XX', 'CH', zscore(ordering, r), member_of(r, id))
+    end
+  end
+  return added, first, rescored, updates, dropped
+end
+
+local function params_from(argv, i)
+  return {ordering = argv[i], cutoff = argv[i + 1], initial = tonumber(argv[i + 2]),
+          param = tonumber(argv[i + 3]), cap = tonumber(argv[i + 4]), ia = tonumber(argv[i + 5]),
+          ib = tonumber(argv[i + 6]), ic = tonumber(argv[i + 7]), id = tonumber(argv[i + 8])}
+end
+
+-- Write back the records a replay call kept in `shared` (see record).
+local function flush_records(node_key, shared)
+  for id in pairs(shared.dirty) do rec_put(node_key, id, shared.cache[id]) end
+end

@@ -1,0 +1,58 @@
+-- replay: the frontier driven over a graph held in Redis, for `ipr-crawl
+-- simulate` and the benchmarks: up to `count` times, pop the best URL (as
+-- pop.lua, without a lease: nothing is in flight in a replay), read its
+-- out-links from the `graph` hash instead of fetching it, and record it with
+-- the same rule as record_page.lua (the shared `record` function). Records
+-- are cached across the pages of one call and written back once at the end.
+-- KEYS[1] meta  KEYS[2] node  KEYS[3] out  KEYS[4] frontier  KEYS[5] lease
+-- KEYS[6] req  KEYS[7] graph (node id -> 8-byte double own tie .. n x (8-byte id,
+--   8-byte double tie), links in numbering order)
+-- ARGV[1..9] ordering parameters as record_page.lua ARGV[1..9]  ARGV[10] count
+-- Returns {pages recorded first, propagation updates, propagation drops, id1, id2, ...}
+-- (ids in fetch order). Cost: O(count * (outdegree + cap) log F).
+local K = {meta = KEYS[1], node = KEYS[2], out = KEYS[3], frontier = KEYS[4], lease = KEYS[5], req = KEYS[6]}
+local graph = KEYS[7]
+local P = params_from(ARGV, 1)
+local count = tonumber(ARGV[10])
+local result = {0, 0, 0}
+local sites = sites_key(K.meta)
+local shared = {cache = {}, dirty = {}}
+for _ = 1, count do
+  local m
+  if P.ordering == 'lsf' then
+    local top = redis.call('ZRANGE', sites, 0, 0)
+    if #top == 0 then break end
+    local popped = redis.call('ZPOPMIN', site_key(K.meta, top[1]), 1)
+    if #popped == 0 or tonumber(redis.call('ZINCRBY', sites, 1, top[1])) >= 0 then
+      redis.call('ZREM', sites, top[1])
+    end
+    if #popped > 0 then
+      m = popped[1]
+      redis.call('ZREM', K.frontier, m)
+    end
+  else
+    local popped = redis.call('ZPOPMIN', K.frontier, 1)
+    if #popped == 0 then break end
+    m = popped[1]
+  end
+  if m then
+    local pid = string.sub(m, 9)
+    local raw = redis.call('HGET', graph, pid) or struct.pack('>d', 0)
+    local ptie = struct.unpack('>d', raw)
+    local n = (#raw - 8) / 16
+    local lids, lties, lpay = {}, {}, {}
+    for k = 0, n - 1 do
+      local at = 9 + 16 * k
+      lids[k + 1] = string.sub(raw, at, at + 7)
+      lties[k + 1] = struct.unpack('>d', raw, at + 8)
+      lpay[k + 1] = ''
+    end
+    local _, first, _, updates, dropped = record(K, P, '', pid, ptie, n, lids, lties, lpay, shared)
+    if first then result[1] = result[1] + 1 end
+    result[2] = result[2] + updates
+    result[3] = result[3] + dropped
+    result[#result + 1] = pid
+  end
+end
+flush_records(K.node, shared)
+return result

