@@ -397,34 +397,48 @@ class FrontierStore:
         """One PageRank power iteration over the collected graph, from the scores
         stored (``pr`` ordering; :func:`ipr_crawl.pagerank.power_step`).
 
-        Reads every node and out-link list (O(nodes + edges), HSCAN), writes the
-        new scores back. Returns ``(nodes, frontier entries re-scored)``.
+        Reads every node and out-link list (O(nodes + edges), HSCAN, parsed with
+        numpy), writes the new scores back. Returns ``(nodes, frontier entries
+        re-scored)``.
         """
-        import struct
-
         import numpy as np
 
         from ipr_crawl.pagerank import power_step
 
-        index: dict[bytes, int] = {}
-        previous: list[float] = []
-        for id_, raw in self.client.hscan_iter(self.keys["node"], count=2000):
-            index[id_] = len(previous)
-            previous.append(struct.unpack(">BddddI", raw)[2])
-        src: list[int] = []
-        dst: list[int] = []
-        for id_, packed in self.client.hscan_iter(self.keys["out"], count=500):
-            i = index.get(id_)
-            if i is None:
-                continue
-            for k in range(0, len(packed), 8):
-                j = index.get(packed[k : k + 8])
-                if j is not None:
-                    src.append(i)
-                    dst.append(j)
-        x = power_step(len(previous), np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64),
-                       np.array(previous), damping)
-        ids = list(index)
+        ids: list[bytes] = []
+        raws: list[bytes] = []
+        for id_, raw in self.client.hscan_iter(self.keys["node"], count=5000):
+            ids.append(id_)
+            raws.append(raw)
+        if not ids:
+            return 0, 0
+        record = np.dtype([("st", "u1"), ("seq", ">f8"), ("s", ">f8"), ("a", ">f8"), ("tie", ">f8"), ("od", ">u4")])
+        previous = np.frombuffer(b"".join(raws), dtype=record)["s"].astype(float)
+        keys = np.frombuffer(b"".join(ids), dtype=">u8")
+        order = np.argsort(keys)
+        sorted_keys = keys[order]
+        srcs: list[bytes] = []
+        lists: list[bytes] = []
+        counts: list[int] = []
+        for id_, packed in self.client.hscan_iter(self.keys["out"], count=2000):
+            srcs.append(id_)
+            lists.append(packed)
+            counts.append(len(packed) // 8)
+
+        def index_of(values: np.ndarray) -> np.ndarray:
+            pos = np.searchsorted(sorted_keys, values)
+            pos[pos >= len(sorted_keys)] = 0
+            found = sorted_keys[pos] == values
+            return np.where(found, order[pos], -1)
+
+        if srcs:
+            src = np.repeat(index_of(np.frombuffer(b"".join(srcs), dtype=">u8")), counts)
+            dst = index_of(np.frombuffer(b"".join(lists), dtype=">u8"))
+            ok = (src >= 0) & (dst >= 0)
+            src, dst = src[ok], dst[ok]
+        else:
+            src = dst = np.zeros(0, dtype=np.int64)
+        x = power_step(len(ids), src, dst, previous, damping)
         return len(ids), self.set_scores([(ids[i], float(x[i])) for i in range(len(ids))])
 
     def earliest_lease_deadline(self) -> float | None:
