@@ -53,6 +53,7 @@ __all__ = [
     "first_access",
     "observe",
     "update",
+    "access",
     "next_interval",
     "bucket",
     "next_due",
@@ -466,6 +467,34 @@ def _mle_interval(p: MlePolicy, s: RevisitState, prev: float) -> float:
     else:
         mu = p.mu_high
     return p.alpha * mu * tc
+
+
+def access(
+    policy: Policy,
+    state: RevisitState | None,
+    now: float,
+    changed: bool,
+    modified_at: float | None = None,
+    **validators: str,
+) -> tuple[RevisitState, float]:
+    """One access at ``now`` (s): the first one creates the state, a later one
+    updates it (:func:`update`, in place); then the policy chooses the next
+    interval ``tau`` (s), which is remembered as ``state.interval`` (the
+    ``tau_{i-1}`` of the next access). Returns ``(state, tau)``.
+
+    The one entry point of both the middleware and the simulator.
+
+    >>> s, tau = access(parse_policy("aimd:1d:0.5:2d"), None, 0.0, changed=False)
+    >>> tau / DAY, access(parse_policy("aimd:1d:0.5:2d"), s, 2 * DAY, changed=False)[1] / DAY
+    (2.0, 3.0)
+    """
+    if state is None:
+        state = first_access(now, **validators)
+    else:
+        update(state, now, changed, modified_at, **validators)
+    tau = next_interval(policy, state, changed if state.accesses > 1 else None)
+    state.interval = tau
+    return state, tau
 
 
 # -- time buckets ---------------------------------------------------------------------------

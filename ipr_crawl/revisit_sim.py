@@ -1,8 +1,7 @@
 """``ipr-crawl revisit-sim``: replay real change logs through the revisit estimators.
 
 Drives the SAME functions the downloader middleware uses
-(:func:`ipr_crawl.revisit.first_access`, :func:`~ipr_crawl.revisit.update`,
-:func:`~ipr_crawl.revisit.next_interval`, :func:`~ipr_crawl.revisit.next_due`)
+(:func:`ipr_crawl.revisit.access` and :func:`~ipr_crawl.revisit.next_due`)
 over a change log in the format of ``../shared/data/changes`` (``page_url,
 change_time_utc_iso8601`` and ``page_url,first_seen,last_seen``), as 001 §5.1
 did with its feed logs:
@@ -19,8 +18,8 @@ did with its feed logs:
   efficiency = versions fetched / accesses (first access included) (001 §5.1).
 
 Reported per policy: coverage and efficiency averaged over the pages with at
-least one change in their window (001's population: URLs updated several
-times) and over all pages, total accesses, versions fetched, versions missed;
+least one change in their window, over the pages with at least two (001's
+population: URLs updated several times) and over all pages, total accesses, versions fetched, versions missed;
 per mean-change-interval bucket (001 Fig. 6-8: 1-day buckets below 30 days,
 10-day buckets to 100 days, 30-day buckets beyond; interval = window days /
 change buckets) and per month (Fig. 9: versions that appeared in the month and
@@ -46,13 +45,11 @@ from typing import IO, Any, Iterable, Iterator, Sequence
 from ipr_crawl.revisit import (
     DAY,
     Policy,
+    access,
     bucket,
-    first_access,
     next_due,
-    next_interval,
     parse_duration,
     parse_policy,
-    update,
 )
 
 __all__ = [
@@ -176,18 +173,17 @@ def simulate_page(
     starts = [t] + cd
     got = [True] + [False] * len(cd)
     visits = [t]
-    state = first_access(t)
-    seen = bisect.bisect_right(cd, t)  # 0
+    state, tau = access(policy, None, t, changed=False)
+    seen = 0
     fetched = 1
     while True:
-        tau = next_interval(policy, state)
         t_next = next_due(t, tau, resolution, min_interval, max_interval)
         if t_next > end:
             break
         k = bisect.bisect_right(cd, t_next)
         changed = k > seen
         lm = cd[k - 1] if (changed and use_last_modified) else None
-        update(state, t_next, changed, modified_at=lm, interval=tau)
+        state, tau = access(policy, state, t_next, changed, modified_at=lm)
         if changed:
             got[k] = True
             fetched += 1
@@ -285,8 +281,8 @@ def simulate(
     for spec in policies:
         policy = parse_policy(spec)
         bar = _Progress(spec, len(windows), progress) if progress is not None else None
-        cov_all = eff_all = cov_ch = eff_ch = 0.0
-        n_changed = accesses = fetched = true_versions = 0
+        cov_all = eff_all = cov_ch = eff_ch = cov_multi = eff_multi = 0.0
+        n_changed = n_multi = accesses = fetched = true_versions = 0
         by_interval: dict[tuple[float, float], list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0, 0, 0])
         by_month: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
         for i, (page, w0, w1) in enumerate(windows):
@@ -301,6 +297,10 @@ def simulate(
                 n_changed += 1
                 cov_ch += cov
                 eff_ch += eff
+                if r.change_buckets >= 2:
+                    n_multi += 1
+                    cov_multi += cov
+                    eff_multi += eff
                 days = r.window / DAY / r.change_buckets
                 agg = by_interval[interval_bucket(days)]
                 agg[0] += 1
@@ -325,8 +325,11 @@ def simulate(
             "efficiency": eff_ch / n_changed if n_changed else None,
             "coverage_all": cov_all / n if n else None,
             "efficiency_all": eff_all / n if n else None,
+            "coverage_multi": cov_multi / n_multi if n_multi else None,
+            "efficiency_multi": eff_multi / n_multi if n_multi else None,
             "pages": n,
             "pages_changed": n_changed,
+            "pages_multi": n_multi,
             "accesses": accesses,
             "versions": fetched,
             "true_versions": true_versions,
@@ -392,6 +395,40 @@ def _coarse(rows: list[dict[str, Any]], edges: Sequence[float]) -> list[tuple[fl
     return out
 
 
+#: Pooled bins (days) of the Markdown per-interval table.
+TABLE_BINS = (1, 7, 30, 100, 365, 1000, 3000, 100000)
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The summary and a per-interval table (pooled :data:`TABLE_BINS`) in Markdown."""
+    pols = result["policies"]
+    out = [
+        "| policy | coverage (≥1 change) | efficiency (≥1 change) | coverage (≥2) | efficiency (≥2) "
+        "| coverage (all) | efficiency (all) | accesses | versions fetched | missed |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    f = lambda v: "–" if v is None else f"{v:.3f}"  # noqa: E731
+    for name, p in pols.items():
+        out.append(
+            f"| `{name}` | {f(p['coverage'])} | {f(p['efficiency'])} | {f(p.get('coverage_multi'))} "
+            f"| {f(p.get('efficiency_multi'))} | {f(p['coverage_all'])} | {f(p['efficiency_all'])} "
+            f"| {p['accesses']:,} | {p['versions']:,} | {p['missed']:,} |"
+        )
+    first = next(iter(pols.values()), None)
+    if first is None:
+        return "\n".join(out)
+    bins = _coarse(first["by_interval"], TABLE_BINS)
+    labels = [f"{lo}–{hi if hi < 100000 else '∞'} d ({n})" for lo, hi, n, *_ in bins]
+    out += ["", "Coverage / efficiency / missed versions per mean change interval (days; pages in brackets):", ""]
+    out.append("| policy | " + " | ".join(labels) + " |")
+    out.append("|---|" + "---:|" * len(labels))
+    for name, p in pols.items():
+        cells = [f"{c:.2f} / {e:.2f} / {m:,}" for _, _, _, c, e, m, _ in _coarse(p["by_interval"], TABLE_BINS)]
+        out.append(f"| `{name}` | " + " | ".join(cells) + " |")
+    out.append("| total versions | " + " | ".join(f"{tv:,}" for *_, tv in bins) + " |")
+    return "\n".join(out)
+
+
 def plot(result: dict[str, Any], path: str, title: str = "") -> None:
     """001 Fig. 5-9 for every policy in one PNG."""
     import matplotlib
@@ -402,29 +439,41 @@ def plot(result: dict[str, Any], path: str, title: str = "") -> None:
     fig, axes = plt.subplots(2, 3, figsize=(17, 10))
     (a5, a6, a7), (a8, a9, a10) = axes
     pols = result["policies"]
+    edges = [1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100, 150, 200, 300, 500, 700, 1000, 1500, 2000, 3000, 5000, 7000, 10000, 20000]
+    n_months = max((len(p["by_month"]) for p in pols.values()), default=0)
+    roll = 1 if n_months <= 24 else 12
     for name, p in pols.items():
         a5.scatter([p["coverage"]], [p["efficiency"]], label=name, s=40)
         a5.annotate(name, (p["coverage"], p["efficiency"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
-        rows = p["by_interval"]
-        mid = [(r["lo_days"] + r["hi_days"]) / 2 for r in rows]
-        a6.plot(mid, [r["coverage"] for r in rows], label=name, lw=1)
-        a7.plot(mid, [r["efficiency"] for r in rows], label=name, lw=1)
-        a8.plot(mid, [r["missed"] for r in rows], label=name, lw=1)
+        rows = _coarse(p["by_interval"], edges)
+        mid = [math.sqrt(lo * hi) for lo, hi, *_ in rows]
+        a6.plot(mid, [r[3] for r in rows], marker=".", label=name, lw=1)
+        a7.plot(mid, [r[4] for r in rows], marker=".", label=name, lw=1)
+        a8.plot(mid, [r[5] for r in rows], marker=".", label=name, lw=1)
         months = p["by_month"]
-        xs = [datetime.strptime(m["month"], "%Y-%m") for m in months if m["true_versions"] >= 1]
-        ys = [m["coverage"] for m in months if m["true_versions"] >= 1]
-        a9.plot(xs, ys, label=name, lw=0.8)
+        xs, ys = [], []
+        for i in range(len(months)):
+            win = months[max(0, i - roll + 1) : i + 1]
+            tv = sum(m["true_versions"] for m in win)
+            if tv:
+                xs.append(datetime.strptime(months[i]["month"], "%Y-%m"))
+                ys.append(sum(m["versions"] for m in win) / tv)
+        a9.plot(xs, ys, label=name, lw=0.9)
         a10.bar(name, p["accesses"])
     if pols:
-        first = next(iter(pols.values()))["by_interval"]
-        a8.plot([(r["lo_days"] + r["hi_days"]) / 2 for r in first], [r["true_versions"] for r in first], "k--", lw=1, label="total versions")
+        rows = _coarse(next(iter(pols.values()))["by_interval"], edges)
+        a8.plot([math.sqrt(lo * hi) for lo, hi, *_ in rows], [r[6] for r in rows], "k--", lw=1, label="total versions")
+        a8.legend(fontsize=7)
     a5.set(xlabel="version coverage (pages with >= 1 change)", ylabel="access efficiency", title="Fig. 5: coverage vs efficiency")
     a5.set_xlim(0, 1.02)
     a5.set_ylim(0, 1.02)
     for ax, what, fig_no in ((a6, "version coverage", 6), (a7, "access efficiency", 7), (a8, "missed versions", 8)):
-        ax.set(xscale="log", xlabel="mean change interval of the page (days)", ylabel=what, title=f"Fig. {fig_no}: {what} per change interval")
+        ax.set(xscale="log", xlabel="mean change interval of the page (days, pooled bins)", ylabel=what, title=f"Fig. {fig_no}: {what} per change interval")
     a8.set_yscale("log")
-    a9.set(ylabel="versions fetched / versions appeared", title="Fig. 9: version coverage per month")
+    a9.set(
+        ylabel="versions fetched / versions appeared",
+        title="Fig. 9: version coverage per month" + (f" ({roll}-month window)" if roll > 1 else ""),
+    )
     a10.set(ylabel="accesses", title="total accesses")
     a10.tick_params(axis="x", labelrotation=60, labelsize=7)
     a6.legend(fontsize=7)
@@ -455,6 +504,7 @@ def add_revisit_sim_parser(sub: Any) -> None:
     p.add_argument("--json", help="write the result here")
     p.add_argument("--plot", help="write Fig. 5-9 here (PNG)")
     p.add_argument("--title", default="", help="plot title")
+    p.add_argument("--markdown", help="write the tables here (Markdown)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=run)
 
@@ -480,7 +530,10 @@ def run(args: argparse.Namespace) -> int:
     print(format_table(result))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(result, f, indent=1)
+            json.dump(result, f, separators=(",", ":"))
     if args.plot:
         plot(result, args.plot, args.title)
+    if args.markdown:
+        with open(args.markdown, "w", encoding="utf-8") as f:
+            f.write(markdown(result) + "\n")
     return 0
