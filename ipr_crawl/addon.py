@@ -3,7 +3,8 @@
 ``ADDONS = {"ipr_crawl.Addon": 0}`` (or the class itself) installs the defaults
 of :data:`ipr_crawl.config.DEFAULTS` at ``addon`` priority (anything the user
 sets wins), wires :class:`~ipr_crawl.scheduler.IprScheduler`, the link-graph
-spider middleware and the frontier downloader middleware, and checks every
+spider middleware and the frontier downloader middleware (and, with
+``IPR_REVISIT_ENABLED``, the conditional-GET middleware), and checks every
 ``IPR_*`` value, raising :class:`ValueError` naming a bad one before the crawl
 starts.
 """
@@ -19,6 +20,10 @@ __all__ = ["Addon"]
 SCHEDULER = "ipr_crawl.scheduler.IprScheduler"
 SPIDER_MIDDLEWARE = "ipr_crawl.middlewares.linkgraph.LinkGraphMiddleware"
 DOWNLOADER_MIDDLEWARE = "ipr_crawl.middlewares.frontier.FrontierDownloaderMiddleware"
+#: Revisits (IPR_REVISIT_ENABLED): inside HttpCompression (590) and Redirect (600),
+#: outside HttpCache (900); see middlewares/conditional.py.
+CONDITIONAL_MIDDLEWARE = "ipr_crawl.middlewares.conditional.ConditionalGetMiddleware"
+CONDITIONAL_ORDER = 580
 
 
 class Addon:
@@ -36,3 +41,10 @@ class Addon:
         settings.set_in_component_priority_dict("SPIDER_MIDDLEWARES", SPIDER_MIDDLEWARE, 10)
         # Outermost downloader middleware: sees only final download failures.
         settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", DOWNLOADER_MIDDLEWARE, 1)
+        if settings.getbool("IPR_REVISIT_ENABLED"):
+            from ipr_crawl.config import RevisitConfig
+
+            RevisitConfig.from_settings(settings)
+            settings.set_in_component_priority_dict(
+                "DOWNLOADER_MIDDLEWARES", CONDITIONAL_MIDDLEWARE, CONDITIONAL_ORDER
+            )

@@ -12,7 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DEFAULTS", "LUA_NAMES", "ORDERINGS", "TIE_RULES", "FrontierConfig", "parse_ordering"]
+__all__ = [
+    "DEFAULTS", "LUA_NAMES", "ORDERINGS", "TIE_RULES", "FrontierConfig", "RevisitConfig",
+    "REVISIT_MODES", "parse_ordering", "parse_instant",
+]
 
 #: Orderings of this release and their cut-offs (ALGORITHMS.md §1.1, §1.2).
 ORDERINGS: dict[str, tuple[str, ...]] = {
@@ -64,6 +67,24 @@ DEFAULTS: dict[str, Any] = {
     "IPR_LEASE_SECS": 600.0,
     "IPR_POP_BATCH_SIZE": 8,
     "IPR_REQUEUE_BATCH_SIZE": 100,  # expired leases moved back per pop, at most
+    # Revisits (001, ALGORITHMS.md §2): conditional GETs, change history, due times.
+    "IPR_REVISIT_ENABLED": False,  # off: no ConditionalGetMiddleware, no refresher
+    "IPR_REVISIT_POLICY": "mle-mix:0.1-10:15d",  # 001's deployed MLE.mix(0.1-10, tau_2 = 15 d)
+    "IPR_REVISIT_MODE": "run-once",  # run-once | continuous
+    "IPR_REVISIT_HASH": "body",  # body | text | simhash: what "changed" compares
+    "IPR_REVISIT_SIMHASH_DISTANCE": 4,  # simhash: at most this many differing bits = same
+    "IPR_REVISIT_USE_LAST_MODIFIED": True,  # 001 §4.1.3 rule
+    "IPR_REVISIT_SKIP_UNCHANGED": True,  # unchanged 200s do not reach the callback
+    "IPR_REVISIT_RESOLUTION_SECS": 0.0,  # time buckets of due times (001: 86400); 0: exact
+    "IPR_REVISIT_MIN_SECS": 3600.0,  # no revisit sooner than this after an access
+    "IPR_REVISIT_MAX_SECS": 0.0,  # no revisit later than this; 0: no bound (001)
+    "IPR_REVISIT_HORIZON_SECS": 0.0,  # continuous: close if nothing is due within this; 0: never
+    "IPR_REVISIT_UNTIL": "",  # no revisit after this instant (ISO 8601 or POSIX s); "" none
+    "IPR_REVISIT_CLOCK": "system",  # system | virtual:<ISO start> (simulations)
+    "IPR_REVISIT_REFRESH_SECS": 1.0,  # at most one refresher call per this (system clock)
+    "IPR_REVISIT_REFRESH_BATCH_SIZE": 1000,  # due URLs moved per refresher call
+    "IPR_REVISIT_RETRY_SECS": 3600.0,  # a revisit whose response never came is due again after this
+    "IPR_REVISIT_EVENTS_MAXLEN": 100000,  # change stream length cap (approximate)
     # Bundled `graph` spider: link filters of ALGORITHMS.md §1.3 (off by default).
     "IPR_GRAPH_HTTP_ONLY": False,
     "IPR_GRAPH_SKIP_QUERY": False,
@@ -209,4 +230,127 @@ class FrontierConfig:
                 raise ValueError(f"IPR_IMPORTANCE_{name}={value!r} must be >= 0")
         if not 0 < cfg.pr_damping < 1:
             raise ValueError(f"IPR_PR_DAMPING={cfg.pr_damping!r} must be in (0, 1)")
+        return cfg
+
+# -- revisits -------------------------------------------------------------------------------
+#: Crawl lifetimes with revisits (issue 4): fetch what is due at start and close,
+#: or stay open and sleep until the next due time.
+REVISIT_MODES = ("run-once", "continuous")
+
+
+def parse_instant(value: Any, name: str) -> float | None:
+    """POSIX seconds of an ISO 8601 date/instant (UTC when naive) or a number;
+    None for an empty value. Raises :class:`ValueError` naming ``name``.
+
+    >>> parse_instant("1970-01-02", "X"), parse_instant("", "X")
+    (86400.0, None)
+    """
+    from datetime import datetime, timezone
+
+    text = str(value if value is not None else "").strip()
+    if not text:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        dt = datetime.fromisoformat(text[:-1] + "+00:00" if text[-1:] in "Zz" else text)
+    except ValueError:
+        raise ValueError(f"{name}={value!r}: use an ISO 8601 date or instant, or POSIX seconds") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.timestamp()
+
+
+@dataclass(frozen=True)
+class RevisitConfig:
+    """Validated ``IPR_REVISIT_*`` settings (meanings and defaults in :data:`DEFAULTS`).
+
+    ``policy`` is the parsed :data:`ipr_crawl.revisit.Policy`; ``virtual_start``
+    is the start of a virtual clock (s) or None for the system clock.
+    """
+
+    enabled: bool
+    policy: Any
+    mode: str
+    hash_mode: str
+    simhash_distance: int
+    use_last_modified: bool
+    skip_unchanged: bool
+    resolution: float
+    min_interval: float
+    max_interval: float
+    horizon: float
+    until: float | None
+    virtual_start: float | None
+    refresh_secs: float
+    refresh_batch_size: int
+    retry_secs: float
+    events_maxlen: int
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> RevisitConfig:
+        """Read and check the revisit settings; :class:`ValueError` names a bad one."""
+        from ipr_crawl.contenthash import HASH_MODES
+        from ipr_crawl.revisit import parse_policy
+
+        spec = str(settings.get("IPR_REVISIT_POLICY") or DEFAULTS["IPR_REVISIT_POLICY"])
+        try:
+            policy = parse_policy(spec)
+        except ValueError as exc:
+            raise ValueError(f"IPR_REVISIT_POLICY={spec!r}: {exc}") from None
+        mode = str(settings.get("IPR_REVISIT_MODE") or "run-once").strip().lower()
+        if mode not in REVISIT_MODES:
+            raise ValueError(f"IPR_REVISIT_MODE={mode!r}: allowed " + ", ".join(REVISIT_MODES))
+        hash_mode = str(settings.get("IPR_REVISIT_HASH") or "body").strip().lower()
+        if hash_mode not in HASH_MODES:
+            raise ValueError(f"IPR_REVISIT_HASH={hash_mode!r}: allowed " + ", ".join(HASH_MODES))
+        clock = str(settings.get("IPR_REVISIT_CLOCK") or "system").strip()
+        if clock.lower() == "system":
+            virtual_start = None
+        elif clock.lower().startswith("virtual:"):
+            virtual_start = parse_instant(clock[8:], "IPR_REVISIT_CLOCK")
+            if virtual_start is None:
+                raise ValueError(f"IPR_REVISIT_CLOCK={clock!r}: give the start, e.g. virtual:2013-01-01")
+        else:
+            raise ValueError(f"IPR_REVISIT_CLOCK={clock!r}: allowed system or virtual:<ISO 8601 start>")
+        cfg = cls(
+            enabled=_get(settings, "IPR_REVISIT_ENABLED", "bool"),
+            policy=policy,
+            mode=mode,
+            hash_mode=hash_mode,
+            simhash_distance=_get(settings, "IPR_REVISIT_SIMHASH_DISTANCE", "int"),
+            use_last_modified=_get(settings, "IPR_REVISIT_USE_LAST_MODIFIED", "bool"),
+            skip_unchanged=_get(settings, "IPR_REVISIT_SKIP_UNCHANGED", "bool"),
+            resolution=_get(settings, "IPR_REVISIT_RESOLUTION_SECS", "float"),
+            min_interval=_get(settings, "IPR_REVISIT_MIN_SECS", "float"),
+            max_interval=_get(settings, "IPR_REVISIT_MAX_SECS", "float"),
+            horizon=_get(settings, "IPR_REVISIT_HORIZON_SECS", "float"),
+            until=parse_instant(settings.get("IPR_REVISIT_UNTIL"), "IPR_REVISIT_UNTIL"),
+            virtual_start=virtual_start,
+            refresh_secs=_get(settings, "IPR_REVISIT_REFRESH_SECS", "float"),
+            refresh_batch_size=_get(settings, "IPR_REVISIT_REFRESH_BATCH_SIZE", "int"),
+            retry_secs=_get(settings, "IPR_REVISIT_RETRY_SECS", "float"),
+            events_maxlen=_get(settings, "IPR_REVISIT_EVENTS_MAXLEN", "int"),
+        )
+        for name, value, low in (
+            ("IPR_REVISIT_SIMHASH_DISTANCE", cfg.simhash_distance, 0),
+            ("IPR_REVISIT_RESOLUTION_SECS", cfg.resolution, 0.0),
+            ("IPR_REVISIT_MIN_SECS", cfg.min_interval, 0.0),
+            ("IPR_REVISIT_MAX_SECS", cfg.max_interval, 0.0),
+            ("IPR_REVISIT_HORIZON_SECS", cfg.horizon, 0.0),
+            ("IPR_REVISIT_REFRESH_SECS", cfg.refresh_secs, 0.0),
+            ("IPR_REVISIT_REFRESH_BATCH_SIZE", cfg.refresh_batch_size, 1),
+            ("IPR_REVISIT_RETRY_SECS", cfg.retry_secs, 1.0),
+            ("IPR_REVISIT_EVENTS_MAXLEN", cfg.events_maxlen, 1),
+        ):
+            if not value >= low or value != value or value == float("inf"):
+                raise ValueError(f"{name}={value!r} must be a finite number >= {low}")
+        if cfg.simhash_distance > 64:
+            raise ValueError(f"IPR_REVISIT_SIMHASH_DISTANCE={cfg.simhash_distance} must be <= 64")
+        if cfg.max_interval and cfg.max_interval < cfg.min_interval:
+            raise ValueError(
+                f"IPR_REVISIT_MAX_SECS={cfg.max_interval!r} is below IPR_REVISIT_MIN_SECS={cfg.min_interval!r}"
+            )
         return cfg

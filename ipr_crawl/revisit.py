@@ -57,6 +57,7 @@ __all__ = [
     "next_interval",
     "bucket",
     "next_due",
+    "parse_http_date",
     "CHANGE_CLASSES",
 ]
 
@@ -495,6 +496,26 @@ def access(
     tau = next_interval(policy, state, changed if state.accesses > 1 else None)
     state.interval = tau
     return state, tau
+
+
+def parse_http_date(value: str | bytes | None) -> float | None:
+    """POSIX seconds of an HTTP-date (RFC 9110 §5.6.7: IMF-fixdate, and the obsolete
+    RFC 850 and asctime forms), or None when absent or unparsable.
+
+    >>> parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"), parse_http_date("Sunday, 06-Nov-94 08:49:37 GMT")
+    (784111777.0, 784111777.0)
+    """
+    from email.utils import mktime_tz, parsedate_tz
+
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        value = value.decode("latin-1")
+    try:
+        parts = parsedate_tz(value.strip())
+        return float(mktime_tz(parts)) if parts else None
+    except (TypeError, ValueError, OverflowError, IndexError):
+        return None
 
 
 # -- time buckets ---------------------------------------------------------------------------

@@ -18,14 +18,9 @@ __all__ = ["add_revisit_parsers"]
 def add_revisit_parsers(sub: Any) -> None:
     """Register every revisit sub-command on an argparse sub-parser set."""
     from ipr_crawl.revisit_sim import add_revisit_sim_parser
+    from ipr_crawl.revisit_store import add_history_parser
+    from ipr_crawl.serve_changes import add_serve_changes_parser
 
     add_revisit_sim_parser(sub)
-    for module, name in (
-        ("ipr_crawl.serve_changes", "add_serve_changes_parser"),
-        ("ipr_crawl.revisit_store", "add_history_parser"),
-    ):
-        try:
-            mod = __import__(module, fromlist=[name])
-        except ImportError:  # not written yet in this checkout
-            continue
-        getattr(mod, name)(sub)
+    add_serve_changes_parser(sub)
+    add_history_parser(sub)

@@ -56,6 +56,18 @@ def lease_of(request: Request) -> bytes:
         return b""
 
 
+def _open_refresher(settings: Any, store: FrontierStore) -> Any:
+    """The revisit refresher of the crawl, or None when revisits are off (refresher.py)."""
+    if not settings.getbool("IPR_REVISIT_ENABLED"):
+        return None
+    from ipr_crawl.config import RevisitConfig
+    from ipr_crawl.refresher import Refresher
+    from ipr_crawl.revisit_store import RevisitStore
+
+    cfg = RevisitConfig.from_settings(settings)
+    return Refresher(RevisitStore(store.client, store.crawl_id, cfg.events_maxlen), store, cfg)
+
+
 class IprScheduler(BaseScheduler):
     """Scheduler whose queue is the crawl's frontier in Redis (see module doc)."""
 
@@ -67,6 +79,8 @@ class IprScheduler(BaseScheduler):
         self._buffer: deque[tuple[bytes, Request]] = deque()
         self._last_wait_log = 0.0
         self._pages_since_pr = 0
+        #: the revisit refresher (refresher.py), when IPR_REVISIT_ENABLED
+        self.revisits: Any = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> IprScheduler:
@@ -96,6 +110,7 @@ class IprScheduler(BaseScheduler):
             counts["in_flight"],
         )
         self._stats_set("ipr/resumed", int(resumed))
+        self.revisits = _open_refresher(self.crawler.settings, self.store)
         _by_crawler[self.crawler] = self
 
     def close(self, reason: str) -> None:
@@ -122,6 +137,8 @@ class IprScheduler(BaseScheduler):
         pending = self.store.pending()
         if pending and time.monotonic() - self._last_wait_log > 30:
             self._log_wait()
+        if not pending and self.revisits is not None:
+            return bool(self.revisits.keeps_open())
         return pending > 0
 
     def _log_wait(self) -> None:
@@ -203,6 +220,8 @@ class IprScheduler(BaseScheduler):
     # -- internals -------------------------------------------------------------------
     def _refill(self) -> None:
         assert self.store is not None and self.config is not None
+        if self.revisits is not None:
+            self._stats_inc("ipr/revisit/refreshed", self.revisits.refresh())
         expired, items = self.store.pop(
             self.config.pop_batch_size, self.config.lease_secs, self.config.requeue_batch_size
         )

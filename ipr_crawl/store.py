@@ -11,6 +11,10 @@ scripts stay atomic in one Redis Cluster slot). Keys:
 ``lease``   zset   members in flight, score = lease deadline (ms since epoch)
 ``forced``  zset   dont_filter requests (retries, ...), FIFO
 ``req``     hash   node id or forced token -> request payload (codec.py)
+``revisit`` hash   node id -> revisit state of a fetched URL (revisit_store.py)
+``due``     zset   node id, score = next visit (s since the epoch; 001's long-term queue)
+``revisit_req`` hash node id -> request payload used for its revisits
+``changes`` stream change events (new, changed, unchanged, not_modified, gone), capped
 =========== ====== ==========================================================
 
 The scripts in ``lua/`` are registered once (EVALSHA, reloaded on NOSCRIPT).
@@ -43,7 +47,11 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
-_KEY_NAMES = ("meta", "node", "out", "frontier", "lease", "forced", "req", "sites", "graph")
+_KEY_NAMES = (
+    "meta", "node", "out", "frontier", "lease", "forced", "req", "sites", "graph",
+    # revisits (revisit_store.py)
+    "revisit", "due", "revisit_req", "changes",
+)
 
 
 class FrontierUnavailable(RuntimeError):

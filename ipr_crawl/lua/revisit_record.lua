@@ -1,0 +1,39 @@
+-- revisit_record: after an access to a URL, store its revisit state (001 §4.1:
+-- T, U, m, t_c,min, last interval, validators, hash), schedule its next visit in
+-- the due set (or stop revisiting it), optionally settle its lease (a response
+-- that will not reach record_page: 304, unchanged), and append one change event
+-- to the crawl's bounded change stream.
+-- KEYS[1] revisit  KEYS[2] due  KEYS[3] revisit_req  KEYS[4] changes  KEYS[5] lease  KEYS[6] req
+-- ARGV[1] node id (8 bytes)   ARGV[2] packed state (msgpack, revisit_store.py)
+-- ARGV[3] next due instant (s since the epoch, decimal) or '' to stop revisiting
+-- ARGV[4] request payload for revisits (codec.py), or '' to keep the stored one
+-- ARGV[5] lease member to settle here, or ''
+-- ARGV[6] approximate length cap of the change stream (XADD MAXLEN ~)
+-- ARGV[7 + 2k], ARGV[8 + 2k]: field and value k of the change event (none: no event)
+-- Returns 1 if a lease was settled, else 0. Cost: O(log D) plus O(fields).
+local revisit, due, revisit_req, changes, lease, req = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local id = ARGV[1]
+redis.call('HSET', revisit, id, ARGV[2])
+if ARGV[3] ~= '' then
+  redis.call('ZADD', due, ARGV[3], id)
+else
+  redis.call('ZREM', due, id)
+  redis.call('HDEL', revisit_req, id)
+end
+if ARGV[4] ~= '' then redis.call('HSET', revisit_req, id, ARGV[4]) end
+local settled = 0
+local m = ARGV[5]
+if m ~= '' then
+  settled = redis.call('ZREM', lease, m)
+  -- a forced-queue token ('F' .. 8 bytes) owns its payload in `req`
+  if #m == 9 then redis.call('HDEL', req, m) end
+end
+if #ARGV >= 8 then
+  local event = {}
+  for i = 7, #ARGV, 2 do
+    event[#event + 1] = ARGV[i]
+    event[#event + 1] = ARGV[i + 1]
+  end
+  redis.call('XADD', changes, 'MAXLEN', '~', ARGV[6], '*', unpack(event))
+end
+return settled

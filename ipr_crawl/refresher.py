@@ -1,0 +1,135 @@
+"""The refresher: moves due revisits into the frontier and decides how long a
+crawl with revisits stays open (001 §3 (6); DESIGN.md, Revisits).
+
+:class:`IprScheduler` owns one :class:`Refresher` when ``IPR_REVISIT_ENABLED``:
+it calls :meth:`Refresher.refresh` before each lease batch (due URLs go to the
+forced queue, served before the frontier) and :meth:`Refresher.keeps_open` when
+the frontier is empty. The crawl's lifetime is ``IPR_REVISIT_MODE``:
+
+- ``run-once``: the URLs due when the crawl starts are fetched, together with
+  whatever is discovered; then the crawl closes (for cron and scrapyd schedules).
+- ``continuous``: the crawl stays open while a revisit is scheduled (within
+  ``IPR_REVISIT_HORIZON_SECS`` when set, and not after ``IPR_REVISIT_UNTIL``);
+  the engine's 5-second heartbeat asks for requests, so a due URL goes out at
+  most a few seconds late.
+
+The clock is the system clock, or for simulations a *virtual* clock
+(``IPR_REVISIT_CLOCK = "virtual:<start>"``): it stands still while requests are
+pending and jumps to the next due time when the crawl is idle, so a simulated
+year takes as long as its fetches. Requests then carry the virtual time in the
+``Ipr-Sim-Time`` header (``ipr-crawl serve-changes`` answers as of that time).
+One process per crawl with a virtual clock.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Protocol
+
+from ipr_crawl.config import RevisitConfig
+from ipr_crawl.revisit_store import RevisitStore
+
+__all__ = ["Clock", "SystemClock", "VirtualClock", "Refresher", "SIM_TIME_HEADER"]
+
+logger = logging.getLogger(__name__)
+
+#: Request header carrying the virtual time (s since the epoch) of a simulated crawl.
+SIM_TIME_HEADER = "Ipr-Sim-Time"
+
+
+class Clock(Protocol):
+    virtual: bool
+
+    def now(self) -> float: ...
+
+
+class SystemClock:
+    """``time.time()``."""
+
+    virtual = False
+
+    def now(self) -> float:
+        return time.time()
+
+
+class VirtualClock:
+    """A clock that only moves when told to (:meth:`advance_to`)."""
+
+    virtual = True
+
+    def __init__(self, start: float) -> None:
+        self.t = float(start)
+
+    def now(self) -> float:
+        return self.t
+
+    def advance_to(self, t: float) -> None:
+        self.t = max(self.t, float(t))
+
+
+class _Frontier(Protocol):
+    def pending(self) -> int: ...
+
+
+class Refresher:
+    """Due revisits -> forced queue, and the crawl-lifetime rule (module doc)."""
+
+    def __init__(self, store: RevisitStore, frontier: _Frontier, cfg: RevisitConfig) -> None:
+        self.store = store
+        self.frontier = frontier
+        self.cfg = cfg
+        self.clock: SystemClock | VirtualClock
+        if cfg.virtual_start is not None:
+            stored = store.clock()
+            self.clock = VirtualClock(max(cfg.virtual_start, stored or cfg.virtual_start))
+        else:
+            self.clock = SystemClock()
+        #: run-once: what was due when the crawl opened
+        self.opened_at = self.clock.now()
+        self._last_refresh = -1e18
+        self.moved = 0
+
+    def _cutoff(self, now: float) -> float:
+        t = self.opened_at if self.cfg.mode == "run-once" else now
+        return min(t, self.cfg.until) if self.cfg.until is not None else t
+
+    def refresh(self) -> int:
+        """Move the URLs due now into the forced queue; with a virtual clock and
+        nothing pending, first jump to the next due time. Returns URLs moved."""
+        now = self.clock.now()
+        virtual = isinstance(self.clock, VirtualClock)
+        if not virtual and now - self._last_refresh < self.cfg.refresh_secs:
+            return 0
+        self._last_refresh = now
+        cfg = self.cfg
+        moved, earliest = self.store.refresh(self._cutoff(now), cfg.refresh_batch_size, now + cfg.retry_secs)
+        if (
+            virtual
+            and not moved
+            and cfg.mode == "continuous"
+            and earliest is not None
+            and earliest > now
+            and (cfg.until is None or earliest <= cfg.until)
+            and self.frontier.pending() == 0
+        ):
+            assert isinstance(self.clock, VirtualClock)
+            self.clock.advance_to(earliest)
+            self.store.set_clock(earliest)
+            moved, _ = self.store.refresh(self._cutoff(earliest), cfg.refresh_batch_size, earliest + cfg.retry_secs)
+        self.moved += moved
+        return moved
+
+    def keeps_open(self) -> bool:
+        """Whether an otherwise idle crawl stays open for a scheduled revisit."""
+        cfg = self.cfg
+        if cfg.mode != "continuous":
+            return False
+        earliest = self.store.earliest_due()
+        if earliest is None:
+            return False
+        if cfg.until is not None and earliest > cfg.until:
+            return False
+        if cfg.horizon > 0 and earliest - self.clock.now() > cfg.horizon:
+            return False
+        return True

@@ -1,0 +1,221 @@
+"""Redis access for revisits: per-URL state, due times, change events.
+
+Keys (all under the crawl's hash tag, listed in :mod:`ipr_crawl.store`):
+``revisit`` (hash: node id -> msgpack ``[url, *RevisitState.to_list()]``),
+``due`` (zset: node id -> next visit, s since the epoch: 001's long-term queue),
+``revisit_req`` (hash: node id -> request payload of its revisits) and
+``changes`` (stream, capped with ``XADD MAXLEN ~``: one event per access).
+The virtual clock of a simulated crawl is the ``revisit_clock`` field of ``meta``.
+
+Scripts: ``lua/revisit_record.lua`` (one per response) and
+``lua/revisit_refresh.lua`` (the refresher). Also the ``ipr-crawl history URL``
+command, which prints one URL's state and events.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.resources
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import msgpack
+import redis
+
+from ipr_crawl.revisit import DAY, RevisitState
+from ipr_crawl.store import connect, crawl_keys
+from ipr_crawl.urls import canonical_url, node_id
+
+__all__ = ["RevisitStore", "ChangeEvent", "add_history_parser"]
+
+
+def _script(name: str) -> str:
+    return (importlib.resources.files("ipr_crawl") / "lua" / f"{name}.lua").read_text()
+
+
+@dataclass(frozen=True)
+class ChangeEvent:
+    """One entry of the change stream: stream id, URL and the event's fields."""
+
+    stream_id: str
+    url: str
+    fields: dict[str, str]
+
+
+class RevisitStore:
+    """The revisit keys of one crawl (see the module doc); one round trip per method."""
+
+    def __init__(self, client: redis.Redis, crawl_id: str, events_maxlen: int = 100_000) -> None:
+        self.client = client
+        self.keys = crawl_keys(crawl_id)
+        self.events_maxlen = int(events_maxlen)
+        self._record = client.register_script(_script("revisit_record"))
+        self._refresh = client.register_script(_script("revisit_refresh"))
+
+    # -- state -----------------------------------------------------------------------
+    @staticmethod
+    def pack(url: str, state: RevisitState) -> bytes:
+        return msgpack.packb([url, *state.to_list()], use_bin_type=True)
+
+    @staticmethod
+    def unpack(raw: bytes) -> tuple[str, RevisitState]:
+        """``(url, state)`` of a stored value; :class:`ValueError` if malformed."""
+        try:
+            data = msgpack.unpackb(raw, raw=False)
+        except Exception as exc:  # msgpack raises several kinds
+            raise ValueError(f"undecodable revisit state: {exc!r}") from exc
+        if not isinstance(data, list) or not data:
+            raise ValueError("revisit state is not a list")
+        return str(data[0]), RevisitState.from_list(data[1:])
+
+    def load(self, id_: bytes) -> RevisitState | None:
+        """The stored state of a node, or None (never fetched, or unreadable)."""
+        raw = self.client.hget(self.keys["revisit"], id_)
+        if raw is None:
+            return None
+        try:
+            return self.unpack(raw)[1]
+        except ValueError:
+            return None
+
+    def record(
+        self,
+        id_: bytes,
+        url: str,
+        state: RevisitState,
+        due: float | None,
+        payload: bytes = b"",
+        lease: bytes = b"",
+        event: dict[str, Any] | None = None,
+    ) -> bool:
+        """Store ``state``, schedule the next visit at ``due`` (s; None: never again),
+        keep ``payload`` for revisits, settle ``lease`` and append ``event``
+        (revisit_record.lua). Returns whether a lease was settled."""
+        argv: list[Any] = [
+            id_, self.pack(url, state), "" if due is None else repr(float(due)),
+            payload, lease, self.events_maxlen,
+        ]
+        for key, value in (event or {}).items():
+            argv += [key, _field(value)]
+        keys = [self.keys[k] for k in ("revisit", "due", "revisit_req", "changes", "lease", "req")]
+        return bool(self._record(keys=keys, args=argv))
+
+    # -- the refresher ------------------------------------------------------------------
+    def refresh(self, now: float, cap: int, retry_at: float) -> tuple[int, float | None]:
+        """Move up to ``cap`` URLs due at ``now`` (s) into the forced queue
+        (revisit_refresh.lua). Returns ``(moved, earliest due instant left or None)``."""
+        keys = [self.keys[k] for k in ("meta", "req", "forced", "due", "revisit_req")]
+        moved, first = self._refresh(keys=keys, args=[repr(float(now)), int(cap), repr(float(retry_at))])
+        return int(moved), (float(first) if first else None)
+
+    def unschedule(self, ids: list[bytes]) -> int:
+        """Stop revisiting these nodes (e.g. URLs that redirect); returns how many were scheduled."""
+        if not ids:
+            return 0
+        return int(self.client.zrem(self.keys["due"], *ids))
+
+    def earliest_due(self) -> float | None:
+        """The earliest scheduled visit (s), or None when nothing is scheduled."""
+        first = self.client.zrange(self.keys["due"], 0, 0, withscores=True)
+        return float(first[0][1]) if first else None
+
+    def scheduled(self) -> int:
+        """How many URLs have a next visit scheduled."""
+        return int(self.client.zcard(self.keys["due"]))
+
+    def due_at(self, id_: bytes) -> float | None:
+        """A node's scheduled visit (s), or None."""
+        score = self.client.zscore(self.keys["due"], id_)
+        return None if score is None else float(score)
+
+    def clock(self) -> float | None:
+        """The stored virtual clock (s), or None."""
+        value = self.client.hget(self.keys["meta"], "revisit_clock")
+        return None if value is None else float(value)
+
+    def set_clock(self, now: float) -> None:
+        self.client.hset(self.keys["meta"], "revisit_clock", repr(float(now)))
+
+    # -- history ------------------------------------------------------------------------------
+    def events(self, url: str | None = None, count: int = 1000) -> Iterator[ChangeEvent]:
+        """Change events, oldest first; only ``url``'s (canonical form) when given.
+        Scans the stream in pages of ``count``: O(stream length)."""
+        want = canonical_url(url) if url else None
+        start = "-"
+        while True:
+            batch = self.client.xrange(self.keys["changes"], min=start, max="+", count=count)
+            for sid, raw in batch:
+                fields = {k.decode(): v.decode("utf-8", "replace") for k, v in raw.items()}
+                if want is None or fields.get("url") == want:
+                    yield ChangeEvent(sid.decode(), fields.get("url", ""), fields)
+            if len(batch) < count:
+                return
+            start = "(" + batch[-1][0].decode()
+
+
+def _field(value: Any) -> str:
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else ""
+    return str(value)
+
+
+# -- ipr-crawl history URL ---------------------------------------------------------------------
+def _iso(t: float | None) -> str:
+    if t is None or not math.isfinite(t):
+        return "-"
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def _days(seconds: float) -> str:
+    return "-" if not math.isfinite(seconds) else f"{seconds / DAY:.2f} d"
+
+
+def format_history(url: str, state: RevisitState | None, due: float | None, events: list[ChangeEvent]) -> str:
+    """The text ``ipr-crawl history`` prints."""
+    lines = [f"URL {canonical_url(url)}"]
+    if state is None:
+        lines.append("  no revisit state (never fetched with IPR_REVISIT_ENABLED, or another crawl id)")
+    else:
+        lines += [
+            f"  first access {_iso(state.first)}   last access {_iso(state.last)}   accesses {state.accesses}",
+            f"  T {_days(state.T)}   U {_days(state.U)}   m {state.m}   t_c,min {_days(state.tc_min)}"
+            f"   t_c,avg {_days(state.tc_avg)}   last interval {_days(state.last_interval)}",
+            f"  chosen interval {_days(state.interval)}   next visit {_iso(due)}",
+            f"  ETag {state.etag or '-'}   Last-Modified {state.last_modified or '-'}   hash {state.digest or '-'}",
+        ]
+    lines.append(f"  {len(events)} events in the change stream:")
+    for e in events:
+        f = e.fields
+        t = float(f["t"]) if f.get("t") else None
+        due_e = float(f["due"]) if f.get("due") else None
+        tau = float(f["tau"]) if f.get("tau") else math.nan
+        lines.append(
+            f"  {_iso(t)}  {f.get('kind', '?'):<12} HTTP {f.get('status', '?'):<3}  "
+            f"next in {_days(tau):>10}  due {_iso(due_e)}"
+        )
+    return "\n".join(lines)
+
+
+def add_history_parser(sub: Any) -> None:
+    """Register ``ipr-crawl history URL``."""
+    p = sub.add_parser(
+        "history",
+        help="print one URL's revisit state and change events",
+        description="Print one URL's revisit state (001 §4.1: T, U, m, t_c) and its events "
+        "from a crawl's change stream.",
+    )
+    p.add_argument("url")
+    p.add_argument("--crawl-id", required=True, help="IPR_CRAWL_ID of the crawl (default of a crawl: the spider name)")
+    p.add_argument("--redis-url", default="", help="IPR_REDIS_URL of the crawl; empty: the embedded server")
+    p.add_argument("--data-dir", default=".scrapy/ipr", help="IPR_DATA_DIR of the embedded server (default %(default)s)")
+    p.set_defaults(func=_run_history)
+
+
+def _run_history(args: argparse.Namespace) -> int:
+    client = connect(args.redis_url, args.data_dir)
+    store = RevisitStore(client, args.crawl_id)
+    id_ = node_id(args.url)
+    print(format_history(args.url, store.load(id_), store.due_at(id_), list(store.events(args.url))))
+    return 0

@@ -1,0 +1,282 @@
+"""ConditionalGetMiddleware, RevisitStore and the refresher against the real
+redis-server of the session: validators, classification, dropped 304s, leases,
+due times, the change stream, run-once / continuous, configuration errors."""
+
+from __future__ import annotations
+
+import pytest
+from scrapy import Request, Spider
+from scrapy.exceptions import IgnoreRequest
+from scrapy.http import HtmlResponse, Response
+from scrapy.settings import Settings
+from scrapy.utils.test import get_crawler
+
+from ipr_crawl.addon import CONDITIONAL_MIDDLEWARE, Addon
+from ipr_crawl.config import DEFAULTS, RevisitConfig
+from ipr_crawl.middlewares.conditional import ConditionalGetMiddleware
+from ipr_crawl.revisit import DAY
+from ipr_crawl.revisit_sim import parse_time
+from ipr_crawl.revisit_store import format_history
+from ipr_crawl.scheduler import LEASE_META, IprScheduler
+from ipr_crawl.urls import node_id
+
+T0 = parse_time("2020-01-01")
+LM = "Wed, 01 Jan 2020 00:00:00 GMT"
+
+
+class PageSpider(Spider):
+    name = "pages"
+
+    def parse(self, response):  # pragma: no cover - never called here
+        return None
+
+
+class Harness:
+    """An opened IprScheduler + ConditionalGetMiddleware on the session's Redis."""
+
+    def __init__(self, redis_client, crawl_id, **settings):
+        values = dict(DEFAULTS)
+        values.update(
+            IPR_REDIS_URL="unix://" + redis_client.socket_file,
+            IPR_CRAWL_ID=crawl_id,
+            IPR_REVISIT_ENABLED=True,
+            IPR_REVISIT_CLOCK="virtual:2020-01-01",
+            IPR_REVISIT_MIN_SECS=0,
+        )
+        values.update(settings)
+        self.crawler = get_crawler(PageSpider, values)
+        self.spider = PageSpider()
+        self.crawler.spider = self.spider
+        self.scheduler = IprScheduler(self.crawler)
+        self.scheduler.open(self.spider)
+        self.mw = ConditionalGetMiddleware.from_crawler(self.crawler)
+        self.refresher = self.scheduler.revisits
+        self.store = self.refresher.store
+        self.redis = redis_client
+
+    def close(self):
+        self.scheduler.close("finished")
+
+    def stats(self, name):
+        return self.crawler.stats.get_value(f"ipr/revisit/{name}", 0)
+
+    def fetch(self, url, body=b"", status=200, headers=None, meta=None, request=None):
+        """process_request + process_response; returns (request, response or the IgnoreRequest)."""
+        req = request or Request(url, callback=self.spider.parse, meta=meta or {})
+        self.mw.process_request(req)
+        cls = HtmlResponse if status == 200 else Response
+        kw = {"encoding": "utf-8"} if cls is HtmlResponse else {}
+        resp = cls(url, status=status, body=body, headers=headers or {}, request=req, **kw)
+        try:
+            return req, self.mw.process_response(req, resp)
+        except IgnoreRequest as exc:
+            return req, exc
+
+    def advance(self, days):
+        self.refresher.clock.advance_to(self.refresher.clock.now() + days * DAY)
+
+
+@pytest.fixture
+def harness(redis_client, crawl_id):
+    made = []
+
+    def make(**settings):
+        h = Harness(redis_client, crawl_id, **settings)
+        made.append(h)
+        return h
+
+    yield make
+    for h in made:
+        h.close()
+
+
+def test_classification_validators_and_flags(harness):
+    h = harness()
+    url = "http://site.test/a"
+    req, resp = h.fetch(url, b"<p>one</p>", headers={"ETag": '"v1"', "Last-Modified": LM})
+    assert b"If-None-Match" not in req.headers  # first fetch: nothing stored
+    assert "new" in resp.flags and req.meta["ipr_revisit"] == "new"
+    assert h.store.due_at(node_id(url)) == T0 + 15 * DAY  # tau_2 of mle-mix:0.1-10:15d
+
+    h.advance(15)
+    req, out = h.fetch(url, status=304)
+    assert req.headers.getlist(b"If-None-Match") == [b'"v1"']  # one value, RFC 9110 §13.1.2
+    assert req.headers.getlist(b"If-Modified-Since") == [LM.encode()]
+    assert isinstance(out, IgnoreRequest) and req.meta["ipr_revisit"] == "not_modified"
+
+    h.advance(150)
+    req, resp = h.fetch(url, b"<p>two</p>", headers={"ETag": '"v2"'})
+    assert "changed" in resp.flags
+    h.advance(1)
+    req, out = h.fetch(url, b"<p>two</p>", headers={"ETag": '"v2"'})
+    assert isinstance(out, IgnoreRequest) and req.meta["ipr_revisit"] == "unchanged"
+    state = h.store.load(node_id(url))
+    assert (state.accesses, state.m, state.etag, state.last_modified) == (4, 1, '"v2"', LM)
+    assert state.U == 15 * DAY + 1 * DAY and state.T == 166 * DAY
+    assert [h.stats(k) for k in ("new", "changed", "unchanged", "not_modified", "validators_sent")] == [1, 1, 1, 1, 3]
+    kinds = [e.fields["kind"] for e in h.store.events(url)]
+    assert kinds == ["new", "not_modified", "changed", "unchanged"]
+    text = format_history(url, state, h.store.due_at(node_id(url)), list(h.store.events(url)))
+    assert "not_modified" in text and "m 1" in text
+
+
+def test_user_validators_win_and_304_can_reach_the_callback(harness):
+    h = harness()
+    url = "http://site.test/b"
+    h.fetch(url, b"x", headers={"ETag": '"stored"'})
+    h.advance(15)
+    req = Request(url, headers={"If-None-Match": '"mine"'}, meta={"handle_httpstatus_list": [304]})
+    req, resp = h.fetch(url, status=304, request=req)
+    assert req.headers.getlist(b"If-None-Match") == [b'"mine"']
+    assert resp.status == 304 and "not_modified" in resp.flags  # handed on, flagged
+    assert req.meta["_ipr_recorded"]  # the link graph keeps the page's out-links
+
+
+def test_unchanged_can_reach_the_callback(harness):
+    h = harness(IPR_REVISIT_SKIP_UNCHANGED=False)
+    url = "http://site.test/c"
+    h.fetch(url, b"same")
+    h.advance(15)
+    _, resp = h.fetch(url, b"same")
+    assert "unchanged" in resp.flags and resp.body == b"same"
+
+
+@pytest.mark.parametrize(
+    "mode, second, kind",
+    [
+        ("body", "<div><p>hello  world</p></div>", "changed"),
+        ("text", "<div class='x'><p>hello  world</p></div><!-- c -->", "unchanged"),
+        ("text", "<p>hello there</p>", "changed"),
+    ],
+)
+def test_hash_modes(harness, mode, second, kind):
+    h = harness(IPR_REVISIT_HASH=mode)
+    url = "http://site.test/h"
+    h.fetch(url, b"<p>hello world</p>")
+    h.advance(15)
+    req, _ = h.fetch(url, second.encode())
+    assert req.meta["ipr_revisit"] == kind
+
+
+def test_simhash_ignores_a_counter(harness):
+    h = harness(IPR_REVISIT_HASH="simhash")
+    url = "http://site.test/s"
+    text = " ".join(f"paragraph {i} about buffers windows and frames in emacs" for i in range(40))
+    h.fetch(url, f"<p>visits: 1041</p><p>{text}</p>".encode())
+    h.advance(15)
+    req, _ = h.fetch(url, f"<p>visits: 1042</p><p>{text}</p>".encode())
+    assert req.meta["ipr_revisit"] == "unchanged"
+    h.advance(150)
+    req, _ = h.fetch(url, f"<p>visits: 1043</p><p>{text[::-1]}</p>".encode())
+    assert req.meta["ipr_revisit"] == "changed"
+
+
+def test_last_modified_rule(harness):
+    h = harness(IPR_REVISIT_USE_LAST_MODIFIED=True)
+    url = "http://site.test/lm"
+    h.fetch(url, b"v1")
+    h.advance(15)
+    changed_at = "Sat, 04 Jan 2020 00:00:00 GMT"  # 3 days after the first access
+    h.fetch(url, b"v2", headers={"Last-Modified": changed_at})
+    s = h.store.load(node_id(url))
+    assert (s.tc_min, s.U, s.T) == (3 * DAY, 12 * DAY, 15 * DAY)
+    h2 = harness(IPR_REVISIT_USE_LAST_MODIFIED=False)
+    h2.store.client.delete(h2.store.keys["revisit"])
+    h2.refresher.clock.advance_to(T0)
+    h2.fetch(url, b"v1")
+    h2.advance(15)
+    h2.fetch(url, b"v2", headers={"Last-Modified": changed_at})
+    s = h2.store.load(node_id(url))
+    assert (s.tc_min, s.U) == (15 * DAY, 0.0)
+
+
+def test_dropped_response_settles_its_lease(harness):
+    h = harness(IPR_REVISIT_MODE="continuous")
+    url = "http://site.test/l"
+    h.fetch(url, b"v1")
+    h.advance(15)
+    assert h.refresher.refresh() == 1  # due -> forced queue
+    _, items = h.scheduler.store.pop(8, 600)
+    (member, payload), = items
+    assert member[:1] == b"F" and b"site.test/l" in payload
+    assert h.redis.zcard(h.store.keys["lease"]) == 1
+    req = Request(url, callback=h.spider.parse, meta={LEASE_META: member.hex()})
+    _, out = h.fetch(url, status=304, request=req)
+    assert isinstance(out, IgnoreRequest)
+    assert h.redis.zcard(h.store.keys["lease"]) == 0
+    assert not h.redis.hexists(h.store.keys["req"], member)
+    assert h.store.due_at(node_id(url)) == T0 + 15 * DAY + 150 * DAY  # U/T = 1: mu_high * tau_prev
+
+
+def test_gone_and_redirect_stop_revisits(harness):
+    h = harness()
+    a, b, c = "http://site.test/gone", "http://site.test/old", "http://site.test/new"
+    h.fetch(a, b"x")
+    h.fetch(b, b"y")
+    h.advance(15)
+    req, resp = h.fetch(a, b"not here", status=404)
+    assert resp.status == 404 and "gone" in resp.flags
+    assert h.store.due_at(node_id(a)) is None and h.store.load(node_id(a)) is not None
+    h.fetch(c, b"z", meta={"redirect_urls": [b]})
+    assert h.store.due_at(node_id(b)) is None and h.store.due_at(node_id(c)) is not None
+
+
+def test_refresher_modes_and_until(harness, redis_client):
+    h = harness(IPR_REVISIT_MODE="continuous", IPR_REVISIT_UNTIL="2020-03-01")
+    urls = [f"http://site.test/r{i}" for i in range(3)]
+    for u in urls:
+        h.fetch(u, b"v")
+    assert h.scheduler.has_pending_requests()  # continuous: revisits scheduled
+    # virtual clock: nothing pending, so the refresher jumps to the first due time
+    assert h.refresher.refresh() == 3 and h.refresher.clock.now() == T0 + 15 * DAY
+    assert h.store.clock() == T0 + 15 * DAY
+    _, items = h.scheduler.store.pop(8, 600)
+    assert len(items) == 3
+    # the next due times are 150 days later: past IPR_REVISIT_UNTIL, so the crawl may close
+    for (member, _), u in zip(items, urls):
+        h.fetch(u, status=304, request=Request(u, callback=h.spider.parse, meta={LEASE_META: member.hex()}))
+    assert h.store.earliest_due() > parse_time("2020-03-01")
+    assert not h.scheduler.has_pending_requests()
+    assert h.refresher.refresh() == 0
+
+    once = harness(IPR_REVISIT_MODE="run-once", IPR_REVISIT_CLOCK="virtual:2020-09-01")
+    assert not once.refresher.keeps_open()
+    assert once.refresher.refresh() == 3  # all were due before the clock's start
+
+
+def test_change_stream_is_bounded(harness):
+    h = harness(IPR_REVISIT_EVENTS_MAXLEN=10)
+    for i in range(400):
+        h.fetch(f"http://site.test/e{i}", b"x")
+    # XADD MAXLEN ~ trims whole stream nodes (100 entries by default)
+    assert h.redis.xlen(h.store.keys["changes"]) <= 10 + 100
+
+
+@pytest.mark.parametrize(
+    "name, value, message",
+    [
+        ("IPR_REVISIT_POLICY", "mle-mix:10-1", "IPR_REVISIT_POLICY"),
+        ("IPR_REVISIT_MODE", "forever", "IPR_REVISIT_MODE"),
+        ("IPR_REVISIT_HASH", "md5", "IPR_REVISIT_HASH"),
+        ("IPR_REVISIT_CLOCK", "virtual:", "IPR_REVISIT_CLOCK"),
+        ("IPR_REVISIT_UNTIL", "next year", "IPR_REVISIT_UNTIL"),
+        ("IPR_REVISIT_MIN_SECS", "-5", "IPR_REVISIT_MIN_SECS"),
+        ("IPR_REVISIT_SIMHASH_DISTANCE", "65", "IPR_REVISIT_SIMHASH_DISTANCE"),
+        ("IPR_REVISIT_REFRESH_BATCH_SIZE", "0", "IPR_REVISIT_REFRESH_BATCH_SIZE"),
+    ],
+)
+def test_bad_settings_are_named(name, value, message):
+    settings = Settings({"IPR_REVISIT_ENABLED": True, name: value})
+    with pytest.raises(ValueError, match=message):
+        Addon().update_settings(settings)
+
+
+def test_addon_wires_the_middleware_only_when_enabled():
+    off = Settings()
+    Addon().update_settings(off)
+    assert CONDITIONAL_MIDDLEWARE not in off.getdict("DOWNLOADER_MIDDLEWARES")
+    on = Settings({"IPR_REVISIT_ENABLED": True})
+    Addon().update_settings(on)
+    assert on.getdict("DOWNLOADER_MIDDLEWARES")[CONDITIONAL_MIDDLEWARE] == 580
+    cfg = RevisitConfig.from_settings(on)
+    assert cfg.policy.name == "mle-mix:0.1-10:15d" and cfg.mode == "run-once"
