@@ -1,0 +1,253 @@
+"""Revisits end to end: real ``scrapy crawl graph`` processes with the
+ConditionalGetMiddleware against ``ipr-crawl serve-changes`` serving real
+EmacsWiki change histories, on the session's real redis-server.
+
+The crawls run on a virtual clock (``IPR_REVISIT_CLOCK=virtual:...``), which
+jumps to the next due time whenever the crawl is idle, so a simulated year
+takes seconds, and compare their coverage and efficiency with ``revisit-sim``
+on the same pages: tolerance 0.01 and 1 % of the accesses (measured: they agree
+exactly, same accesses and same versions).
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ipr_crawl.revisit import DAY, RevisitState, parse_policy
+from ipr_crawl.revisit_sim import Page, load_log, parse_time, simulate, simulate_page
+from ipr_crawl.revisit_store import RevisitStore
+from ipr_crawl.urls import node_id
+
+from conftest import REPO
+
+CHANGES = Path("/work/shared/data/changes")
+pytestmark = pytest.mark.skipif(not CHANGES.exists(), reason="shared change logs not present")
+
+YEAR_START, YEAR_END = "2013-01-01", "2013-12-31T23:59:59"
+#: the crawl's last visit day (IPR_REVISIT_UNTIL): visits are at bucket starts, and
+#: a visit in a bucket sees all of that bucket's changes, as revisit-sim's last day
+LAST_DAY = "2013-12-31"
+_STAT = re.compile(r"'ipr/(revisit|pages)/(\w+)': (\d+)")
+
+
+def _iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+@pytest.fixture(scope="module")
+def emacswiki():
+    return load_log(str(CHANGES / "emacswiki_changes.csv.gz"), str(CHANGES / "emacswiki_pages.csv.gz"))
+
+
+def pick(pages: list[Page], changed: int, still: int, start: str, end: str) -> list[Page]:
+    """Pages alive over [start, end]: the ``changed`` with most changes there
+    (ties by URL) and the first ``still`` unchanged ones by URL."""
+    s, e = parse_time(start), parse_time(end)
+    alive = sorted((p for p in pages if p.first_seen <= s and p.last_seen >= e), key=lambda p: p.url)
+    n = {p.url: sum(s < c <= e for c in p.changes) for p in alive}
+    busy = sorted((p for p in alive if n[p.url]), key=lambda p: (-n[p.url], p.url))
+    # a mix of busy and rarely changing pages: every third one of the changed ones
+    chosen = busy[: changed // 2] + busy[changed // 2 :: 3][: changed - changed // 2]
+    return chosen + [p for p in alive if not n[p.url]][:still]
+
+
+def write_log(pages: list[Page], folder: Path) -> tuple[Path, Path]:
+    changes, listing = folder / "changes.csv.gz", folder / "pages.csv.gz"
+    with gzip.open(listing, "wt", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["page_url", "first_seen", "last_seen"])
+        w.writerows([p.url, _iso(p.first_seen), _iso(p.last_seen)] for p in pages)
+    with gzip.open(changes, "wt", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["page_url", "change_time_utc_iso8601"])
+        w.writerows([p.url, _iso(c)] for p in pages for c in p.changes)
+    return changes, listing
+
+
+@pytest.fixture
+def change_server():
+    procs = []
+
+    def start(changes: Path, pages: Path, *extra: str) -> str:
+        cmd = [sys.executable, "-m", "ipr_crawl.serve_changes", "--changes", str(changes), "--pages", str(pages),
+               "--port", "0", *extra]
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        procs.append(proc)
+        line: list[str] = []
+        reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(60)
+        m = re.match(r"serving changes: (\d+) pages at (\S+)", line[0] if line else "")
+        if not m:
+            proc.kill()
+            raise RuntimeError(f"serve-changes did not start: {proc.communicate(timeout=10)}")
+        return m[2]
+
+    yield start
+    for proc in procs:
+        proc.kill()
+        proc.communicate(timeout=10)
+
+
+def crawl(index_url: str, redis_client, crawl_id: str, log: Path, **settings: object) -> tuple[dict[str, int], str]:
+    """``scrapy crawl graph`` from the index with revisits on; returns (ipr/* stats, log)."""
+    values = {
+        "IPR_REDIS_URL": "unix://" + redis_client.socket_file,
+        "IPR_CRAWL_ID": crawl_id,
+        "IPR_REVISIT_ENABLED": True,
+        "IPR_REVISIT_MODE": "continuous",
+        "IPR_REVISIT_RESOLUTION_SECS": 86400,
+        "IPR_REVISIT_MIN_SECS": 0,
+        "IPR_REVISIT_USE_LAST_MODIFIED": False,
+        "LOG_LEVEL": "DEBUG",
+        "LOG_FILE": str(log),
+        **settings,
+    }
+    cmd = [sys.executable, "-m", "scrapy", "crawl", "graph", "-a", f"start_urls={index_url}"]
+    for k, v in values.items():
+        cmd += ["-s", f"{k}={v}"]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+    text = log.read_text(errors="replace") if log.exists() else ""
+    assert proc.returncode == 0, proc.stderr[-3000:] + text[-3000:]
+    assert "Traceback" not in text, text[text.index("Traceback") - 2000 :][:5000]
+    stats = {f"{a}/{b}": int(n) for a, b, n in _STAT.findall(text)}
+    return stats, text
+
+
+def crawl_figures(redis_client, crawl_id: str, base: str, pages: list[Page], start: float, end: float) -> dict[str, float]:
+    store = RevisitStore(redis_client, crawl_id)
+    cov = eff = 0.0
+    changed_pages = accesses = fetched = 0
+    for p in pages:
+        state: RevisitState | None = store.load(node_id(base + p.url.split("emacswiki.org", 1)[1]))
+        assert state is not None, p.url
+        truth = simulate_page(parse_policy("fixed:1d"), max(p.first_seen, start), min(p.last_seen, end), p.changes)
+        got = 1 + state.m
+        accesses += state.accesses
+        fetched += got
+        if truth.change_buckets:
+            changed_pages += 1
+            cov += got / truth.versions
+            eff += got / state.accesses
+    return {"coverage": cov / changed_pages, "efficiency": eff / changed_pages, "accesses": accesses, "versions": fetched}
+
+
+@pytest.mark.parametrize(
+    "policy, use_lm",
+    [("mle-mix:0.1-10:15d", False), ("aimd:1d:0.5", False), ("mle-min:0.1-10:15d", True)],
+)
+def test_a_simulated_year_matches_revisit_sim(emacswiki, tmp_path, change_server, redis_client, crawl_id, policy, use_lm):
+    pages = pick(emacswiki, changed=30, still=10, start=YEAR_START, end=YEAR_END)
+    changes, listing = write_log(pages, tmp_path)
+    index = change_server(changes, listing, "--resolution", "1d", "--start", YEAR_START)
+    base = index.rsplit("/_ipr/", 1)[0]
+    start, end = parse_time(YEAR_START), parse_time(YEAR_END)
+    started = time.monotonic()
+    stats, log = crawl(
+        index, redis_client, crawl_id, tmp_path / "crawl.log",
+        IPR_REVISIT_POLICY=policy, IPR_REVISIT_CLOCK=f"virtual:{YEAR_START}", IPR_REVISIT_UNTIL=LAST_DAY,
+        IPR_REVISIT_USE_LAST_MODIFIED=use_lm,
+    )
+    wall = time.monotonic() - started
+    sim = simulate(pages, [policy], start=start, end=end, use_last_modified=use_lm)["policies"][policy]
+    got = crawl_figures(redis_client, crawl_id, base, pages, start, end)
+    print(f"{policy} lm={use_lm}: crawl {got} vs revisit-sim coverage {sim['coverage']:.4f} "
+          f"efficiency {sim['efficiency']:.4f} accesses {sim['accesses']} versions {sim['versions']} ({wall:.1f} s)")
+    assert abs(got["coverage"] - sim["coverage"]) <= 0.01
+    assert abs(got["efficiency"] - sim["efficiency"]) <= 0.01
+    assert abs(got["accesses"] - sim["accesses"]) <= 0.01 * sim["accesses"]
+    assert abs(got["versions"] - sim["versions"]) <= 0.01 * sim["versions"]
+    # every access is accounted for, and only new or changed pages reached the spider
+    kinds = ("new", "changed", "unchanged", "not_modified")
+    index_state = RevisitStore(redis_client, crawl_id).load(node_id(index))
+    assert sum(stats.get(f"revisit/{k}", 0) for k in kinds) == got["accesses"] + index_state.accesses
+    assert stats["pages/recorded"] == stats["revisit/new"] + stats.get("revisit/changed", 0)
+    assert "httperror/response_ignored_count" not in log
+
+
+def test_with_httpcache_no_double_validators_no_lost_304(emacswiki, tmp_path, change_server, redis_client, crawl_id):
+    pages = pick(emacswiki, changed=8, still=4, start="2013-03-01", end="2013-05-01")
+    changes, listing = write_log(pages, tmp_path)
+    runs = {}
+    for cache in (False, True):
+        index = change_server(changes, listing, "--resolution", "1d", "--start", "2013-03-01")
+        extra = {}
+        if cache:
+            extra = {
+                "HTTPCACHE_ENABLED": True,
+                "HTTPCACHE_POLICY": "scrapy.extensions.httpcache.RFC2616Policy",
+                "HTTPCACHE_DIR": str(tmp_path / "cache"),
+            }
+        cid = f"{crawl_id}-{int(cache)}"
+        stats, log = crawl(
+            index, redis_client, cid, tmp_path / f"crawl{int(cache)}.log",
+            IPR_REVISIT_POLICY="fixed:3d", IPR_REVISIT_CLOCK="virtual:2013-03-01", IPR_REVISIT_UNTIL="2013-05-01", **extra,
+        )
+        import urllib.request
+
+        served = urllib.request.urlopen(index.replace("/_ipr/index", "/_ipr/log.tsv")).read().decode()
+        rows = [line.split("\t") for line in served.splitlines()]
+        runs[cache] = (stats, rows, RevisitStore(redis_client, cid))
+    (plain, plain_rows, plain_store), (cached, cached_rows, _) = runs[False], runs[True]
+    # one If-None-Match per request at most, in both runs
+    assert all(len(r[3].split("|")) <= 1 for r in plain_rows + cached_rows if r[3])
+    assert sum(1 for r in plain_rows if r[2] == "304") == plain["revisit/not_modified"] > 0
+    # with the cache every 304 the server sent comes back as the cached 200: classified
+    # unchanged by its digest, never handed to the spider
+    cached_304 = sum(1 for r in cached_rows if r[2] == "304")
+    # (the index page has no validators: its revisits are unchanged 200s in both runs)
+    assert cached_304 == plain["revisit/not_modified"]
+    assert cached["revisit/unchanged"] == plain.get("revisit/unchanged", 0) + cached_304
+    assert cached.get("revisit/not_modified", 0) == 0 and cached["revisit/cached"] >= cached_304
+    assert cached["revisit/changed"] == plain["revisit/changed"]
+    assert cached["pages/recorded"] == plain["pages/recorded"] == plain["revisit/new"] + plain["revisit/changed"]
+
+
+def test_run_once_resumes_and_304_can_reach_callbacks(emacswiki, tmp_path, change_server, redis_client, crawl_id):
+    pages = pick(emacswiki, changed=6, still=4, start=YEAR_START, end=YEAR_END)
+    changes, listing = write_log(pages, tmp_path)
+    index = change_server(changes, listing, "--resolution", "1d", "--start", YEAR_START)
+    base = index.rsplit("/_ipr/", 1)[0]
+    first, _ = crawl(index, redis_client, crawl_id, tmp_path / "a.log",
+                     IPR_REVISIT_MODE="run-once", IPR_REVISIT_CLOCK=f"virtual:{YEAR_START}")
+    assert first["revisit/new"] == len(pages) + 1  # the pages and the index
+    assert "revisit/not_modified" not in first and "revisit/changed" not in first
+    # 20 days later: everything is due (tau_2 = 15 d); one pass, then the crawl closes
+    second, log = crawl(index, redis_client, crawl_id, tmp_path / "b.log",
+                        IPR_REVISIT_MODE="run-once", IPR_REVISIT_CLOCK="virtual:2013-01-21",
+                        HTTPERROR_ALLOWED_CODES="304")
+    revisited = sum(second.get(f"revisit/{k}", 0) for k in ("changed", "unchanged", "not_modified"))
+    assert revisited == len(pages) + 1 and "revisit/new" not in second
+    assert second.get("revisit/not_modified", 0) > 0
+    assert re.search(r"Crawled \(304\) <GET [^>]+>.*\['not_modified'\]", log)  # reached the callback, flagged
+    assert second.get("pages/recorded", 0) == second.get("revisit/changed", 0)  # 304s left the graph alone
+    # the history command prints the URL's state and events
+    url = base + pages[0].url.split("emacswiki.org", 1)[1]
+    out = subprocess.run(
+        [sys.executable, "-m", "ipr_crawl.cli", "history", url, "--crawl-id", crawl_id,
+         "--redis-url", "unix://" + redis_client.socket_file],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "accesses 2" in out.stdout and "2 events" in out.stdout and " new " in out.stdout
+
+
+def test_continuous_system_clock_closes_past_the_horizon(emacswiki, tmp_path, change_server, redis_client, crawl_id):
+    pages = pick(emacswiki, changed=2, still=2, start=YEAR_START, end=YEAR_END)
+    changes, listing = write_log(pages, tmp_path)
+    index = change_server(changes, listing, "--start", "2013-06-01")
+    started = time.monotonic()
+    stats, _ = crawl(index, redis_client, crawl_id, tmp_path / "c.log", IPR_REVISIT_HORIZON_SECS=3600)
+    assert stats["revisit/new"] == len(pages) + 1
+    assert time.monotonic() - started < 60  # next visits are 15 days away: nothing to wait for
+    store = RevisitStore(redis_client, crawl_id)
+    assert store.scheduled() == len(pages) + 1 and store.earliest_due() > time.time() + 14 * DAY
