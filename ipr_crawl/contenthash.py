@@ -30,14 +30,14 @@ import hashlib
 import html
 import re
 
-__all__ = ["HASH_MODES", "visible_text", "simhash64", "digest", "same_version"]
+__all__ = ["HASH_MODES", "digest", "same_version", "simhash64", "visible_text"]
 
 HASH_MODES = ("body", "text", "simhash")
 
-_DROP = re.compile(r"<(script|style|noscript|template)\b.*?</\1\s*>|<!--.*?-->", re.I | re.S)
+_DROP = re.compile(r"<(script|style|noscript|template)\b.*?</\1\s*>|<!--.*?-->", re.IGNORECASE | re.DOTALL)
 _TAG = re.compile(r"<[^>]*>")
 _SPACE = re.compile(r"\s+")
-_WORD = re.compile(r"\w+", re.U)
+_WORD = re.compile(r"\w+", re.UNICODE)
 
 
 def visible_text(body: bytes, encoding: str = "utf-8") -> str:
@@ -93,7 +93,7 @@ def same_version(old: str, new: str, max_distance: int = 4) -> bool:
         return True
     if old.startswith("s:") and new.startswith("s:"):
         try:
-            return bin(int(old[2:], 16) ^ int(new[2:], 16)).count("1") <= max_distance
+            return (int(old[2:], 16) ^ int(new[2:], 16)).bit_count() <= max_distance  # noqa: FURB166
         except ValueError:
             return False
     return False

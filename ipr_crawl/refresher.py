@@ -30,7 +30,7 @@ from typing import Protocol
 from ipr_crawl.config import RevisitConfig
 from ipr_crawl.revisit_store import RevisitStore
 
-__all__ = ["Clock", "SystemClock", "VirtualClock", "Refresher", "SIM_TIME_HEADER"]
+__all__ = ["SIM_TIME_HEADER", "Clock", "Refresher", "SystemClock", "VirtualClock"]
 
 logger = logging.getLogger(__name__)
 
@@ -130,6 +130,4 @@ class Refresher:
             return False
         if cfg.until is not None and earliest > cfg.until:
             return False
-        if cfg.horizon > 0 and earliest - self.clock.now() > cfg.horizon:
-            return False
-        return True
+        return not (cfg.horizon > 0 and earliest - self.clock.now() > cfg.horizon)

@@ -37,28 +37,28 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field, replace
-from typing import Union
+from typing import Any
 
 __all__ = [
-    "DAY",
-    "RevisitState",
-    "MlePolicy",
-    "AimdPolicy",
-    "NutchAdaptivePolicy",
-    "FixedPolicy",
-    "Policy",
-    "parse_duration",
-    "format_duration",
-    "parse_policy",
-    "first_access",
-    "observe",
-    "update",
-    "access",
-    "next_interval",
-    "bucket",
-    "next_due",
-    "parse_http_date",
     "CHANGE_CLASSES",
+    "DAY",
+    "AimdPolicy",
+    "FixedPolicy",
+    "MlePolicy",
+    "NutchAdaptivePolicy",
+    "Policy",
+    "RevisitState",
+    "access",
+    "bucket",
+    "first_access",
+    "format_duration",
+    "next_due",
+    "next_interval",
+    "observe",
+    "parse_duration",
+    "parse_http_date",
+    "parse_policy",
+    "update",
 ]
 
 DAY = 86400.0
@@ -97,7 +97,7 @@ class RevisitState:
     digest: str = ""
 
     @property
-    def T(self) -> float:  # noqa: N802 (the paper's name)
+    def T(self) -> float:
         """Time since the first access (s)."""
         return self.last - self.first
 
@@ -116,16 +116,16 @@ class RevisitState:
         ]
 
     @classmethod
-    def from_list(cls, data: list[object]) -> RevisitState:
+    def from_list(cls, data: list[Any]) -> RevisitState:
         """Rebuild from :meth:`to_list`; raises :class:`ValueError` on a malformed list."""
         if not isinstance(data, (list, tuple)) or len(data) != 12:
             raise ValueError("revisit state: expected a list of 12 fields")
         (first, last, u, m, tc_min, last_interval, interval, accesses, run, etag, lm, digest) = data
         return cls(
-            first=float(first), last=float(last), U=float(u), m=int(m),  # type: ignore[arg-type]
-            tc_min=math.inf if tc_min is None else float(tc_min),  # type: ignore[arg-type]
-            last_interval=float(last_interval), interval=float(interval),  # type: ignore[arg-type]
-            accesses=int(accesses), unchanged_run=int(run),  # type: ignore[arg-type]
+            first=float(first), last=float(last), U=float(u), m=int(m),
+            tc_min=math.inf if tc_min is None else float(tc_min),
+            last_interval=float(last_interval), interval=float(interval),
+            accesses=int(accesses), unchanged_run=int(run),
             etag=str(etag), last_modified=str(lm), digest=str(digest),
         )
 
@@ -181,11 +181,11 @@ class FixedPolicy:
         return self.interval
 
 
-Policy = Union[MlePolicy, AimdPolicy, NutchAdaptivePolicy, FixedPolicy]
+Policy = MlePolicy | AimdPolicy | NutchAdaptivePolicy | FixedPolicy
 
 # -- durations and specs ---------------------------------------------------------------
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": DAY, "w": 7 * DAY, "y": 365 * DAY}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?\s*([smhdwy]?)\s*$", re.I)
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?\s*([smhdwy]?)\s*$", re.IGNORECASE)
 
 
 def parse_duration(text: str) -> float:
@@ -334,16 +334,16 @@ def _build(head: str, pos: list[str], kv: dict[str, str], raw: str) -> Policy:
         dec = _number(kv.get("dec") or (nums[1] if len(nums) > 1 else "0.2"), "dec")
         if len(nums) > 2:
             raise ValueError("nutch-adaptive takes INC, DEC, then durations MIN, MAX, TAU2")
-        lo = parse_duration(kv.get("min") or (durs[0] if durs else "60s"))
-        hi = parse_duration(kv.get("max") or (durs[1] if len(durs) > 1 else "365d"))
+        shortest = parse_duration(kv.get("min") or (durs[0] if durs else "60s"))
+        longest = parse_duration(kv.get("max") or (durs[1] if len(durs) > 1 else "365d"))
         t2 = parse_duration(kv.get("tau2") or (durs[2] if len(durs) > 2 else "30d"))
         if not inc > 0:
             raise ValueError(f"need inc > 0, got {inc}")
         if not 0 < dec < 1:
             raise ValueError(f"need 0 < dec < 1, got {dec}")
-        if not 0 < lo <= hi or t2 <= 0:
+        if not 0 < shortest <= longest or t2 <= 0:
             raise ValueError("need 0 < min <= max and tau2 > 0")
-        return NutchAdaptivePolicy(inc, dec, lo, hi, t2, name=raw)
+        return NutchAdaptivePolicy(inc, dec, shortest, longest, t2, name=raw)
     if head == "fixed":
         take_kv({"tau2"})
         if len(pos) != 1:
@@ -412,8 +412,7 @@ def update(
             tc = modified_at - prev
             state.U += now - modified_at
         state.m += 1
-        if tc < state.tc_min:
-            state.tc_min = tc
+        state.tc_min = min(state.tc_min, tc)
         state.unchanged_run = 0
     else:
         state.U += dt
@@ -492,7 +491,7 @@ def access(
     if state is None:
         state = first_access(now, **validators)
     else:
-        update(state, now, changed, modified_at, **validators)
+        update(state, now, changed, modified_at, None, **validators)
     tau = next_interval(policy, state, changed if state.accesses > 1 else None)
     state.interval = tau
     return state, tau

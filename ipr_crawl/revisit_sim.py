@@ -33,14 +33,16 @@ import bisect
 import csv
 import gzip
 import io
+import itertools
 import json
 import math
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import IO, Any, Iterable, Iterator, Sequence
+from typing import IO, Any
 
 from ipr_crawl.revisit import (
     DAY,
@@ -53,15 +55,15 @@ from ipr_crawl.revisit import (
 )
 
 __all__ = [
+    "DEFAULT_POLICIES",
     "Page",
     "PageResult",
+    "add_revisit_sim_parser",
+    "interval_bucket",
     "load_log",
     "parse_time",
-    "interval_bucket",
-    "simulate_page",
     "simulate",
-    "add_revisit_sim_parser",
-    "DEFAULT_POLICIES",
+    "simulate_page",
 ]
 
 DEFAULT_POLICIES = (
@@ -199,7 +201,7 @@ def interval_bucket(days: float) -> tuple[float, float]:
     30, 10-day buckets in [30, 100), 30-day buckets from 100.
 
     >>> interval_bucket(7.5), interval_bucket(42), interval_bucket(250)
-    ((7, 8), (40, 50), (220, 250))
+    ((7, 8), (40, 50), (250, 280))
     """
     if days < 30:
         lo = math.floor(days)
@@ -381,7 +383,7 @@ def format_table(result: dict[str, Any]) -> str:
 def _coarse(rows: list[dict[str, Any]], edges: Sequence[float]) -> list[tuple[float, float, int, float, float, int, int]]:
     """Pool by_interval rows into wider bins [edges[i], edges[i+1]) (page-weighted means)."""
     out = []
-    for lo, hi in zip(edges, edges[1:]):
+    for lo, hi in itertools.pairwise(edges):
         sel = [r for r in rows if lo <= r["lo_days"] < hi]
         n = sum(r["pages"] for r in sel)
         if n:
@@ -403,11 +405,16 @@ def markdown(result: dict[str, Any]) -> str:
     """The summary and a per-interval table (pooled :data:`TABLE_BINS`) in Markdown."""
     pols = result["policies"]
     out = [
-        "| policy | coverage (≥1 change) | efficiency (≥1 change) | coverage (≥2) | efficiency (≥2) "
-        "| coverage (all) | efficiency (all) | accesses | versions fetched | missed |",
+        (
+            "| policy | coverage (≥1 change) | efficiency (≥1 change) | coverage (≥2) | efficiency (≥2) "
+            "| coverage (all) | efficiency (all) | accesses | versions fetched | missed |"
+        ),
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    f = lambda v: "–" if v is None else f"{v:.3f}"  # noqa: E731
+
+    def f(v: float | None) -> str:
+        return "–" if v is None else f"{v:.3f}"
+
     for name, p in pols.items():
         out.append(
             f"| `{name}` | {f(p['coverage'])} | {f(p['efficiency'])} | {f(p.get('coverage_multi'))} "

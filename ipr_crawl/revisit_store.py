@@ -18,8 +18,9 @@ import argparse
 import importlib.resources
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import msgpack
 import redis
@@ -28,7 +29,7 @@ from ipr_crawl.revisit import DAY, RevisitState
 from ipr_crawl.store import connect, crawl_keys
 from ipr_crawl.urls import canonical_url, node_id
 
-__all__ = ["RevisitStore", "ChangeEvent", "add_history_parser"]
+__all__ = ["ChangeEvent", "RevisitStore", "add_history_parser"]
 
 
 def _script(name: str) -> str:
@@ -72,7 +73,7 @@ class RevisitStore:
 
     def load(self, id_: bytes) -> RevisitState | None:
         """The stored state of a node, or None (never fetched, or unreadable)."""
-        raw = self.client.hget(self.keys["revisit"], id_)
+        raw: Any = self.client.hget(self.keys["revisit"], id_)
         if raw is None:
             return None
         try:
@@ -118,7 +119,7 @@ class RevisitStore:
 
     def earliest_due(self) -> float | None:
         """The earliest scheduled visit (s), or None when nothing is scheduled."""
-        first = self.client.zrange(self.keys["due"], 0, 0, withscores=True)
+        first: Any = self.client.zrange(self.keys["due"], 0, 0, withscores=True)
         return float(first[0][1]) if first else None
 
     def scheduled(self) -> int:
@@ -127,12 +128,12 @@ class RevisitStore:
 
     def due_at(self, id_: bytes) -> float | None:
         """A node's scheduled visit (s), or None."""
-        score = self.client.zscore(self.keys["due"], id_)
+        score: Any = self.client.zscore(self.keys["due"], id_)
         return None if score is None else float(score)
 
     def clock(self) -> float | None:
         """The stored virtual clock (s), or None."""
-        value = self.client.hget(self.keys["meta"], "revisit_clock")
+        value: Any = self.client.hget(self.keys["meta"], "revisit_clock")
         return None if value is None else float(value)
 
     def set_clock(self, now: float) -> None:
@@ -145,7 +146,7 @@ class RevisitStore:
         want = canonical_url(url) if url else None
         start = "-"
         while True:
-            batch = self.client.xrange(self.keys["changes"], min=start, max="+", count=count)
+            batch: Any = self.client.xrange(self.keys["changes"], min=start, max="+", count=count)
             for sid, raw in batch:
                 fields = {k.decode(): v.decode("utf-8", "replace") for k, v in raw.items()}
                 if want is None or fields.get("url") == want:
@@ -180,8 +181,10 @@ def format_history(url: str, state: RevisitState | None, due: float | None, even
     else:
         lines += [
             f"  first access {_iso(state.first)}   last access {_iso(state.last)}   accesses {state.accesses}",
-            f"  T {_days(state.T)}   U {_days(state.U)}   m {state.m}   t_c,min {_days(state.tc_min)}"
-            f"   t_c,avg {_days(state.tc_avg)}   last interval {_days(state.last_interval)}",
+            (
+                f"  T {_days(state.T)}   U {_days(state.U)}   m {state.m}   t_c,min {_days(state.tc_min)}"
+                f"   t_c,avg {_days(state.tc_avg)}   last interval {_days(state.last_interval)}"
+            ),
             f"  chosen interval {_days(state.interval)}   next visit {_iso(due)}",
             f"  ETag {state.etag or '-'}   Last-Modified {state.last_modified or '-'}   hash {state.digest or '-'}",
         ]

@@ -41,7 +41,8 @@ import json
 import random
 import sys
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from twisted.web import http, resource, server
@@ -51,12 +52,7 @@ from ipr_crawl.revisit_sim import Page, load_log, parse_time
 
 __all__ = ["ChangeSite", "add_serve_changes_parser", "main"]
 
-_WORDS = (
-    "emacs lisp buffer window frame mode hook key map face file directory page wiki edit "
-    "command function variable package library version change list tree node string number "
-    "search replace region mark point line column cursor text font color theme menu tool "
-    "server client process shell terminal remote network mail news calendar diary org agenda"
-).split()
+_WORDS = ["emacs", "lisp", "buffer", "window", "frame", "mode", "hook", "key", "map", "face", "file", "directory", "page", "wiki", "edit", "command", "function", "variable", "package", "library", "version", "change", "list", "tree", "node", "string", "number", "search", "replace", "region", "mark", "point", "line", "column", "cursor", "text", "font", "color", "theme", "menu", "tool", "server", "client", "process", "shell", "terminal", "remote", "network", "mail", "news", "calendar", "diary", "org", "agenda"]
 
 
 def _path(url: str, multi_host: bool) -> str:
@@ -136,7 +132,7 @@ class ChangeSite(resource.Resource):
         return (
             f"<!DOCTYPE html><html><head><title>{title}</title></head><body><h1>{title}</h1>"
             f"<p>version {version}</p><p>{words}</p>{counter}</body></html>\n"
-        ).encode("utf-8")
+        ).encode()
 
     # -- HTTP ------------------------------------------------------------------------------------
     def _json(self, request: server.Request, data: Any) -> bytes:
@@ -252,9 +248,10 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     start = parse_time(args.start) if args.start else min(p.first_seen for p in pages)
     site = ChangeSite(pages, start, args.speed, parse_duration(args.resolution), args.noise)
-    port = reactor.listenTCP(args.port, server.Site(site), interface=args.host)  # type: ignore[attr-defined]
+    the_reactor: Any = reactor
+    port = the_reactor.listenTCP(args.port, server.Site(site), interface=args.host)
     print(f"serving changes: {len(pages)} pages at http://{args.host}:{port.getHost().port}/_ipr/index", flush=True)
-    reactor.run()  # type: ignore[attr-defined]
+    the_reactor.run()
     return 0
 
 

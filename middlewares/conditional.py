@@ -57,7 +57,7 @@ from ipr_crawl.urls import canonical_url, node_id
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
-__all__ = ["ConditionalGetMiddleware", "REVISIT_META", "FLAGS"]
+__all__ = ["FLAGS", "REVISIT_META", "ConditionalGetMiddleware"]
 
 logger = logging.getLogger(__name__)
 
@@ -153,15 +153,15 @@ class ConditionalGetMiddleware:
     # -- Scrapy hooks -----------------------------------------------------------------
     def process_request(self, request: Request) -> None:
         if not self._applies(request):
-            return None
+            return
         refresher = self._refresher()
         if refresher is None:
-            return None
+            return
         if refresher.clock.virtual:
             request.headers[SIM_TIME_HEADER] = repr(refresher.clock.now())
         state = refresher.store.load(node_id(request.url))
         if state is None:
-            return None
+            return
         sent = False
         if state.etag and b"If-None-Match" not in request.headers:
             request.headers[b"If-None-Match"] = state.etag
@@ -171,7 +171,7 @@ class ConditionalGetMiddleware:
             sent = True
         if sent:
             self._inc("validators_sent")
-        return None
+        return
 
     def process_response(self, request: Request, response: Response) -> Response:
         if not self._applies(request):

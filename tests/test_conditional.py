@@ -5,6 +5,7 @@ due times, the change stream, run-once / continuous, configuration errors."""
 from __future__ import annotations
 
 import pytest
+from ipr_crawl.middlewares.conditional import ConditionalGetMiddleware
 from scrapy import Request, Spider
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse, Response
@@ -13,7 +14,6 @@ from scrapy.utils.test import get_crawler
 
 from ipr_crawl.addon import CONDITIONAL_MIDDLEWARE, Addon
 from ipr_crawl.config import DEFAULTS, RevisitConfig
-from ipr_crawl.middlewares.conditional import ConditionalGetMiddleware
 from ipr_crawl.revisit import DAY
 from ipr_crawl.revisit_sim import parse_time
 from ipr_crawl.revisit_store import format_history
@@ -214,7 +214,7 @@ def test_gone_and_redirect_stop_revisits(harness):
     h.fetch(a, b"x")
     h.fetch(b, b"y")
     h.advance(15)
-    req, resp = h.fetch(a, b"not here", status=404)
+    _, resp = h.fetch(a, b"not here", status=404)
     assert resp.status == 404 and "gone" in resp.flags
     assert h.store.due_at(node_id(a)) is None and h.store.load(node_id(a)) is not None
     h.fetch(c, b"z", meta={"redirect_urls": [b]})
