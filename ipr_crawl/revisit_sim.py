@@ -73,13 +73,20 @@ DEFAULT_POLICIES = (
 
 
 def parse_time(text: str) -> float:
-    """POSIX seconds of an ISO 8601 instant (``2013-05-02T14:10:40Z``) or a date
-    (``2013-05-02``, midnight UTC); naive values are UTC.
+    """POSIX seconds of an ISO 8601 instant (``2013-05-02T14:10:40Z``, a space for
+    the ``T`` and fractions allowed) or a date (``2013-05-02``, midnight UTC), or
+    of a plain number of seconds; naive values are UTC.
 
-    >>> parse_time("1970-01-02")
-    86400.0
+    >>> parse_time("1970-01-02"), parse_time("1970-01-01 00:01:00.5"), parse_time("86400")
+    (86400.0, 60.5, 86400.0)
+
+    Raises :class:`ValueError` on anything else.
     """
     value = str(text).strip()
+    try:
+        return float(value)
+    except ValueError:
+        pass
     if value.endswith(("Z", "z")):
         value = value[:-1] + "+00:00"
     dt = datetime.fromisoformat(value)
@@ -92,6 +99,16 @@ def _open_text(path: str) -> IO[str]:
     if path.endswith(".gz"):
         return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
     return open(path, encoding="utf-8", newline="")
+
+
+def _rows(path: str, width: int) -> Iterator[tuple[int, list[str]]]:
+    with _open_text(path) as f:
+        for lineno, row in enumerate(csv.reader(f), 1):
+            if len(row) < width or not row[0].strip():
+                continue
+            if lineno == 1 and "://" not in row[0]:
+                continue  # the header
+            yield lineno, [c.strip() for c in row]
 
 
 @dataclass
@@ -107,26 +124,27 @@ class Page:
 def load_log(changes_path: str, pages_path: str) -> list[Page]:
     """Read a change log (``page_url,change_time``) and its pages
     (``page_url,first_seen,last_seen``); changes of unknown pages are ignored.
-    Pages come in file order, each page's changes sorted."""
+    A first row whose first field is not a URL is a header; blank rows and extra
+    columns are skipped. Pages come in file order, each page's changes sorted.
+    Raises :class:`ValueError` naming the file and line of an unreadable time."""
     pages: dict[str, Page] = {}
-    with _open_text(pages_path) as f:
-        reader = csv.reader(f)
-        header = next(reader, None)
-        if not header or header[0] != "page_url":
-            raise ValueError(f"{pages_path}: expected a header page_url,first_seen,last_seen")
-        for row in reader:
-            if len(row) < 3:
-                continue
-            pages[row[0]] = Page(row[0], parse_time(row[1]), parse_time(row[2]))
-    with _open_text(changes_path) as f:
-        reader = csv.reader(f)
-        header = next(reader, None)
-        if not header or header[0] != "page_url":
-            raise ValueError(f"{changes_path}: expected a header page_url,change_time_utc_iso8601")
-        for row in reader:
-            page = pages.get(row[0]) if len(row) >= 2 else None
-            if page is not None:
+    for lineno, row in _rows(pages_path, 3):
+        try:
+            first, last = parse_time(row[1]), parse_time(row[2])
+        except ValueError:
+            raise ValueError(f"{pages_path}:{lineno}: bad time in {row[:3]!r}") from None
+        page = pages.get(row[0])
+        if page is None:
+            pages[row[0]] = Page(row[0], first, last)
+        else:  # a page listed twice: one window covering both
+            page.first_seen, page.last_seen = min(page.first_seen, first), max(page.last_seen, last)
+    for lineno, row in _rows(changes_path, 2):
+        page = pages.get(row[0])
+        if page is not None:
+            try:
                 page.changes.append(parse_time(row[1]))
+            except ValueError:
+                raise ValueError(f"{changes_path}:{lineno}: bad time in {row[:2]!r}") from None
     for page in pages.values():
         page.changes.sort()
     return list(pages.values())

@@ -153,3 +153,28 @@ def test_command_rejects_bad_policy(tmp_path):
         cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
     )
     assert proc.returncode != 0 and "mu_low < mu_high" in proc.stderr
+
+
+def test_load_log_variants(tmp_path):
+    pages = tmp_path / "p.csv"
+    pages.write_text(
+        "http://a.test/x,2020-01-01 00:00:00,2020-03-01T00:00:00Z\n"  # no header, space separator
+        "\n"
+        "http://a.test/y,1577836800,1583020800,extra\n"  # POSIX seconds, an extra column
+        "http://a.test/y,2019-12-01,2020-01-15\n"  # listed twice: one window
+    )
+    changes = tmp_path / "c.csv"
+    changes.write_text(
+        "url,when\n"
+        "http://a.test/x,2020-01-10T12:00:00.5+00:00\n"
+        "http://a.test/unknown,2020-01-10\n"
+        "http://a.test/y,2020-01-05T00:00:00Z\n"
+        "http://a.test/x,2020-01-03\n"
+    )
+    x, y = load_log(str(changes), str(pages))
+    assert (x.url, x.first_seen, x.last_seen) == ("http://a.test/x", T0, parse_time("2020-03-01"))
+    assert x.changes == [parse_time("2020-01-03"), parse_time("2020-01-10") + 43200.5]
+    assert (y.first_seen, y.last_seen, y.changes) == (parse_time("2019-12-01"), parse_time("2020-03-01"), [parse_time("2020-01-05")])
+    changes.write_text("page_url,change_time_utc_iso8601\nhttp://a.test/x,yesterday\n")
+    with pytest.raises(ValueError, match=r"c.csv:2: bad time"):
+        load_log(str(changes), str(pages))
