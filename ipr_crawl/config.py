@@ -40,6 +40,11 @@ DEFAULTS: dict[str, Any] = {
     "IPR_REDIS_URL": "",
     "IPR_DATA_DIR": "",  # empty: <project data dir>/ipr, i.e. .scrapy/ipr
     "IPR_REDIS_APPENDFSYNC": "everysec",  # embedded server only: always|everysec|no
+    # A Redis command that fails (server restarted, network down) is sent again
+    # for up to IPR_REDIS_RETRY_SECS, waiting IPR_REDIS_BACKOFF_SECS first, doubled
+    # after each failure (at most 5 s); then the crawl stops cleanly.
+    "IPR_REDIS_RETRY_SECS": 60.0,
+    "IPR_REDIS_BACKOFF_SECS": 0.1,
     "IPR_CRAWL_ID": "",  # empty: the spider's name
     # Ordering: "ipr" (cut-off by IPR_CUTOFF) or "ipr:dl1|pl|vr|ar", "blc", "ifs",
     # "importance", "pr", "opic", "larger-sites-first", "bf".
@@ -160,6 +165,8 @@ class FrontierConfig:
     lease_secs: float
     pop_batch_size: int
     requeue_batch_size: int
+    redis_retry_secs: float = 60.0
+    redis_backoff_secs: float = 0.1
 
     @classmethod
     def from_settings(cls, settings: Any, spider_name: str = "") -> FrontierConfig:
@@ -186,6 +193,11 @@ class FrontierConfig:
         crawl_id = str(settings.get("IPR_CRAWL_ID") or spider_name or "").strip()
         if not crawl_id:
             raise ValueError("IPR_CRAWL_ID is empty and the spider has no name")
+        if "{" in crawl_id or "}" in crawl_id:
+            raise ValueError(
+                f"IPR_CRAWL_ID={crawl_id!r}: no '{{' or '}}' (the id is the Redis hash tag "
+                f"of the crawl's keys, ipr:{{<id>}}:*)"
+            )
         cfg = cls(
             redis_url=url,
             data_dir=str(settings.get("IPR_DATA_DIR") or ""),
@@ -209,6 +221,8 @@ class FrontierConfig:
             lease_secs=_get(settings, "IPR_LEASE_SECS", "float"),
             pop_batch_size=_get(settings, "IPR_POP_BATCH_SIZE", "int"),
             requeue_batch_size=_get(settings, "IPR_REQUEUE_BATCH_SIZE", "int"),
+            redis_retry_secs=_get(settings, "IPR_REDIS_RETRY_SECS", "float"),
+            redis_backoff_secs=_get(settings, "IPR_REDIS_BACKOFF_SECS", "float"),
         )
         for name, value, low in (
             ("IPR_INITIAL_SCORE", cfg.initial_score, 0.0),
@@ -222,6 +236,8 @@ class FrontierConfig:
             ("IPR_LEASE_SECS", cfg.lease_secs, 0.001),
             ("IPR_POP_BATCH_SIZE", cfg.pop_batch_size, 1),
             ("IPR_REQUEUE_BATCH_SIZE", cfg.requeue_batch_size, 1),
+            ("IPR_REDIS_RETRY_SECS", cfg.redis_retry_secs, 0.0),
+            ("IPR_REDIS_BACKOFF_SECS", cfg.redis_backoff_secs, 0.001),
         ):
             if not value >= low or (name in _POSITIVE and value == 0):
                 raise ValueError(f"{name}={value!r} must be {'>' if name in _POSITIVE else '>='} {low}")
@@ -231,6 +247,7 @@ class FrontierConfig:
         if not 0 < cfg.pr_damping < 1:
             raise ValueError(f"IPR_PR_DAMPING={cfg.pr_damping!r} must be in (0, 1)")
         return cfg
+
 
 # -- revisits -------------------------------------------------------------------------------
 #: Crawl lifetimes with revisits (issue 4): fetch what is due at start and close,

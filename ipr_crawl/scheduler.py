@@ -11,20 +11,24 @@ the crawl.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
 import weakref
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
+import redis
 from scrapy import Request, Spider
 from scrapy.core.scheduler import BaseScheduler
 from scrapy.utils.project import data_path
 
 from ipr_crawl.codec import PayloadError, decode_request, encode_request
 from ipr_crawl.config import FrontierConfig
-from ipr_crawl.store import FrontierStore, Link, connect
+from ipr_crawl.redis_retry import RedisRetry
+from ipr_crawl.store import FrontierStore, Link, connect, redact
 from ipr_crawl.urls import node_id, tie_for
 
 if TYPE_CHECKING:
@@ -38,6 +42,29 @@ logger = logging.getLogger(__name__)
 LEASE_META = "ipr_lease"
 
 _by_crawler: weakref.WeakKeyDictionary[Any, IprScheduler] = weakref.WeakKeyDictionary()
+#: Errors of a Redis that stays unreachable after IPR_REDIS_RETRY_SECS of retries.
+REDIS_DOWN = (redis.ConnectionError, redis.TimeoutError)
+_T = TypeVar("_T")
+
+
+def _guarded(default: Any) -> Callable[[Callable[..., _T]], Callable[..., _T]]:
+    """Scheduler method returning ``default`` instead of raising once Redis is
+    unreachable for good (the crawl is then being stopped cleanly)."""
+
+    def wrap(method: Callable[..., _T]) -> Callable[..., _T]:
+        @functools.wraps(method)
+        def guarded(self: IprScheduler, *args: Any, **kwargs: Any) -> Any:
+            if self.redis_down:
+                return default
+            try:
+                return method(self, *args, **kwargs)
+            except REDIS_DOWN as exc:
+                self.redis_unavailable(exc)
+                return default
+
+        return guarded
+
+    return wrap
 
 
 def frontier_of(crawler: Crawler) -> IprScheduler | None:
@@ -79,6 +106,8 @@ class IprScheduler(BaseScheduler):
         self._buffer: deque[tuple[bytes, Request]] = deque()
         self._last_wait_log = 0.0
         self._pages_since_pr = 0
+        #: True once Redis stayed unreachable for IPR_REDIS_RETRY_SECS (crawl closing)
+        self.redis_down = False
         #: the revisit refresher (refresher.py), when IPR_REVISIT_ENABLED
         self.revisits: Any = None
 
@@ -92,7 +121,11 @@ class IprScheduler(BaseScheduler):
         cfg = self.config or FrontierConfig.from_settings(self.crawler.settings, spider.name)
         self.config = cfg
         data_dir = cfg.data_dir or data_path("ipr", createdir=True)
-        client = connect(cfg.redis_url, data_dir, cfg.appendfsync)
+        retry = RedisRetry(
+            cfg.redis_retry_secs, cfg.redis_backoff_secs,
+            on_error=lambda exc: self._stats_inc("ipr/redis/errors"),
+        )
+        client = connect(cfg.redis_url, data_dir, cfg.appendfsync, retry=retry)
         self.store = FrontierStore.from_config(client, cfg)
         resumed = self.store.open()
         counts = self.store.counts()
@@ -116,6 +149,54 @@ class IprScheduler(BaseScheduler):
     def close(self, reason: str) -> None:
         if self.store is None:
             return
+        try:
+            self._close_store(reason)
+        except REDIS_DOWN as exc:
+            logger.error(
+                "ipr-crawl: crawl %r closed (%s) without Redis (%s): its %d leased requests "
+                "go back to the frontier when their leases expire (IPR_LEASE_SECS)",
+                self.config.crawl_id, reason, exc, len(self._buffer),
+            )
+        _by_crawler.pop(self.crawler, None)
+        self.store.client.close()
+
+    def redis_unavailable(self, exc: Exception) -> None:
+        """Redis stayed unreachable through every retry: stop the crawl cleanly.
+
+        Nothing enqueued is lost: requests leased by this process stay in the
+        crawl's in-flight set and go back to the frontier when their leases
+        expire; a page whose record failed is fetched again.
+        """
+        if self.redis_down:
+            return
+        self.redis_down = True
+        self._stats_inc("ipr/redis/unavailable")
+        where = redact(self.config.redis_url) if self.config and self.config.redis_url else "the embedded Redis"
+        logger.error(
+            "ipr-crawl: Redis at %s unreachable after %.0f s of retries (IPR_REDIS_RETRY_SECS): "
+            "%s; stopping the crawl (reason ipr_redis_unavailable). Nothing is lost: start it "
+            "again when Redis is back",
+            where, self.config.redis_retry_secs if self.config else 0, exc,
+        )
+        engine = getattr(self.crawler, "engine", None)
+        if engine is not None:
+            from scrapy.utils.defer import deferred_from_coro
+
+            deferred_from_coro(engine.close_spider_async(reason="ipr_redis_unavailable"))
+
+    def guard(self, fn: Callable[..., _T], *args: Any, default: Any = None, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)``, or ``default`` when Redis is unreachable for good
+        (for the middlewares' store calls)."""
+        if self.redis_down:
+            return default
+        try:
+            return fn(*args, **kwargs)
+        except REDIS_DOWN as exc:
+            self.redis_unavailable(exc)
+            return default
+
+    def _close_store(self, reason: str) -> None:
+        assert self.store is not None and self.config is not None
         if self._buffer:
             released = self.store.ack(
                 "release", [(m, node_id(r.url)) for m, r in self._buffer]
@@ -126,9 +207,8 @@ class IprScheduler(BaseScheduler):
         for name, value in counts.items():
             self._stats_set(f"ipr/frontier/{name}", value)
         logger.info("ipr-crawl: crawl %r closed (%s): %s", self.config.crawl_id, reason, counts)
-        _by_crawler.pop(self.crawler, None)
-        self.store.client.close()
 
+    @_guarded(True)  # while Redis is down the crawl is closing: keep it from "finished"
     def has_pending_requests(self) -> bool:
         if self._buffer:
             return True
@@ -156,6 +236,7 @@ class IprScheduler(BaseScheduler):
             counts["in_flight"], wait,
         )
 
+    @_guarded(False)
     def enqueue_request(self, request: Request) -> bool:
         """Store ``request``; False (Scrapy logs it as dropped) for a duplicate URL.
 
@@ -204,6 +285,7 @@ class IprScheduler(BaseScheduler):
             nodes, time.monotonic() - started, changed,
         )
 
+    @_guarded(None)
     def next_request(self) -> Request | None:
         assert self.store is not None
         if not self._buffer:
@@ -214,6 +296,7 @@ class IprScheduler(BaseScheduler):
         self._stats_inc("ipr/frontier/popped")
         return request
 
+    @_guarded(0)
     def __len__(self) -> int:
         return len(self._buffer) + (self.store.pending() if self.store else 0)
 

@@ -114,7 +114,9 @@ def redact(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def connect(redis_url: str, data_dir: str, appendfsync: str = "everysec") -> redis.Redis:
+def connect(
+    redis_url: str, data_dir: str, appendfsync: str = "everysec", retry: Any = None
+) -> redis.Redis:
     """Connect to the crawl's Redis.
 
     With ``redis_url`` (redis://, rediss://, unix://) that server is used. Without
@@ -123,10 +125,19 @@ def connect(redis_url: str, data_dir: str, appendfsync: str = "everysec") -> red
     ``<data_dir>/ipr.rdb`` and the append-only file on.
 
     Raises :class:`FrontierUnavailable` within ~5 s if the server does not answer.
+    Once it has answered, ``retry`` (a :class:`ipr_crawl.redis_retry.RedisRetry`)
+    governs every later command: bounded retries with back-off, and for the
+    embedded server a restart of a redis-server that died.
     """
     if redis_url:
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+
+        # Until the server has answered once, one retry: a clear error within
+        # seconds (then ``retry`` governs).
         client = redis.Redis.from_url(
-            redis_url, socket_connect_timeout=5, socket_timeout=30, health_check_interval=30
+            redis_url, socket_connect_timeout=5, socket_timeout=30, health_check_interval=30,
+            retry=Retry(NoBackoff(), 1),
         )
         where = redact(redis_url)
     else:
@@ -146,6 +157,19 @@ def connect(redis_url: str, data_dir: str, appendfsync: str = "everysec") -> red
         client.ping()
     except redis.RedisError as exc:
         raise FrontierUnavailable(f"cannot reach Redis at {where}: {exc}") from exc
+    if retry is not None:
+        if not redis_url:
+            from ipr_crawl.redis_retry import embedded_reviver
+
+            retry.revive = embedded_reviver(
+                client, path, {"appendonly": "yes", "appendfsync": appendfsync}
+            )
+        client.set_retry(retry)
+    elif redis_url:
+        from redis.backoff import ExponentialWithJitterBackoff
+        from redis.retry import Retry
+
+        client.set_retry(Retry(ExponentialWithJitterBackoff(base=0.01, cap=1), 10))  # redis-py's default
     return client
 
 

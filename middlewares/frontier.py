@@ -39,7 +39,7 @@ class FrontierDownloaderMiddleware:
         lease = lease_of(request)
         if frontier is None or frontier.store is None or not lease:
             return None
-        frontier.store.ack("fail", [(lease, node_id(request.url))])
+        frontier.guard(frontier.store.ack, "fail", [(lease, node_id(request.url))])
         kind = "ignored" if isinstance(exception, IgnoreRequest) else "failed"
         self.crawler.stats.inc_value(f"ipr/frontier/{kind}")
         return None

@@ -89,13 +89,16 @@ class LinkGraphMiddleware:
                 else:
                     yield item
         finally:
-            leftover = self._record(response, held)
+            # Redis down for good: the held requests are dropped; the page's lease
+            # stays, so the page is fetched again and yields them again.
+            leftover = frontier.guard(self._record, response, held, default=[])
         for request in leftover:
             yield request
 
     def process_spider_exception(self, response: Response, exception: Exception) -> None:
-        if frontier_of(self.crawler) is not None:
-            self._record(response, [])
+        frontier = frontier_of(self.crawler)
+        if frontier is not None:
+            frontier.guard(self._record, response, [])
         return None
 
     def _record(self, response: Response, requests: list[Request]) -> list[Request]:

