@@ -83,7 +83,7 @@ DEFAULTS: dict[str, Any] = {
     "IPR_REVISIT_RESOLUTION_SECS": 0.0,  # time buckets of due times (001: 86400); 0: exact
     "IPR_REVISIT_MIN_SECS": 3600.0,  # no revisit sooner than this after an access
     "IPR_REVISIT_MAX_SECS": 0.0,  # no revisit later than this; 0: no bound (001)
-    "IPR_REVISIT_HORIZON_SECS": 0.0,  # continuous: close if nothing is due within this; 0: never
+    "IPR_REVISIT_HORIZON_SECS": 0.0,  # continuous: close if nothing is due within this (0: never); run-once: also take what is due within this
     "IPR_REVISIT_UNTIL": "",  # no revisit after this instant (ISO 8601 or POSIX s); "" none
     "IPR_REVISIT_CLOCK": "system",  # system | virtual:<ISO start> (simulations)
     "IPR_REVISIT_REFRESH_SECS": 1.0,  # at most one refresher call per this (system clock)

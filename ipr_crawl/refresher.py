@@ -6,8 +6,10 @@ it calls :meth:`Refresher.refresh` before each lease batch (due URLs go to the
 forced queue, served before the frontier) and :meth:`Refresher.keeps_open` when
 the frontier is empty. The crawl's lifetime is ``IPR_REVISIT_MODE``:
 
-- ``run-once``: the URLs due when the crawl starts are fetched, together with
-  whatever is discovered; then the crawl closes (for cron and scrapyd schedules).
+- ``run-once``: the URLs due when the crawl starts (or within
+  ``IPR_REVISIT_HORIZON_SECS`` after it: a daily cron job can take what falls due
+  before its next run) are fetched, together with whatever is discovered; then
+  the crawl closes (for cron and scrapyd schedules).
 - ``continuous``: the crawl stays open while a revisit is scheduled (within
   ``IPR_REVISIT_HORIZON_SECS`` when set, and not after ``IPR_REVISIT_UNTIL``);
   the engine's 5-second heartbeat asks for requests, so a due URL goes out at
@@ -72,6 +74,12 @@ class _Frontier(Protocol):
     def pending(self) -> int: ...
 
 
+def _shortest_interval(policy: object) -> float:
+    """The shortest interval a policy spec names (tau_2, fixed interval, AIMD step)."""
+    values = [getattr(policy, name) for name in ("tau2", "interval", "d") if hasattr(policy, name)]
+    return min(values) if values else float("inf")
+
+
 class Refresher:
     """Due revisits -> forced queue, and the crawl-lifetime rule (module doc)."""
 
@@ -87,11 +95,17 @@ class Refresher:
             self.clock = SystemClock()
         #: run-once: what was due when the crawl opened
         self.opened_at = self.clock.now()
+        floor = cfg.min_interval
+        if floor > 0 and _shortest_interval(cfg.policy) < floor:
+            logger.warning(
+                "ipr-crawl: IPR_REVISIT_POLICY=%s asks for intervals below IPR_REVISIT_MIN_SECS=%g; "
+                "they are raised to %g s", cfg.policy.name, floor, floor,
+            )
         self._last_refresh = -1e18
         self.moved = 0
 
     def _cutoff(self, now: float) -> float:
-        t = self.opened_at if self.cfg.mode == "run-once" else now
+        t = self.opened_at + self.cfg.horizon if self.cfg.mode == "run-once" else now
         return min(t, self.cfg.until) if self.cfg.until is not None else t
 
     def refresh(self) -> int:

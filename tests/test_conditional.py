@@ -280,3 +280,19 @@ def test_addon_wires_the_middleware_only_when_enabled():
     assert on.getdict("DOWNLOADER_MIDDLEWARES")[CONDITIONAL_MIDDLEWARE] == 580
     cfg = RevisitConfig.from_settings(on)
     assert cfg.policy.name == "mle-mix:0.1-10:15d" and cfg.mode == "run-once"
+
+
+def test_run_once_horizon_takes_what_falls_due_soon(harness):
+    h = harness()
+    for u in ("http://site.test/h1", "http://site.test/h2"):
+        h.fetch(u, b"v")  # due 2020-01-16
+    early = harness(IPR_REVISIT_CLOCK="virtual:2020-01-05")
+    assert early.refresher.refresh() == 0
+    ahead = harness(IPR_REVISIT_CLOCK="virtual:2020-01-05", IPR_REVISIT_HORIZON_SECS=20 * DAY)
+    assert ahead.refresher.refresh() == 2
+
+
+def test_policy_below_the_floor_is_announced(harness, caplog):
+    with caplog.at_level("WARNING"):
+        harness(IPR_REVISIT_POLICY="fixed:10s", IPR_REVISIT_MIN_SECS=3600)
+    assert "raised to 3600 s" in caplog.text
