@@ -234,6 +234,10 @@ class ConditionalGetMiddleware:
         }
         store.record(id_, canonical_url(url), state, due, payload, lease_of(request) if drop else b"", event)
         self._inc(kind)
+        logger.debug(
+            "ipr-crawl: %s <GET %s>: HTTP %d, next visit in %.3g d%s",
+            kind, url, status, tau / 86400, " (dropped: not passed to the spider)" if drop else "",
+        )
         response.flags.append(kind)
         request.meta[REVISIT_META] = kind
         if kind == "not_modified" and self._accepts_304(request):
