@@ -102,6 +102,7 @@ class Refresher:
                 "they are raised to %g s", cfg.policy.name, floor, floor,
             )
         self._last_refresh = -1e18
+        self._swept = False
         self.moved = 0
 
     def _cutoff(self, now: float) -> float:
@@ -110,14 +111,18 @@ class Refresher:
 
     def refresh(self) -> int:
         """Move the URLs due now into the forced queue; with a virtual clock and
-        nothing pending, first jump to the next due time. Returns URLs moved."""
+        nothing pending, first jump to the next due time. ``run-once`` sweeps
+        once, at its first call, so a URL is revisited at most once per run.
+        Returns URLs moved."""
+        if self.cfg.mode == "run-once":
+            return self._sweep()
         now = self.clock.now()
         virtual = isinstance(self.clock, VirtualClock)
         if not virtual and now - self._last_refresh < self.cfg.refresh_secs:
             return 0
         self._last_refresh = now
         cfg = self.cfg
-        moved, earliest = self.store.refresh(self._cutoff(now), cfg.refresh_batch_size, now + cfg.retry_secs)
+        moved, earliest = self.store.refresh(self._cutoff(now), cfg.refresh_batch_size, now + cfg.retry_secs, now)
         if (
             virtual
             and not moved
@@ -130,9 +135,25 @@ class Refresher:
             assert isinstance(self.clock, VirtualClock)
             self.clock.advance_to(earliest)
             self.store.set_clock(earliest)
-            moved, _ = self.store.refresh(self._cutoff(earliest), cfg.refresh_batch_size, earliest + cfg.retry_secs)
+            moved, _ = self.store.refresh(self._cutoff(earliest), cfg.refresh_batch_size, earliest + cfg.retry_secs, earliest)
         self.moved += moved
         return moved
+
+    def _sweep(self) -> int:
+        if self._swept:
+            return 0
+        self._swept = True
+        cfg, total = self.cfg, 0
+        cutoff, retry_at = self._cutoff(self.opened_at), self.opened_at + cfg.retry_secs
+        while True:  # moved URLs leave the due set: each is taken once
+            moved, _ = self.store.refresh(cutoff, cfg.refresh_batch_size, retry_at, self.opened_at)
+            total += moved
+            if moved < cfg.refresh_batch_size:
+                break
+        self.moved += total
+        if total:
+            logger.info("ipr-crawl: %d URLs due for a revisit went to the frontier", total)
+        return total
 
     def keeps_open(self) -> bool:
         """Whether an otherwise idle crawl stays open for a scheduled revisit."""

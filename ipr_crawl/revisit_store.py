@@ -3,6 +3,7 @@
 Keys (all under the crawl's hash tag, listed in :mod:`ipr_crawl.store`):
 ``revisit`` (hash: node id -> msgpack ``[url, *RevisitState.to_list()]``),
 ``due`` (zset: node id -> next visit, s since the epoch: 001's long-term queue),
+``revisit_out`` (zset: revisits in flight -> when they are due again if lost),
 ``revisit_req`` (hash: node id -> request payload of its revisits) and
 ``changes`` (stream, capped with ``XADD MAXLEN ~``: one event per access).
 The virtual clock of a simulated crawl is the ``revisit_clock`` field of ``meta``.
@@ -100,35 +101,47 @@ class RevisitStore:
         ]
         for key, value in (event or {}).items():
             argv += [key, _field(value)]
-        keys = [self.keys[k] for k in ("revisit", "due", "revisit_req", "changes", "lease", "req")]
+        keys = [self.keys[k] for k in ("revisit", "due", "revisit_req", "changes", "lease", "req", "revisit_out")]
         return bool(self._record(keys=keys, args=argv))
 
     # -- the refresher ------------------------------------------------------------------
-    def refresh(self, now: float, cap: int, retry_at: float) -> tuple[int, float | None]:
-        """Move up to ``cap`` URLs due at ``now`` (s) into the forced queue
-        (revisit_refresh.lua). Returns ``(moved, earliest due instant left or None)``."""
-        keys = [self.keys[k] for k in ("meta", "req", "forced", "due", "revisit_req")]
-        moved, first = self._refresh(keys=keys, args=[repr(float(now)), int(cap), repr(float(retry_at))])
+    def refresh(self, cutoff: float, cap: int, retry_at: float, now: float | None = None) -> tuple[int, float | None]:
+        """Move up to ``cap`` URLs due at or before ``cutoff`` (s) into the forced
+        queue; they are due again at ``retry_at`` unless their response comes
+        first (revisit_refresh.lua). Revisits lost before ``now`` (default
+        ``cutoff``) are due again at once. Returns ``(moved, earliest due instant or None)``."""
+        keys = [self.keys[k] for k in ("meta", "req", "forced", "due", "revisit_req", "revisit_out")]
+        args = [repr(float(cutoff)), int(cap), repr(float(retry_at)), repr(float(cutoff if now is None else now))]
+        moved, first = self._refresh(keys=keys, args=args)
         return int(moved), (float(first) if first else None)
 
     def unschedule(self, ids: list[bytes]) -> int:
         """Stop revisiting these nodes (e.g. URLs that redirect); returns how many were scheduled."""
         if not ids:
             return 0
-        return int(self.client.zrem(self.keys["due"], *ids))
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zrem(self.keys["due"], *ids)
+        pipe.zrem(self.keys["revisit_out"], *ids)
+        return sum(int(n) for n in pipe.execute())
 
     def earliest_due(self) -> float | None:
-        """The earliest scheduled visit (s), or None when nothing is scheduled."""
-        first: Any = self.client.zrange(self.keys["due"], 0, 0, withscores=True)
-        return float(first[0][1]) if first else None
+        """The earliest scheduled visit (s; a revisit in flight counts at its
+        retry instant), or None when nothing is scheduled."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zrange(self.keys["due"], 0, 0, withscores=True)
+        pipe.zrange(self.keys["revisit_out"], 0, 0, withscores=True)
+        firsts = [float(f[0][1]) for f in pipe.execute() if f]
+        return min(firsts) if firsts else None
 
     def scheduled(self) -> int:
-        """How many URLs have a next visit scheduled."""
-        return int(self.client.zcard(self.keys["due"]))
+        """How many URLs have a next visit scheduled (in flight included)."""
+        return int(self.client.zcard(self.keys["due"])) + int(self.client.zcard(self.keys["revisit_out"]))
 
     def due_at(self, id_: bytes) -> float | None:
-        """A node's scheduled visit (s), or None."""
+        """A node's scheduled visit (s; its retry instant while in flight), or None."""
         score: Any = self.client.zscore(self.keys["due"], id_)
+        if score is None:
+            score = self.client.zscore(self.keys["revisit_out"], id_)
         return None if score is None else float(score)
 
     def clock(self) -> float | None:

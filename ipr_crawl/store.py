@@ -14,6 +14,7 @@ scripts stay atomic in one Redis Cluster slot). Keys:
 ``revisit`` hash   node id -> revisit state of a fetched URL (revisit_store.py)
 ``due``     zset   node id, score = next visit (s since the epoch; 001's long-term queue)
 ``revisit_req`` hash node id -> request payload used for its revisits
+``revisit_out`` zset revisits in flight, score = when due again if the response never comes
 ``changes`` stream change events (new, changed, unchanged, not_modified, gone), capped
 =========== ====== ==========================================================
 
@@ -50,7 +51,7 @@ SCHEMA_VERSION = 1
 _KEY_NAMES = (
     "meta", "node", "out", "frontier", "lease", "forced", "req", "sites", "graph",
     # revisits (revisit_store.py)
-    "revisit", "due", "revisit_req", "changes",
+    "revisit", "due", "revisit_req", "changes", "revisit_out",
 )
 
 

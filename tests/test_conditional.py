@@ -288,11 +288,31 @@ def test_run_once_horizon_takes_what_falls_due_soon(harness):
         h.fetch(u, b"v")  # due 2020-01-16
     early = harness(IPR_REVISIT_CLOCK="virtual:2020-01-05")
     assert early.refresher.refresh() == 0
-    ahead = harness(IPR_REVISIT_CLOCK="virtual:2020-01-05", IPR_REVISIT_HORIZON_SECS=20 * DAY)
-    assert ahead.refresher.refresh() == 2
+    ahead = harness(IPR_REVISIT_CLOCK="virtual:2020-01-05", IPR_REVISIT_HORIZON_SECS=1e9,
+                    IPR_REVISIT_POLICY="fixed:1d", IPR_REVISIT_REFRESH_BATCH_SIZE=1)
+    assert ahead.refresher.refresh() == 2  # in batches of 1, in one sweep
+    _, items = ahead.scheduler.store.pop(8, 600)
+    for member, payload in items:
+        url = "http://site.test/h1" if b"/h1" in payload else "http://site.test/h2"
+        req = Request(url, callback=ahead.spider.parse, meta={LEASE_META: member.hex()})
+        ahead.fetch(url, status=304, request=req)  # next visit: one day later, inside the horizon
+    assert ahead.store.earliest_due() == parse_time("2020-01-06")
+    assert ahead.refresher.refresh() == 0  # a run-once crawl revisits a URL at most once
 
 
 def test_policy_below_the_floor_is_announced(harness, caplog):
     with caplog.at_level("WARNING"):
         harness(IPR_REVISIT_POLICY="fixed:10s", IPR_REVISIT_MIN_SECS=3600)
     assert "raised to 3600 s" in caplog.text
+
+
+def test_a_lost_revisit_is_due_again_after_the_retry_time(harness):
+    h = harness(IPR_REVISIT_MODE="continuous", IPR_REVISIT_RETRY_SECS=7200)
+    url = "http://site.test/lost"
+    h.fetch(url, b"v1")
+    h.advance(15)
+    assert h.refresher.refresh() == 1
+    assert h.store.due_at(node_id(url)) == T0 + 15 * DAY + 7200  # in flight: its retry instant
+    assert h.refresher.refresh() == 0  # not moved twice
+    h.refresher.clock.advance_to(T0 + 15 * DAY + 7200)  # the response never came
+    assert h.refresher.refresh() == 1

@@ -4,6 +4,7 @@
 -- that will not reach record_page: 304, unchanged), and append one change event
 -- to the crawl's bounded change stream.
 -- KEYS[1] revisit  KEYS[2] due  KEYS[3] revisit_req  KEYS[4] changes  KEYS[5] lease  KEYS[6] req
+-- KEYS[7] revisit_out (revisits in flight, revisit_refresh.lua)
 -- ARGV[1] node id (8 bytes)   ARGV[2] packed state (msgpack, revisit_store.py)
 -- ARGV[3] next due instant (s since the epoch, decimal) or '' to stop revisiting
 -- ARGV[4] request payload for revisits (codec.py), or '' to keep the stored one
@@ -13,6 +14,7 @@
 -- Returns 1 if a lease was settled, else 0. Cost: O(log D) plus O(fields).
 local revisit, due, revisit_req, changes, lease, req = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local id = ARGV[1]
+redis.call('ZREM', KEYS[7], id)
 redis.call('HSET', revisit, id, ARGV[2])
 if ARGV[3] ~= '' then
   redis.call('ZADD', due, ARGV[3], id)

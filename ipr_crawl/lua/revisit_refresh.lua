@@ -1,29 +1,44 @@
 -- revisit_refresh: the refresher (001 §3 (6)): URLs whose due time has come move
 -- from the due set into the forced queue (served before the frontier), as
 -- enqueue.lua puts dont_filter requests there (token 'F' .. 8-byte counter).
--- A moved URL stays in the due set, re-scored to ARGV[3], until the response
--- schedules its next visit: a revisit lost with its process is retried then.
+-- A moved URL leaves `due` for `revisit_out` (scored by when it is due again if
+-- its response never comes: a revisit lost with its process); revisit_record.lua
+-- takes it out when the response schedules the next visit. Expired entries of
+-- `revisit_out` go back to `due` first, due at once.
 -- KEYS[1] meta  KEYS[2] req  KEYS[3] forced  KEYS[4] due  KEYS[5] revisit_req
--- ARGV[1] now (s since the epoch)  ARGV[2] cap on URLs moved by this call
+-- KEYS[6] revisit_out
+-- ARGV[1] cutoff: move URLs due at or before it (s since the epoch)
+-- ARGV[2] cap on URLs moved (and on expired entries put back) by this call
 -- ARGV[3] instant (s) a moved URL is due again if its response never comes
--- Returns {URLs moved, earliest due instant left (string) or false}.
+-- ARGV[4] now (s): entries of revisit_out older than this go back to `due`
+-- Returns {URLs moved, earliest instant (string) in due or revisit_out, or false}.
 -- Cost: O(cap log D).
-local meta, req, forced, due, revisit_req = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local meta, req, forced, due, revisit_req, out = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local TWO32 = 4294967296
-local ids = redis.call('ZRANGEBYSCORE', due, '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
+local cap = tonumber(ARGV[2])
+local lost = redis.call('ZRANGEBYSCORE', out, '-inf', ARGV[4], 'LIMIT', 0, cap)
+for _, id in ipairs(lost) do
+  redis.call('ZREM', out, id)
+  redis.call('ZADD', due, ARGV[4], id)
+end
+local ids = redis.call('ZRANGEBYSCORE', due, '-inf', ARGV[1], 'LIMIT', 0, cap)
 local moved = 0
 for _, id in ipairs(ids) do
+  redis.call('ZREM', due, id)
   local payload = redis.call('HGET', revisit_req, id)
-  if payload then
+  if payload then  -- without a payload the URL cannot be revisited: dropped
     local fseq = redis.call('HINCRBY', meta, 'forced_seq', 1)
     local token = 'F' .. struct.pack('>I4I4', math.floor(fseq / TWO32), fseq % TWO32)
     redis.call('HSET', req, token, payload)
     redis.call('ZADD', forced, fseq, token)
-    redis.call('ZADD', due, ARGV[3], id)
+    redis.call('ZADD', out, ARGV[3], id)
     moved = moved + 1
-  else
-    redis.call('ZREM', due, id)  -- nothing to send: the URL cannot be revisited
   end
 end
 local first = redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')
-return {moved, first[2] or false}
+local first_out = redis.call('ZRANGE', out, 0, 0, 'WITHSCORES')
+local earliest = first[2]
+if first_out[2] and (not earliest or tonumber(first_out[2]) < tonumber(earliest)) then
+  earliest = first_out[2]
+end
+return {moved, earliest or false}
