@@ -49,6 +49,7 @@ from scrapy.http import Response, TextResponse
 from ipr_crawl.codec import encode_request
 from ipr_crawl.config import RevisitConfig
 from ipr_crawl.contenthash import digest, same_version
+from ipr_crawl.middlewares.linkgraph import _RECORDED  # marks a page as accounted for
 from ipr_crawl.refresher import SIM_TIME_HEADER, Refresher
 from ipr_crawl.revisit import access, bucket, next_due, parse_http_date
 from ipr_crawl.scheduler import frontier_of, lease_of
@@ -65,8 +66,6 @@ logger = logging.getLogger(__name__)
 REVISIT_META = "ipr_revisit"
 #: Classes (also the response flags).
 FLAGS = ("new", "changed", "unchanged", "not_modified", "gone")
-#: Meta key of middlewares.linkgraph marking a response's page as accounted for.
-_RECORDED = "_ipr_recorded"
 #: Meta keys not kept in the stored revisit request.
 _DROP_META = (
     "redirect_urls", "redirect_reasons", "redirect_times", "redirect_ttl", "retry_times",
