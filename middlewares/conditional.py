@@ -42,6 +42,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from ipr_crawl.middlewares.linkgraph import _RECORDED  # marks a page as accounted for
 from scrapy import Request, signals
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http import Response, TextResponse
@@ -49,7 +50,6 @@ from scrapy.http import Response, TextResponse
 from ipr_crawl.codec import encode_request
 from ipr_crawl.config import RevisitConfig
 from ipr_crawl.contenthash import digest, same_version
-from ipr_crawl.middlewares.linkgraph import _RECORDED  # marks a page as accounted for
 from ipr_crawl.refresher import SIM_TIME_HEADER, Refresher
 from ipr_crawl.revisit import access, bucket, next_due, parse_http_date
 from ipr_crawl.scheduler import frontier_of, lease_of
