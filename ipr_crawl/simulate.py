@@ -312,8 +312,11 @@ def plot(path: str, title: str, rows: dict[str, tuple[list[float], list[float], 
     import matplotlib.pyplot as plt
 
     fig, (ax_b, ax_a) = plt.subplots(1, 2, figsize=(12, 4.6))
-    for name, (x, a, b) in rows.items():
-        style: dict[str, Any] = {"linewidth": 1.2}
+    colors = plt.get_cmap("tab20").colors
+    for i, (name, (x, a, b)) in enumerate(rows.items()):
+        style: dict[str, Any] = {"linewidth": 1.2, "color": colors[(2 * i) % 20 + (2 * i) // 20]}
+        if name.startswith("ipr"):
+            style["linewidth"] = 1.8
         if name in ("limit", "oracle"):
             style.update(linestyle="--", color="black" if name == "limit" else "gray")
         ax_b.plot(x, b, label=name, **style)
@@ -422,6 +425,7 @@ def run_simulate(args: argparse.Namespace) -> int:
             })
             result["orderings"][name] = row
             curves[name] = _curves(order, pr, top1, len(reach))
+            row["curve"] = {"percent_fetched": curves[name][0], "A_0.01": curves[name][1], "B": curves[name][2]}
             last = row["checkpoints"][-1] if row["checkpoints"] else {}
             log(f"{name}: {len(order)} pages, B={last.get('B')}, A(1%)@10%="
                 f"{_at(row, 0.10)}, C={row['C']}, {row['pages_per_second']} pages/s")
@@ -431,6 +435,7 @@ def run_simulate(args: argparse.Namespace) -> int:
             row["pages"] = len(order)
             result["orderings"][name] = row
             curves[name] = _curves(order, pr, top1, len(reach))
+            row["curve"] = {"percent_fetched": curves[name][0], "A_0.01": curves[name][1], "B": curves[name][2]}
     finally:
         if tmp is not None:
             client.shutdown(nosave=True) if hasattr(client, "shutdown") else None
