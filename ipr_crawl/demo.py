@@ -37,7 +37,7 @@ from ipr_crawl.graphio import (
 )
 from ipr_crawl.metrics import criterion_a_curve, criterion_b_curve, share_at, top_set
 
-__all__ = ["main", "add_demo_parser", "fetch_order_from_log"]
+__all__ = ["run_demo", "add_demo_parser", "fetch_order_from_log"]
 
 CRAWLED = re.compile(r"Crawled \((\d{3})\) <GET (\S+)>")
 

@@ -18,8 +18,8 @@ Rules (Yamada, Takahashi, Taura, Chikayama 2004):
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Sequence
 import math
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 

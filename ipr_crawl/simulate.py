@@ -36,12 +36,19 @@ from collections.abc import Sequence
 from typing import Any
 
 from ipr_crawl.config import parse_ordering
-from ipr_crawl.graphio import Graph, default_seed, pagerank, reachable, read_graph, read_urls
+from ipr_crawl.graphio import (
+    Graph,
+    default_seed,
+    pagerank,
+    reachable,
+    read_graph,
+    read_urls,
+)
 from ipr_crawl.metrics import criterion_c, degree_thresholds, top_set
 from ipr_crawl.store import FrontierStore, Link, connect
 from ipr_crawl.urls import site_hash, site_of, tie_key
 
-__all__ = ["main", "add_simulate_parser", "Replay", "CHECKPOINTS"]
+__all__ = ["run_simulate", "add_simulate_parser", "Replay", "CHECKPOINTS", "run_ordering", "run_ordering_in_redis"]
 
 CHECKPOINTS = (0.01, 0.02, 0.05, 0.10, 0.20, 0.30, 0.50, 1.00)
 TOP_FRACTIONS = (0.001, 0.01, 0.1)
