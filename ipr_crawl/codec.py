@@ -35,6 +35,9 @@ _DEFAULTS: dict[str, Any] = {
 }
 
 
+_NO_WRAPPER = object()
+
+
 class PayloadError(ValueError):
     """A stored request payload could not be decoded (it is dropped, never executed)."""
 
@@ -53,6 +56,9 @@ def encode_request(request: Request, spider: Spider | None) -> tuple[bytes, list
     Raises :class:`ValueError` when the callback is not a method of the spider
     (Scrapy's own rule for serializable requests).
     """
+    own = getattr(request.errback, "ipr_wrapped_errback", _NO_WRAPPER)
+    if own is not _NO_WRAPPER:  # the in-flight errback of the frontier middleware
+        request = request.replace(errback=own)
     data = request.to_dict(spider=spider)
     meta = {k: v for k, v in data.get("meta", {}).items() if k not in TRANSIENT_META}
     dropped = [k for k, v in meta.items() if not _packable(v)]

@@ -252,6 +252,13 @@ class IprScheduler(BaseScheduler):
         lease = lease_of(request)
         rid = node_id(request.url)
         redirected = request.meta.get("redirect_urls")
+        if lease and redirected and node_id(redirected[-1]) == rid and not request.dont_filter:
+            # A page redirecting to itself (Scrapy's dupefilter would drop the
+            # redirect): settled as failed, so that it does not stay half-queued.
+            self.store.ack("fail", [(lease, rid)])
+            self._stats_inc("ipr/frontier/redirect_loop")
+            logger.info("ipr-crawl: %s redirects to itself; marked failed", request.url)
+            return False
         if lease and redirected and node_id(redirected[-1]) != rid:
             source = redirected[-1]
             order = self.config.ordering

