@@ -259,11 +259,14 @@ def simulate_crawl(
     limit: int | None = None,
 ) -> list[Hashable]:
     """Fetch order of a one-at-a-time crawl of a graph (no tie-rule reordering:
-    one site). ``out_links`` in document order; duplicates are dropped as the
-    middleware drops them. O(pages × frontier): for small graphs and tests.
+    one site). ``ordering`` as ``IPR_ORDERING`` (``"ipr:ar"``, ``"blc"``, ...) with
+    the default parameters; ``out_links`` in document order; duplicates are
+    dropped as the middleware drops them. O(pages × frontier): for small graphs
+    and tests.
     """
     tie = tie or {}
-    frontier = ReferenceFrontier(ordering, initial_score)
+    name, _, cutoff = ordering.partition(":")
+    frontier = ReferenceFrontier(name, initial_score, cutoff or "dl1")
     for seed in seeds:
         frontier.enqueue(seed, tie.get(seed, 0))
     order: list[Hashable] = []

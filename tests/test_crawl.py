@@ -10,7 +10,7 @@ import pytest
 from conftest import DATA, SHARED_GRAPHS
 from ipr_crawl.graphio import page_paths, reachable, read_graph, read_urls
 from ipr_crawl.orderings import simulate_crawl
-from ipr_crawl.urls import canonical_url, tie_key
+from ipr_crawl.urls import canonical_url, tie_for, tie_key
 
 EMACS = DATA / "emacswiki.tsv.gz"
 EMACS_URLS = DATA / "emacswiki.urls.tsv.gz"
@@ -38,11 +38,12 @@ def node_map(graph, urls, base):
     return back, {n: tie_key(c) for n, c in canon.items()}
 
 
-@pytest.mark.parametrize("ordering", ["ipr", "blc", "bf"])
+@pytest.mark.parametrize("ordering", ["ipr", "blc", "bf", "ipr:ar", "opic", "ifs"])
 def test_fetch_order_matches_simulation(ordering, emacs, graph_server, crawl, tmp_path):
     graph, urls = emacs
     served = graph_server(EMACS, EMACS_URLS)
-    back, tie = node_map(graph, urls, served.base)
+    back, _ = node_map(graph, urls, served.base)
+    tie = {n: tie_for(ordering.partition(":")[0], c) for c, n in back.items()}
     run = crawl(
         served.seed_url,
         tmp_path / "crawl.log",
