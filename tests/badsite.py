@@ -236,6 +236,8 @@ def make_site():
             request.setHeader(b"Content-Type", b"text/html; charset=utf-8")
             if path == "/":
                 return index_page(CASES)
+            if path == "/h/":  # the header cases only
+                return index_page([c for c in CASES if c.kind == "h"])
             case = by_entry.get(path)
             if path.startswith("/r/chain-25/"):
                 n = int(path.rsplit("/", 1)[1])

@@ -132,6 +132,38 @@ def test_redirect_loops_end_and_are_settled(bad_crawl, badsite):
     assert len(hops) == len(set(hops))
 
 
+# -- the header cases again, with conditional GETs ----------------------------------------
+HEADER_CASES = [c for c in CASES if c.kind == "h"]
+
+
+@pytest.fixture(scope="module")
+def revisit_crawls(badsite, tmp_path_factory):
+    """The header cases crawled twice with revisits on (issue 4's conditional-GET
+    middleware): the second run sends the malformed validators back."""
+    tmp = tmp_path_factory.mktemp("revisit")
+    settings = {"IPR_DATA_DIR": tmp / "data", "IPR_REVISIT_ENABLED": True, "IPR_REVISIT_POLICY": "fixed:1s",
+                "IPR_REVISIT_MIN_SECS": 0}
+    logs = []
+    for run in (1, 2):
+        log = tmp / f"run{run}.log"
+        proc = start_crawl(badsite + "/h/", log, settings)
+        assert proc.wait(180) == 0, read_log(log)[-3000:]
+        logs.append(read_log(log))
+        time.sleep(1.1)  # every page is due again (fixed:1s)
+    return logs
+
+
+@pytest.mark.parametrize("case", HEADER_CASES, ids=[c.name for c in HEADER_CASES])
+def test_header_case_revisited_with_conditional_get(case, revisit_crawls, badsite):
+    first, second = revisit_crawls
+    url = re.escape(badsite + case.entry)
+    assert re.search(rf"Crawled \(200\) <GET {url}>", first)
+    assert re.search(rf"<GET {url}>", second), f"{case.name} not revisited"
+    for log in (first, second):
+        assert "closed (finished)" in log
+        assert "Spider error processing" not in log and "Traceback" not in log
+
+
 # -- crawl ids -------------------------------------------------------------------------
 @pytest.mark.parametrize("crawl_id", ["with {braces}", "{", "}x"])
 def test_crawl_id_with_braces_is_refused_before_the_crawl(crawl_id, badsite, tmp_path):
