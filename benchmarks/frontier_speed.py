@@ -58,6 +58,15 @@ def in_redis(client, replay: Replay, ordering: str, cutoff: str, seed: int, reac
         name = "site" if name.startswith("site:") else name
         usage[name] = usage.get(name, 0) + int(client.memory_usage(key, samples=0) or 0)
     usage.pop("graph", None)
+    # Attribute the bytes: strip every record down to its 37-byte head (no
+    # out-links) and measure again; the difference is what the edges cost.
+    node_key = store.keys["node"]
+    pipe = client.pipeline(transaction=False)
+    for id_, raw in client.hscan_iter(node_key, count=5000):
+        if len(raw) > 37:
+            pipe.hset(node_key, id_, raw[:37])
+    pipe.execute()
+    without_edges = sum(usage.values()) - usage["node"] + int(client.memory_usage(node_key, samples=0) or 0)
     for key in list(client.scan_iter(match=f"ipr:{{{store.crawl_id}}}:*", count=1000)):
         client.delete(key)
     tenth = max(1, pages // 10)
@@ -75,7 +84,7 @@ def in_redis(client, replay: Replay, ordering: str, cutoff: str, seed: int, reac
                 break
         return secs / n * 1e6
 
-    url_bytes = sum(v for k, v in usage.items() if k != "out")
+    url_bytes = without_edges
     return {
         "pages": pages,
         "seconds": total,
@@ -86,7 +95,7 @@ def in_redis(client, replay: Replay, ordering: str, cutoff: str, seed: int, reac
         "edges": edges,
         "bytes_total": sum(usage.values()),
         "bytes_per_url": url_bytes / counts["known"],
-        "bytes_per_edge": usage.get("out", 0) / edges if edges else 0.0,
+        "bytes_per_edge": (sum(usage.values()) - without_edges) / edges if edges else 0.0,
         "bytes_total_per_url": sum(usage.values()) / counts["known"],
         "usage": usage,
     }

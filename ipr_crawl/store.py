@@ -5,8 +5,8 @@ scripts stay atomic in one Redis Cluster slot). Keys:
 
 =========== ====== ==========================================================
 ``meta``    hash   schema version, ordering, counters (seq, fetched, failed)
-``node``    hash   8-byte node id -> packed record (see ``lua/_prelude.lua``)
-``out``     hash   node id -> out-links of a fetched page, 8 bytes per edge
+``node``    hash   8-byte node id -> packed record (see ``lua/_prelude.lua``):
+                   37 bytes, then a fetched page's out-links, 8 bytes per edge
 ``frontier`` zset  seq.id member, score = -priority
 ``lease``   zset   members in flight, score = lease deadline (ms since epoch)
 ``forced``  zset   dont_filter requests (retries, ...), FIFO
@@ -47,9 +47,10 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+RECORD_SIZE = 37  # bytes of a node record before its out-links (lua/_prelude.lua)
+SCHEMA_VERSION = 2  # 2: out-links kept in the node record (1: a separate `out` hash)
 _KEY_NAMES = (
-    "meta", "node", "out", "frontier", "lease", "forced", "req", "sites", "graph",
+    "meta", "node", "frontier", "lease", "forced", "req", "sites", "graph",
     # revisits (revisit_store.py)
     "revisit", "due", "revisit_req", "changes", "revisit_out",
 )
@@ -294,7 +295,7 @@ class FrontierStore:
         for link in links:
             argv += [link.id, link.tie, link.payload]
         res = self._scripts["record_page"](
-            keys=self._k("meta", "node", "out", "frontier", "lease", "req"), args=argv
+            keys=self._k("meta", "node", "frontier", "lease", "req"), args=argv
         )
         return RecordResult(int(res[0]), bool(res[1]), int(res[2]), int(res[3]), int(res[4]))
 
@@ -322,7 +323,7 @@ class FrontierStore:
         propagation drops)``.
         """
         res = self._scripts["replay"](
-            keys=self._k("meta", "node", "out", "frontier", "lease", "req", "graph"),
+            keys=self._k("meta", "node", "frontier", "lease", "req", "graph"),
             args=[*self._record_head, count],
         )
         return list(res[3:]), int(res[0]), int(res[1]), int(res[2])
@@ -331,7 +332,7 @@ class FrontierStore:
         """Record the given pages in order from the stored graph (replay_record.lua)."""
         return int(
             self._scripts["replay_record"](
-                keys=self._k("meta", "node", "out", "frontier", "lease", "req", "graph"),
+                keys=self._k("meta", "node", "frontier", "lease", "req", "graph"),
                 args=[*self._record_head, *page_ids],
             )
         )
@@ -373,15 +374,21 @@ class FrontierStore:
             )
         )
 
-    def pop(self, count: int, lease_secs: float, requeue_cap: int = 100) -> tuple[int, list[tuple[bytes, bytes | None]]]:
+    def pop(
+        self, count: int, lease_secs: float, requeue_cap: int = 100, scan: int = 0, busy: Sequence[str] = ()
+    ) -> tuple[int, list[tuple[bytes, bytes | None]]]:
         """Lease up to ``count`` requests (pop.lua).
 
+        ``scan > 0`` (polite pop, :mod:`ipr_crawl.polite`): at most one frontier request
+        per download slot, among the first ``scan`` entries, none for the slots in ``busy``.
         Returns ``(expired leases moved back, [(lease member, payload or None)])``.
         """
         now_ms = int(time.time() * 1000)
+        args: list[Any] = [self._lua_ordering, now_ms, now_ms + int(lease_secs * 1000), count, requeue_cap]
+        if scan > 0:
+            args += [scan, *busy]
         res = self._scripts["pop"](
-            keys=self._k("meta", "node", "frontier", "lease", "req", "forced"),
-            args=[self._lua_ordering, now_ms, now_ms + int(lease_secs * 1000), count, requeue_cap],
+            keys=self._k("meta", "node", "frontier", "lease", "req", "forced"), args=args,
         )
         items = [(res[i], res[i + 1] or None) for i in range(1, len(res), 2)]
         return int(res[0]), items
@@ -439,24 +446,24 @@ class FrontierStore:
         from ipr_crawl.pagerank import power_step
 
         ids: list[bytes] = []
-        raws: list[bytes] = []
-        for id_, raw in self.client.hscan_iter(self.keys["node"], count=5000):
-            ids.append(id_)
-            raws.append(raw)
-        if not ids:
-            return 0, 0
-        record = np.dtype([("st", "u1"), ("seq", ">f8"), ("s", ">f8"), ("a", ">f8"), ("tie", ">f8"), ("od", ">u4")])
-        previous = np.frombuffer(b"".join(raws), dtype=record)["s"].astype(float)
-        keys = np.frombuffer(b"".join(ids), dtype=">u8")
-        order = np.argsort(keys)
-        sorted_keys = keys[order]
+        heads: list[bytes] = []
         srcs: list[bytes] = []
         lists: list[bytes] = []
         counts: list[int] = []
-        for id_, packed in self.client.hscan_iter(self.keys["out"], count=2000):
-            srcs.append(id_)
-            lists.append(packed)
-            counts.append(len(packed) // 8)
+        for id_, raw in self.client.hscan_iter(self.keys["node"], count=5000):
+            ids.append(id_)
+            heads.append(raw[:RECORD_SIZE])
+            if len(raw) > RECORD_SIZE:
+                srcs.append(id_)
+                lists.append(raw[RECORD_SIZE:])
+                counts.append((len(raw) - RECORD_SIZE) // 8)
+        if not ids:
+            return 0, 0
+        record = np.dtype([("st", "u1"), ("seq", ">f8"), ("s", ">f8"), ("a", ">f8"), ("tie", ">f8"), ("od", ">u4")])
+        previous = np.frombuffer(b"".join(heads), dtype=record)["s"].astype(float)
+        keys = np.frombuffer(b"".join(ids), dtype=">u8")
+        order = np.argsort(keys)
+        sorted_keys = keys[order]
 
         def index_of(values: np.ndarray) -> np.ndarray:
             pos = np.searchsorted(sorted_keys, values)
@@ -484,8 +491,16 @@ class FrontierStore:
         import struct
 
         return {
-            id_: NodeRecord(*struct.unpack(">BddddI", raw))
+            id_: NodeRecord(*struct.unpack_from(">BddddI", raw))
             for id_, raw in self.client.hscan_iter(self.keys["node"], count=2000)
+        }
+
+    def out_links(self) -> dict[bytes, list[bytes]]:
+        """Out-links of every fetched page: id -> target ids in numbering order (O(N))."""
+        return {
+            id_: [raw[i : i + 8] for i in range(RECORD_SIZE, len(raw), 8)]
+            for id_, raw in self.client.hscan_iter(self.keys["node"], count=2000)
+            if len(raw) > RECORD_SIZE
         }
 
     def scores(self) -> dict[bytes, tuple[int, float, int]]:
@@ -494,6 +509,6 @@ class FrontierStore:
 
         out = {}
         for id_, raw in self.client.hscan_iter(self.keys["node"], count=1000):
-            st, seq, s, _a, _tie, _od = struct.unpack(">BddddI", raw)
+            st, seq, s, _a, _tie, _od = struct.unpack_from(">BddddI", raw)
             out[id_] = (st, s, int(seq))
         return out

@@ -115,6 +115,9 @@ def drive(client, ordering, case, params=None):
                 for k, v in new:
                     ref.set_score(k, v)
             assert store_view(store) == ref_view(ref), f"after pop #{len(order)} ({got})"
+            assert {node_of(k): [node_of(t) for t in v] for k, v in store.out_links().items()} == {
+                k: v.out for k, v in ref.nodes.items() if v.state == 2 and v.out
+            }
             counts = store.counts()
             queued = sum(1 for v in ref.nodes.values() if v.state == 0)
             assert counts["frontier"] == queued and counts["in_flight"] == 0

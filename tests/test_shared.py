@@ -84,14 +84,10 @@ def check_same_crawl(graph, urls, served, redis_server, single_log, logs, orderi
     assert (c["frontier"], c["forced"], c["in_flight"], c["failed"]) == (0, 0, 0, 0)
     assert c["fetched"] == c["known"] == len(expected)
     # Same collected graph: the out-links of every fetched page, as sets.
-    out_one = {k: set(_split(v)) for k, v in client.hgetall(one.keys["out"]).items()}
-    out_many = {k: set(_split(v)) for k, v in client.hgetall(many.keys["out"]).items()}
+    out_one = {k: set(v) for k, v in one.out_links().items()}
+    out_many = {k: set(v) for k, v in many.out_links().items()}
     assert out_one == out_many
     return one, many, counts
-
-
-def _split(packed: bytes) -> list[bytes]:
-    return [packed[i:i + 8] for i in range(0, len(packed), 8)]
 
 
 def test_four_processes_share_one_blc_crawl(graph_server, redis_server, tmp_path):

@@ -241,7 +241,7 @@ def test_crawl_keys_rejects_bad_ids(bad):
 
 def test_all_keys_share_one_hash_tag(store, crawl_id):
     keys = crawl_keys(crawl_id)
-    assert set(keys) >= {"meta", "node", "out", "frontier", "lease", "forced", "req", "sites"}
+    assert set(keys) >= {"meta", "node", "frontier", "lease", "forced", "req", "sites"}
     assert len({key_slot(k.encode()) for k in keys.values()}) == 1
     assert all(f"{{{crawl_id}}}" in k for k in keys.values())
     # Exercise every script, then check Redis holds only keys of this crawl's tag.
@@ -255,7 +255,7 @@ def test_all_keys_share_one_hash_tag(store, crawl_id):
     store.ack("release", [(items[0][0], items[0][0][8:])])
     present = {k.decode() for k in store.client.scan_iter(match=f"*{crawl_id}*")}
     assert present and present <= set(keys.values())
-    assert {"meta", "node", "out", "frontier", "req"} <= {k.rsplit(":", 1)[1] for k in present}
+    assert {"meta", "node", "frontier", "req"} <= {k.rsplit(":", 1)[1] for k in present}
 
 
 def test_two_crawls_do_not_see_each_other(redis_client, crawl_id):

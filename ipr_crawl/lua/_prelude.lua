@@ -8,6 +8,8 @@
 --   tie    d  blc: min('/' count, 1023) * 2^14 + min(URL length, 16383);
 --             importance, larger-sites-first: 52-bit hash of the URL's host:port
 --   od     I4 out-degree recorded at fetch
+--   then   the out-links of a fetched page, 8-byte ids (od of them), in numbering
+--          order: one hash entry per URL holds both (about 8 B per edge)
 -- Frontier member = 8-byte big-endian seq .. 8-byte id; ZSET score = -priority,
 -- so ZPOPMIN pops the highest priority and, among equals, the lowest seq.
 -- larger-sites-first ('lsf') keeps the frontier ZSET (score 0) as the set of
@@ -16,15 +18,17 @@
 local REC = '>BddddI4'
 local TWO32 = 4294967296
 
+local REC_SIZE = 37
+
 local function rec_get(node_key, id)
   local raw = redis.call('HGET', node_key, id)
   if not raw then return nil end
   local st, seq, s, a, tie, od = struct.unpack(REC, raw)
-  return {st = st, seq = seq, s = s, a = a, tie = tie, od = od}
+  return {st = st, seq = seq, s = s, a = a, tie = tie, od = od, links = string.sub(raw, REC_SIZE + 1)}
 end
 
 local function rec_put(node_key, id, r)
-  redis.call('HSET', node_key, id, struct.pack(REC, r.st, r.seq, r.s, r.a, r.tie, r.od))
+  redis.call('HSET', node_key, id, struct.pack(REC, r.st, r.seq, r.s, r.a, r.tie, r.od) .. (r.links or ''))
 end
 
 local function member_of(r, id)
@@ -45,7 +49,7 @@ end
 
 local function new_record(meta_key, tie)
   local seq = redis.call('HINCRBY', meta_key, 'seq', 1)
-  return {st = 0, seq = seq, s = 0, a = 0, tie = tie, od = 0}
+  return {st = 0, seq = seq, s = 0, a = 0, tie = tie, od = 0, links = ''}
 end
 
 -- A lease member is a node member (16 bytes) or a forced-queue token ('F' .. 8 bytes).

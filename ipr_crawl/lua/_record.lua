@@ -1,12 +1,12 @@
 -- record(K, P, lease_member, pid, ptie, n, lids, lties, lpay): the rule of
 -- record_page.lua (see its header), shared with replay.lua. K: key names
--- {meta, node, out, frontier, lease, req}; P: {ordering, cutoff, initial, param,
+-- {meta, node, frontier, lease, req}; P: {ordering, cutoff, initial, param,
 -- cap, ia, ib, ic, id}; links as three arrays of length n (ids, tie numbers,
 -- payloads). Returns added, first (boolean), rescored, updates, dropped.
 -- `shared` (optional, replay.lua): {cache = {}, dirty = {}} kept across pages of
 -- one call; records are then written back by the caller (flush_records), once.
 local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, shared)
-  local meta, node, out, frontier, lease, req = K.meta, K.node, K.out, K.frontier, K.lease, K.req
+  local meta, node, frontier, lease, req = K.meta, K.node, K.frontier, K.lease, K.req
   local ordering, cutoff, initial, param, cap = P.ordering, P.cutoff, P.initial, P.param, P.cap
 
   if lease_member ~= '' then
@@ -103,7 +103,7 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
       end
     end
   end
-  if n > 0 then redis.call('HSET', out, pid, table.concat(ids)) else redis.call('HDEL', out, pid) end
+  p.links = table.concat(ids)
 
   -- Propagation beyond the direct targets (ipr pl / vr / ar), at most `cap` updates.
   local updates, dropped = 0, 0
@@ -122,8 +122,8 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
         queued[qid] = nil
         touch(qid)
       end
-      local links = redis.call('HGET', out, qid)
-      local od = links and (#links / 8) or 0
+      local links = q.links
+      local od = #links / 8
       if od > 0 and amount > 0 then
         local part = amount / od
         for i = 0, od - 1 do

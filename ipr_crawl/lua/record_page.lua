@@ -1,6 +1,6 @@
 -- record_page: page p was fetched; record it with its out-links, register new
 -- URLs, apply the ordering's score update and re-score frontier entries in place.
--- KEYS[1] meta  KEYS[2] node  KEYS[3] out  KEYS[4] frontier  KEYS[5] lease  KEYS[6] req
+-- KEYS[1] meta  KEYS[2] node  KEYS[3] frontier  KEYS[4] lease  KEYS[5] req
 -- ARGV[1] ordering: ipr | blc | ifs | bf | opic | importance | pr | lsf
 -- ARGV[2] IPR cut-off: dl1 | pl | vr | ar
 -- ARGV[3] initial score added to s_p at its first fetch (ipr; 000 §3: 1)
@@ -30,7 +30,7 @@
 -- Returns {new URLs, 1 if first fetch else 0, frontier entries re-scored,
 --          propagation updates done, propagation entries dropped by the cap}.
 -- Cost: O(n + cap) node updates, each O(log F) in the frontier.
-local K = {meta = KEYS[1], node = KEYS[2], out = KEYS[3], frontier = KEYS[4], lease = KEYS[5], req = KEYS[6]}
+local K = {meta = KEYS[1], node = KEYS[2], frontier = KEYS[3], lease = KEYS[4], req = KEYS[5]}
 local n = tonumber(ARGV[13])
 local lids, lties, lpay = {}, {}, {}
 for k = 0, n - 1 do

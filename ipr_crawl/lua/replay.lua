@@ -4,14 +4,14 @@
 -- out-links from the `graph` hash instead of fetching it, and record it with
 -- the same rule as record_page.lua (the shared `record` function). Records
 -- are cached across the pages of one call and written back once at the end.
--- KEYS[1] meta  KEYS[2] node  KEYS[3] out  KEYS[4] frontier  KEYS[5] lease
--- KEYS[6] req  KEYS[7] graph (node id -> 8-byte double own tie .. n x (8-byte id,
+-- KEYS[1] meta  KEYS[2] node  KEYS[3] frontier  KEYS[4] lease  KEYS[5] req
+-- KEYS[6] graph (node id -> 8-byte double own tie .. n x (8-byte id,
 --   8-byte double tie), links in numbering order)
 -- ARGV[1..9] ordering parameters as record_page.lua ARGV[1..9]  ARGV[10] count
 -- Returns {pages recorded first, propagation updates, propagation drops, id1, id2, ...}
 -- (ids in fetch order). Cost: O(count * (outdegree + cap) log F).
-local K = {meta = KEYS[1], node = KEYS[2], out = KEYS[3], frontier = KEYS[4], lease = KEYS[5], req = KEYS[6]}
-local graph = KEYS[7]
+local K = {meta = KEYS[1], node = KEYS[2], frontier = KEYS[3], lease = KEYS[4], req = KEYS[5]}
+local graph = KEYS[6]
 local P = params_from(ARGV, 1)
 local count = tonumber(ARGV[10])
 local result = {0, 0, 0}

@@ -3,8 +3,8 @@
 -- under the `bf` ordering (000 Fig. 10), timed by `ipr-crawl simulate`.
 -- KEYS as replay.lua; ARGV[1..9] ordering parameters; ARGV[10..] page ids.
 -- Returns the number of pages recorded. Cost: O(sum of out-degrees).
-local K = {meta = KEYS[1], node = KEYS[2], out = KEYS[3], frontier = KEYS[4], lease = KEYS[5], req = KEYS[6]}
-local graph = KEYS[7]
+local K = {meta = KEYS[1], node = KEYS[2], frontier = KEYS[3], lease = KEYS[4], req = KEYS[5]}
+local graph = KEYS[6]
 local P = params_from(ARGV, 1)
 for i = 10, #ARGV do
   local pid = ARGV[i]
