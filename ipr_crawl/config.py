@@ -14,7 +14,7 @@ from typing import Any
 
 __all__ = [
     "DEFAULTS", "LUA_NAMES", "ORDERINGS", "TIE_RULES", "FrontierConfig", "RevisitConfig",
-    "REVISIT_MODES", "parse_ordering", "parse_instant",
+    "REVISIT_MODES", "parse_ordering", "parse_instant", "polite_enabled",
 ]
 
 #: Orderings of this release and their cut-offs (ALGORITHMS.md §1.1, §1.2).
@@ -72,6 +72,11 @@ DEFAULTS: dict[str, Any] = {
     "IPR_LEASE_SECS": 600.0,
     "IPR_POP_BATCH_SIZE": 8,
     "IPR_REQUEUE_BATCH_SIZE": 100,  # expired leases moved back per pop, at most
+    # Politeness (polite.py): hand out the best leased request whose download slot
+    # is free. "auto": on when DOWNLOAD_DELAY > 0 or AutoThrottle is on.
+    "IPR_POLITE_POP": "auto",
+    "IPR_POLITE_BUFFER_SIZE": 64,  # requests leased and held by one process, at most
+    "IPR_POLITE_SCAN": 1000,  # frontier entries a polite pop looks at for a free slot
     # Revisits (001, ALGORITHMS.md §2): conditional GETs, change history, due times.
     "IPR_REVISIT_ENABLED": False,  # off: no ConditionalGetMiddleware, no refresher
     "IPR_REVISIT_POLICY": "mle-mix:0.1-10:15d",  # 001's deployed MLE.mix(0.1-10, tau_2 = 15 d)
@@ -133,6 +138,18 @@ def parse_ordering(value: str, cutoff: str = "dl1") -> tuple[str, str]:
     return name, cut
 
 
+def polite_enabled(settings: Any) -> bool:
+    """``IPR_POLITE_POP``: ``"auto"`` (on when ``DOWNLOAD_DELAY > 0`` or AutoThrottle is
+    on) or a boolean. Raises :class:`ValueError` naming the setting."""
+    value = settings.get("IPR_POLITE_POP", DEFAULTS["IPR_POLITE_POP"])
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return settings.getfloat("DOWNLOAD_DELAY", 0) > 0 or settings.getbool("AUTOTHROTTLE_ENABLED")
+    try:
+        return settings.getbool("IPR_POLITE_POP")
+    except ValueError:
+        raise ValueError(f"IPR_POLITE_POP={value!r}: use auto, True or False") from None
+
+
 def _get(settings: Any, name: str, kind: str) -> Any:
     getter = getattr(settings, "get" + kind)
     try:
@@ -167,6 +184,9 @@ class FrontierConfig:
     requeue_batch_size: int
     redis_retry_secs: float = 60.0
     redis_backoff_secs: float = 0.1
+    polite_pop: bool = False
+    polite_buffer_size: int = 64
+    polite_scan: int = 1000
 
     @classmethod
     def from_settings(cls, settings: Any, spider_name: str = "") -> FrontierConfig:
@@ -223,6 +243,9 @@ class FrontierConfig:
             requeue_batch_size=_get(settings, "IPR_REQUEUE_BATCH_SIZE", "int"),
             redis_retry_secs=_get(settings, "IPR_REDIS_RETRY_SECS", "float"),
             redis_backoff_secs=_get(settings, "IPR_REDIS_BACKOFF_SECS", "float"),
+            polite_pop=polite_enabled(settings),
+            polite_buffer_size=_get(settings, "IPR_POLITE_BUFFER_SIZE", "int"),
+            polite_scan=_get(settings, "IPR_POLITE_SCAN", "int"),
         )
         for name, value, low in (
             ("IPR_INITIAL_SCORE", cfg.initial_score, 0.0),
@@ -238,6 +261,8 @@ class FrontierConfig:
             ("IPR_REQUEUE_BATCH_SIZE", cfg.requeue_batch_size, 1),
             ("IPR_REDIS_RETRY_SECS", cfg.redis_retry_secs, 0.0),
             ("IPR_REDIS_BACKOFF_SECS", cfg.redis_backoff_secs, 0.001),
+            ("IPR_POLITE_BUFFER_SIZE", cfg.polite_buffer_size, 1),
+            ("IPR_POLITE_SCAN", cfg.polite_scan, 1),
         ):
             if not value >= low or (name in _POSITIVE and value == 0):
                 raise ValueError(f"{name}={value!r} must be {'>' if name in _POSITIVE else '>='} {low}")

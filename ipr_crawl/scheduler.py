@@ -27,6 +27,7 @@ from scrapy.utils.project import data_path
 
 from ipr_crawl.codec import PayloadError, decode_request, encode_request
 from ipr_crawl.config import FrontierConfig
+from ipr_crawl.polite import PolitePop
 from ipr_crawl.redis_retry import RedisRetry
 from ipr_crawl.store import FrontierStore, Link, connect, redact
 from ipr_crawl.urls import node_id, tie_for
@@ -110,6 +111,8 @@ class IprScheduler(BaseScheduler):
         self.redis_down = False
         #: the revisit refresher (refresher.py), when IPR_REVISIT_ENABLED
         self.revisits: Any = None
+        #: politeness-aware choice among leased requests (polite.py), when IPR_POLITE_POP
+        self.polite: PolitePop | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> IprScheduler:
@@ -144,6 +147,8 @@ class IprScheduler(BaseScheduler):
         )
         self._stats_set("ipr/resumed", int(resumed))
         self.revisits = _open_refresher(self.crawler.settings, self.store)
+        if cfg.polite_pop:
+            self.polite = PolitePop(self.crawler, cfg.polite_buffer_size, cfg.lease_secs / 2)
         _by_crawler[self.crawler] = self
 
     def close(self, reason: str) -> None:
@@ -295,11 +300,17 @@ class IprScheduler(BaseScheduler):
     @_guarded(None)
     def next_request(self) -> Request | None:
         assert self.store is not None
-        if not self._buffer:
-            self._refill()
-        if not self._buffer:
-            return None
-        member, request = self._buffer.popleft()
+        if self.polite is not None:
+            picked = self.polite.take(self._buffer, self._lease_more, self._release)
+            if picked is None:
+                return None
+            member, request = picked
+        else:
+            if not self._buffer:
+                self._refill()
+            if not self._buffer:
+                return None
+            member, request = self._buffer.popleft()
         self._stats_inc("ipr/frontier/popped")
         return request
 
@@ -308,12 +319,27 @@ class IprScheduler(BaseScheduler):
         return len(self._buffer) + (self.store.pending() if self.store else 0)
 
     # -- internals -------------------------------------------------------------------
-    def _refill(self) -> None:
+    def _lease_more(self, busy: list[str]) -> int:
+        """Polite pop: lease up to ``IPR_POP_BATCH_SIZE`` more, one per download slot not
+        in ``busy`` (pop.lua's scan); how many came."""
+        assert self.config is not None
+        return self._refill(self.config.pop_batch_size, self.config.polite_scan, busy)
+
+    def _release(self, items: list[tuple[bytes, Request]]) -> None:
+        """Hand buffered requests back to the frontier (their leases settled)."""
+        assert self.store is not None
+        released = self.store.ack("release", [(m, node_id(r.url)) for m, r in items])
+        self._stats_inc("ipr/lease/released", released)
+
+    def _refill(self, count: int = 0, scan: int = 0, busy: list[str] | None = None) -> int:
+        """Lease ``count`` (default ``IPR_POP_BATCH_SIZE``) requests into the buffer
+        (``scan``, ``busy``: :meth:`FrontierStore.pop`); returns how many the frontier gave."""
         assert self.store is not None and self.config is not None
         if self.revisits is not None:
             self._stats_inc("ipr/revisit/refreshed", self.revisits.refresh())
         expired, items = self.store.pop(
-            self.config.pop_batch_size, self.config.lease_secs, self.config.requeue_batch_size
+            count or self.config.pop_batch_size, self.config.lease_secs, self.config.requeue_batch_size,
+            scan, busy or (),
         )
         if expired:
             self._stats_inc("ipr/lease/expired", expired)
@@ -333,6 +359,7 @@ class IprScheduler(BaseScheduler):
             self._buffer.append((member, request))
         if undecodable:
             self.store.ack("fail", undecodable)
+        return len(items)
 
     def _stats_inc(self, key: str, count: int = 1) -> None:
         if self.crawler.stats is not None:

@@ -4,13 +4,19 @@
 -- KEYS[1] meta  KEYS[2] node  KEYS[3] frontier  KEYS[4] lease  KEYS[5] req  KEYS[6] forced
 -- ARGV[1] ordering  ARGV[2] now (ms)  ARGV[3] lease deadline (ms)  ARGV[4] count
 -- ARGV[5] cap on expired leases moved back in this call
+-- ARGV[6] polite scan S (optional; 0 or absent: plain pop): take from the frontier at
+--   most ONE request per download slot, among its first S entries (best first),
+--   skipping the busy slots ARGV[7..]. A request's slot is Scrapy's
+--   Downloader.get_slot_key: meta download_slot of its payload, else its URL's host
+--   name (ipr_crawl/polite.py). Not for lsf.
 -- Returns {expired moved back, member1, payload1, member2, payload2, ...}; a
 -- payload is false when no request body is stored (a replay, or lost: the
--- caller decides). Cost: O((count + cap) log F).
+-- caller decides). Cost: O((count + cap) log F); polite scan: + O(S) payload reads.
 local meta, node, frontier, lease, req, forced = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local ordering = ARGV[1]
 local deadline = tonumber(ARGV[3])
 local count = tonumber(ARGV[4])
+local scan = tonumber(ARGV[6] or '0') or 0
 
 local expired = redis.call('ZRANGEBYSCORE', lease, '-inf', ARGV[2], 'LIMIT', 0, tonumber(ARGV[5]))
 for _, m in ipairs(expired) do
@@ -56,6 +62,46 @@ if ordering == 'lsf' then
     if #popped > 0 then
       redis.call('ZREM', frontier, popped[1])
       lease_it(popped[1])
+    end
+  end
+elseif scan > 0 and taken < count then
+  local busy = {}
+  for i = 7, #ARGV do busy[ARGV[i]] = true end
+  -- The msgpack str at byte i of s (codec.py's payloads; Redis' cmsgpack cannot read
+  -- their bin fields), or nil.
+  local function mp_str(s, i)
+    local b = string.byte(s, i)
+    if not b then return nil end
+    if b >= 160 and b <= 191 then return string.sub(s, i + 1, i + b - 160) end
+    if b == 217 then return string.sub(s, i + 2, i + 1 + string.byte(s, i + 1)) end
+    if b == 218 then return string.sub(s, i + 3, i + 2 + struct.unpack('>I2', s, i + 1)) end
+    if b == 219 then return string.sub(s, i + 5, i + 4 + struct.unpack('>I4', s, i + 1)) end
+    return nil
+  end
+  local function slot_of(payload)
+    if not payload then return '' end
+    local _, e = string.find(payload, '\173download_slot', 1, true)
+    local value = e and mp_str(payload, e + 1)
+    if value then return value end
+    _, e = string.find(payload, '\163url', 1, true)
+    local url = e and mp_str(payload, e + 1) or ''
+    local netloc = string.match(url, '^[%a][%w+.-]*://([^/?#]*)') or ''
+    netloc = string.gsub(netloc, '^.*@', '')
+    if string.sub(netloc, 1, 1) == '[' then return string.lower(string.match(netloc, '^%[([^%]]*)%]') or '') end
+    netloc = string.gsub(netloc, ':%d*$', '')
+    return string.lower(netloc)
+  end
+  for _, m in ipairs(redis.call('ZRANGE', frontier, 0, scan - 1)) do
+    if taken >= count then break end
+    local payload = redis.call('HGET', req, string.sub(m, 9))
+    local slot = slot_of(payload)
+    if not busy[slot] then
+      busy[slot] = true
+      redis.call('ZREM', frontier, m)
+      redis.call('ZADD', lease, deadline, m)
+      result[#result + 1] = m
+      result[#result + 1] = payload
+      taken = taken + 1
     end
   end
 elseif taken < count then

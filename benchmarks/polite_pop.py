@@ -1,0 +1,194 @@
+"""Politeness-aware pops against Scrapy's DownloaderAwarePriorityQueue (issue 6).
+
+``scrapy crawl graph`` of the six realweb hosts (``../shared/realweb``) with
+``DOWNLOAD_DELAY > 0`` (not randomized), a page budget, and the same spider and
+settings, interleaved in ONE run, ``--repeat`` rounds:
+
+- ``scrapy-dapq``: Scrapy's scheduler with ``DownloaderAwarePriorityQueue``;
+- ``ipr:dl1 global``: ipr-crawl, ``IPR_POLITE_POP=False`` (plain global order);
+- ``ipr:dl1 polite``: ipr-crawl, ``IPR_POLITE_POP=True`` (ipr_crawl/polite.py);
+- (``--configs`` can add ``scrapy``, ``ipr:bf polite``, ... ).
+
+Pages/s is measured as in ``crawl_rate.py`` (responses up to the last one). Criterion
+B (Yamada et al. 2004 §4.3): the sum of PageRank over the first N pages fetched,
+N = the smallest page count of all runs, with the exact PageRank (networkx,
+damping 0.85) of the link graph the crawls discovered: the union over every run of
+each parsed page's out-links (redirects folded into their targets). Also given: B at
+N/4 and N/2, and the pages per host in each crawl.
+
+    python benchmarks/polite_pop.py [--delay 0.1] [--pages 600] [--repeat 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from crawl_rate import SITES, SeparateRedis, check_quiet, common_settings, run_one
+
+CONFIGS = {
+    "scrapy": {"IPR_ENABLED": False},
+    "scrapy-dapq": {"IPR_ENABLED": False, "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.DownloaderAwarePriorityQueue"},
+    "ipr:dl1 global": {"IPR_ORDERING": "ipr:dl1", "IPR_POLITE_POP": False},
+    "ipr:dl1 polite": {"IPR_ORDERING": "ipr:dl1", "IPR_POLITE_POP": True},
+    "ipr:bf global": {"IPR_ORDERING": "bf", "IPR_POLITE_POP": False},
+    "ipr:bf polite": {"IPR_ORDERING": "bf", "IPR_POLITE_POP": True},
+}
+
+
+def canon(url: str) -> str:
+    from ipr_crawl.urls import canonical_url
+
+    return canonical_url(url)
+
+
+def discovered_graph(link_files: list[Path]) -> tuple[Any, dict[str, str]]:
+    """The union link graph of the runs (networkx DiGraph over canonical URLs) and the
+    redirect aliases (redirecting URL -> final URL)."""
+    import networkx as nx
+
+    alias: dict[str, str] = {}
+    pages: dict[str, list[str]] = {}
+    for path in link_files:
+        if not path.exists():
+            continue
+        for line in path.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            url = canon(row["url"])
+            for src in row["from"]:
+                alias[canon(src)] = url
+            pages.setdefault(url, [canon(u) for u in row["links"]])
+    g = nx.DiGraph()
+    for url, links in pages.items():
+        g.add_node(url)
+        for target in links:
+            target = alias.get(target, target)
+            if target != url:
+                g.add_edge(url, target)
+    return g, alias
+
+
+def main(argv: list[str] | None = None) -> int:
+    import networkx as nx
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sites", default="rust,openjdk,scipy,python,django,postgres")
+    ap.add_argument("--delay", type=float, default=0.1)
+    ap.add_argument("--pages", type=int, default=600)
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--configs", default="scrapy-dapq,ipr:dl1 global,ipr:dl1 polite")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--json", default="")
+    ap.add_argument("--markdown", default="")
+    args = ap.parse_args(argv)
+    start_urls = [SITES[s.strip()] for s in args.sites.split(",") if s.strip()]
+    configs = [c.strip() for c in args.configs.split(",") if c.strip()]
+    common = common_settings(args.pages, {
+        "DOWNLOAD_DELAY": args.delay, "RANDOMIZE_DOWNLOAD_DELAY": False,
+        **dict(kv.split("=", 1) for kv in args.set),
+    })
+    work = Path(tempfile.mkdtemp(prefix="ipr-polite-"))
+    server = SeparateRedis(work / "redis")
+    rows: dict[str, list[dict[str, Any]]] = {c: [] for c in configs}
+    link_files: list[Path] = []
+    print(f"{len(start_urls)} hosts, DOWNLOAD_DELAY {args.delay}, budget {args.pages}, "
+          f"{args.repeat} rounds of {configs}; work folder {work}", file=sys.stderr, flush=True)
+    try:
+        for rnd in range(args.repeat):
+            for config in configs:
+                check_quiet()
+                server.flush()
+                folder = work / f"r{rnd}-{config.replace(':', '_').replace(' ', '_')}"
+                settings = {**common, **CONFIGS[config]}
+                if not config.startswith("scrapy"):
+                    settings["IPR_DATA_DIR"] = str(folder / "ipr-data")
+                links = folder / "links.jsonl"
+                link_files.append(links)
+                os.environ["CRAWL_LINKS_OUT"] = str(links)
+                try:
+                    res = run_one(start_urls, settings, folder, args.timeout)
+                finally:
+                    os.environ.pop("CRAWL_LINKS_OUT", None)
+                if res["returncode"] != 0:
+                    raise RuntimeError(f"{config} failed (rc {res['returncode']}), log in {folder}")
+                rows[config].append(res)
+                print(f"round {rnd + 1} {config:16s} {res['pages']:6d} pages {res['wall']:7.2f} s "
+                      f"{res['pages'] / res['wall']:7.1f} pages/s", file=sys.stderr, flush=True)
+                shutil.rmtree(folder / "ipr-data", ignore_errors=True)
+        graph, _alias = discovered_graph(link_files)
+    finally:
+        server.stop()
+    pr = nx.pagerank(graph, alpha=0.85)
+    n = min(len(r["fetched"]) for rs in rows.values() for r in rs)
+    marks = [max(1, n // 4), max(1, n // 2), n]
+
+    def crit_b(fetched: list[str], k: int) -> float:
+        seen: set[str] = set()
+        total = 0.0
+        for url in fetched:
+            if len(seen) >= k:
+                break
+            c = canon(url)
+            if c not in seen:
+                seen.add(c)
+                total += pr.get(c, 0.0)
+        return total
+
+    summary: dict[str, dict[str, Any]] = {}
+    for config, runs in rows.items():
+        hosts: Counter[str] = Counter()
+        for r in runs:
+            hosts.update(f"{urlsplit(u).port}" for u in r["fetched"][:n])
+        summary[config] = {
+            "pages_per_s": statistics.median(r["pages"] / r["wall"] for r in runs),
+            "each": [r["pages"] / r["wall"] for r in runs],
+            "B": {k: statistics.median(crit_b(r["fetched"], k) for r in runs) for k in marks},
+            "hosts": {p: c / len(runs) for p, c in sorted(hosts.items())},
+        }
+    dapq = summary.get("scrapy-dapq", {}).get("pages_per_s")
+    glob = summary.get("ipr:dl1 global", {}).get("B", {})
+    lines = [
+        (f"graph discovered by all runs: {graph.number_of_nodes()} nodes, {graph.number_of_edges()} edges; "
+         f"B at N = {', '.join(map(str, marks))} pages"),
+        "",
+        ("| configuration | pages/s (median) | × DAPQ | pages/s of each run | "
+         + " | ".join(f"B@{k}" for k in marks) + f" | B@{n} ÷ global | pages per port in the first {n} |"),
+        "|---|---:|---:|---|" + "---:|" * len(marks) + "---:|---|",
+    ]
+    for config, x in summary.items():
+        ratio = f"{x['pages_per_s'] / dapq:.3f}" if dapq else ""
+        bratio = f"{x['B'][n] / glob[n]:.3f}" if glob else ""
+        lines.append(
+            f"| {config} | {x['pages_per_s']:.1f} | {ratio} | {', '.join(f'{v:.1f}' for v in x['each'])} | "
+            + " | ".join(f"{x['B'][k]:.4f}" for k in marks)
+            + f" | {bratio} | {', '.join(f'{p}: {c:.0f}' for p, c in x['hosts'].items())} |"
+        )
+    table = "\n".join(lines)
+    print(table)
+    if args.json:
+        Path(args.json).write_text(json.dumps({
+            "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
+            "graph": {"nodes": graph.number_of_nodes(), "edges": graph.number_of_edges()},
+            "summary": summary,
+            "runs": {c: [{k: v for k, v in r.items() if k != "fetched"} for r in rs] for c, rs in rows.items()},
+        }, indent=1, default=str))
+    if args.markdown:
+        Path(args.markdown).write_text(table + "\n")
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,141 @@
+"""Politeness-aware pops: the best request whose download slot can take it now.
+
+Scrapy's downloader keeps one slot per host (``download_slot`` meta, else the host
+name) and sends at most one request per ``DOWNLOAD_DELAY`` through it. A frontier
+that hands out only the globally best URLs may hand out a run of URLs of one host;
+they wait in that host's slot queue while the other hosts idle, and the crawl runs
+at one host's pace (DESIGN.md, Politeness).
+
+:class:`PolitePop` (``IPR_POLITE_POP``) hands out the first leased request, in lease
+order, whose slot is *free*: no request waiting in the slot's queue for its delay,
+none handed out for it and not yet in the downloader, fewer active requests than the
+slot's concurrency. When no leased request has a free slot, it asks the frontier for
+more with the busy slots listed: ``pop.lua``'s polite scan leases, among the first
+``IPR_POLITE_SCAN`` frontier entries (best first), the best entry of each slot that is
+not busy, at most one per slot. So the global order holds as far as politeness allows:
+the best URL goes first whenever its host can take it, and otherwise the best URL of a
+host that can. When the scan finds nothing (every host in reach is busy), or
+``IPR_POLITE_BUFFER_SIZE`` requests are held, it returns None and Scrapy asks again
+when a download finishes.
+
+Leases are unchanged: every held request is leased in Redis; one held longer than
+half ``IPR_LEASE_SECS`` is handed back to the frontier (``ack`` release) before its
+lease could expire; the scheduler releases what is left at close; so nothing is
+fetched twice or lost, and a resumed crawl continues. With one host every pop is the
+plain one (the best entry), so the order is the plain order.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from scrapy import Request, signals
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+__all__ = ["PolitePop"]
+
+#: A request handed out counts against its slot until it reaches the downloader,
+#: or for at most this long (a downloader middleware may drop it on the way).
+TRANSIT_SECS = 5.0
+
+
+class PolitePop:
+    """Chooses which buffered request the scheduler hands out (module docstring).
+
+    ``limit``: requests held at most (``IPR_POLITE_BUFFER_SIZE``); ``hold_secs``:
+    a request buffered longer goes back to the frontier.
+    """
+
+    def __init__(self, crawler: Crawler, limit: int, hold_secs: float) -> None:
+        self.crawler = crawler
+        self.limit = limit
+        self.hold_secs = hold_secs
+        self._since: dict[bytes, float] = {}  # lease member -> when buffered
+        self._transit: dict[int, tuple[str, float]] = {}  # id(request) -> (slot, handed at)
+        crawler.signals.connect(self._reached, signals.request_reached_downloader)
+
+    def _reached(self, request: Request, spider: Any = None) -> None:
+        self._transit.pop(id(request), None)
+
+    def _downloader(self) -> Any:
+        engine = getattr(self.crawler, "engine", None)
+        return getattr(engine, "downloader", None)
+
+    def _free(self, key: str, downloader: Any, now: float) -> bool:
+        """True if slot ``key`` can take a request now (nothing waiting in it)."""
+        if any(slot == key and now - at < TRANSIT_SECS for slot, at in self._transit.values()):
+            return False
+        slot = downloader.slots.get(key) if downloader is not None else None
+        if slot is None:
+            return True
+        return not slot.queue and len(slot.active) < slot.concurrency
+
+    def take(
+        self,
+        buffer: deque[tuple[bytes, Request]],
+        lease_more: Callable[[list[str]], int],
+        release: Callable[[list[tuple[bytes, Request]]], None],
+    ) -> tuple[bytes, Request] | None:
+        """Remove and return the first buffered ``(lease member, request)`` whose slot
+        is free. When none is, ``lease_more(busy slots)`` leases the best request of
+        each other slot (pop.lua's polite scan) into ``buffer`` and returns how many it
+        leased, unless ``limit`` requests are held; None: wait. ``release(items)``
+        hands stale entries back to the frontier."""
+        now = time.monotonic()
+        self._expire(buffer, release, now)
+        downloader = self._downloader()
+        self._transit = {k: v for k, v in self._transit.items() if now - v[1] < TRANSIT_SECS}
+        checked: dict[str, bool] = {}
+        picked = self._first_free(buffer, 0, downloader, checked, now)
+        if picked is not None or len(buffer) >= self.limit:
+            return picked
+        busy = {key for key, free in checked.items() if not free}
+        busy.update(slot for slot, _ in self._transit.values())
+        if downloader is not None:
+            busy.update(key for key, slot in downloader.slots.items() if slot.queue or len(slot.active) >= slot.concurrency)
+        start = len(buffer)
+        if lease_more(sorted(busy)) == 0:
+            return None
+        return self._first_free(buffer, start, downloader, checked, now)
+
+    def _first_free(
+        self, buffer: deque[tuple[bytes, Request]], start: int, downloader: Any, checked: dict[str, bool], now: float
+    ) -> tuple[bytes, Request] | None:
+        for i in range(start, len(buffer)):
+            member, request = buffer[i]
+            self._since.setdefault(member, now)
+            key = self._slot_key(request, downloader)
+            free = checked.get(key)
+            if free is None:
+                free = checked[key] = self._free(key, downloader, now)
+            if free:
+                del buffer[i]
+                self._since.pop(member, None)
+                self._transit[id(request)] = (key, now)
+                return member, request
+        return None
+
+    @staticmethod
+    def _slot_key(request: Request, downloader: Any) -> str:
+        if downloader is not None:
+            return str(downloader.get_slot_key(request))
+        return str(request.meta.get("download_slot", ""))
+
+    def _expire(
+        self, buffer: deque[tuple[bytes, Request]], release: Callable[[list[tuple[bytes, Request]]], None], now: float
+    ) -> None:
+        stale = [item for item in buffer if now - self._since.get(item[0], now) > self.hold_secs]
+        if not stale:
+            return
+        gone = {m for m, _ in stale}
+        kept = [item for item in buffer if item[0] not in gone]
+        buffer.clear()
+        buffer.extend(kept)
+        for member in gone:
+            self._since.pop(member, None)
+        release(stale)
