@@ -9,6 +9,7 @@ make sense in flight (``ipr_lease``) are never stored.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import msgpack
@@ -84,6 +85,10 @@ def decode_request(payload: bytes, spider: Spider | None) -> Request:
         data = msgpack.unpackb(payload[1:], raw=False, strict_map_key=False)
         if not isinstance(data, dict) or not isinstance(data.get("url"), str):
             raise PayloadError("payload is not a request dict")
+        if "_class" in data:
+            _request_class(data["_class"])
+        for name in ("callback", "errback"):
+            _spider_method(spider, data.get(name))
         full = dict(_DEFAULTS)
         full.update(data)
         return request_from_dict(full, spider=spider)
@@ -91,3 +96,31 @@ def decode_request(payload: bytes, spider: Spider | None) -> Request:
         raise
     except Exception as exc:  # msgpack, scrapy and user classes raise many kinds
         raise PayloadError(f"cannot rebuild request: {exc!r}") from exc
+
+
+def _request_class(path: Any) -> type:
+    """The Request subclass named by a payload's ``_class``.
+
+    Only a class of a module this process has already imported, and only a
+    subclass of :class:`scrapy.Request`: a payload from a shared store never
+    makes this process import a module or build any other object (Scrapy's
+    ``request_from_dict`` alone would load and call whatever ``_class`` names).
+    """
+    if not isinstance(path, str) or "." not in path:
+        raise PayloadError(f"bad request class {path!r}")
+    module_name, _, name = path.rpartition(".")
+    module = sys.modules.get(module_name)
+    cls = getattr(module, name, None) if module is not None else None
+    if not (isinstance(cls, type) and issubclass(cls, Request)):
+        raise PayloadError(f"{path!r} is not a Request class of an imported module")
+    return cls
+
+
+def _spider_method(spider: Spider | None, name: Any) -> None:
+    """Check a payload's callback or errback name: a public method of the spider."""
+    if name is None:
+        return
+    if not isinstance(name, str) or not name.isidentifier() or name.startswith("__"):
+        raise PayloadError(f"bad callback name {name!r}")
+    if spider is not None and not callable(getattr(spider, name, None)):
+        raise PayloadError(f"{name!r} is not a method of spider {spider.name!r}")

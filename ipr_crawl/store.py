@@ -157,6 +157,11 @@ def connect(
         where = f"embedded Redis ({path})"
     try:
         client.ping()
+    except redis.AuthenticationError as exc:
+        raise FrontierUnavailable(
+            f"Redis at {where} refused the password (or needs one): put it in the URL, "
+            f"redis://:PASSWORD@host:port/db or redis://USER:PASSWORD@host:port/db ({exc})"
+        ) from exc
     except redis.RedisError as exc:
         raise FrontierUnavailable(f"cannot reach Redis at {where}: {exc}") from exc
     if retry is not None:
