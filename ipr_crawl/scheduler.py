@@ -314,6 +314,16 @@ class IprScheduler(BaseScheduler):
         self._stats_inc("ipr/frontier/popped")
         return request
 
+    def wake(self) -> None:
+        """Ask the engine for requests now. The link-graph middleware stores a page's
+        new requests in Redis instead of passing them to the engine, whose ``crawl()``
+        would do this; without it an engine that found the frontier empty while pages
+        were being parsed waits for the next download or its 5 s heartbeat."""
+        slot = getattr(getattr(self.crawler, "engine", None), "_slot", None)
+        nextcall = getattr(slot, "nextcall", None)
+        if nextcall is not None:
+            nextcall.schedule()
+
     @_guarded(0)
     def __len__(self) -> int:
         return len(self._buffer) + (self.store.pending() if self.store else 0)

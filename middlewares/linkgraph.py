@@ -166,6 +166,8 @@ class LinkGraphMiddleware:
         page_id = node_id(page_url)
         res = frontier.store.record_page(page_id, tie_for(cfg.ordering, page_url), links, lease)
         self.ids.remember([page_id, *(link.id for link in links)])
+        if res.added:
+            frontier.wake()
         added, first, rescored = res.added, res.first, res.rescored
         if res.propagated:
             stats.inc_value("ipr/propagation/updates", res.propagated)
