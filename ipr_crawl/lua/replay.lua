@@ -37,16 +37,7 @@ for _ = 1, count do
   end
   if m then
     local pid = string.sub(m, 9)
-    local raw = redis.call('HGET', graph, pid) or struct.pack('>d', 0)
-    local ptie = struct.unpack('>d', raw)
-    local n = (#raw - 8) / 16
-    local lids, lties, lpay = {}, {}, {}
-    for k = 0, n - 1 do
-      local at = 9 + 16 * k
-      lids[k + 1] = string.sub(raw, at, at + 7)
-      lties[k + 1] = struct.unpack('>d', raw, at + 8)
-      lpay[k + 1] = ''
-    end
+    local ptie, n, lids, lties, lpay = graph_page(graph, pid)
     local _, first, _, updates, dropped = record(K, P, '', pid, ptie, n, lids, lties, lpay, shared)
     if first then result[1] = result[1] + 1 end
     result[2] = result[2] + updates

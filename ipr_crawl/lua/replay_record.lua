@@ -8,16 +8,7 @@ local graph = KEYS[6]
 local P = params_from(ARGV, 1)
 for i = 10, #ARGV do
   local pid = ARGV[i]
-  local raw = redis.call('HGET', graph, pid) or struct.pack('>d', 0)
-  local ptie = struct.unpack('>d', raw)
-  local n = (#raw - 8) / 16
-  local lids, lties, lpay = {}, {}, {}
-  for k = 0, n - 1 do
-    local at = 9 + 16 * k
-    lids[k + 1] = string.sub(raw, at, at + 7)
-    lties[k + 1] = struct.unpack('>d', raw, at + 8)
-    lpay[k + 1] = ''
-  end
+  local ptie, n, lids, lties, lpay = graph_page(graph, pid)
   record(K, P, '', pid, ptie, n, lids, lties, lpay)
 end
 return #ARGV - 9
