@@ -95,6 +95,11 @@ DEFAULTS: dict[str, Any] = {
     "IPR_REVISIT_REFRESH_BATCH_SIZE": 1000,  # due URLs moved per refresher call
     "IPR_REVISIT_RETRY_SECS": 3600.0,  # a revisit whose response never came is due again after this
     "IPR_REVISIT_EVENTS_MAXLEN": 100000,  # change stream length cap (approximate)
+    # Start URLs from Redis, as scrapy-redis's RedisSpider reads them (spiders/redis_start.py):
+    # the key (a list, set or zset; %(name)s and %(crawl_id)s are filled in), "" off.
+    "IPR_START_URLS_KEY": "",
+    "IPR_START_URLS_BATCH_SIZE": 0,  # entries read per batch; 0: CONCURRENT_REQUESTS
+    "IPR_START_URLS_IDLE_SECS": 0.0,  # an idle crawl waits this long for new entries; -1 forever
     # Bundled `graph` spider: link filters of ALGORITHMS.md §1.3 (off by default).
     "IPR_GRAPH_HTTP_ONLY": False,
     "IPR_GRAPH_SKIP_QUERY": False,

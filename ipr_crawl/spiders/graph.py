@@ -8,11 +8,18 @@ off. The link filters of ALGORITHMS.md §1.3 are settings, off by default:
 ``IPR_GRAPH_HTTP_ONLY``, ``IPR_GRAPH_SKIP_QUERY`` (query strings and ``cgi``)
 and ``IPR_GRAPH_EXTENSIONS`` (only these file extensions; a path without one
 is kept). It yields no items: the link graph lives in the frontier.
+
+Start URLs can also come from Redis (``IPR_START_URLS_KEY``,
+:mod:`ipr_crawl.spiders.redis_start`); ``-a start_urls`` may then be left out.
+The hosts of every start URL are kept in the crawl's Redis
+(``ipr:{<crawl id>}:start_hosts``), so every process of the crawl stays on the
+hosts of start URLs any of them read.
 """
 
 from __future__ import annotations
 
 import posixpath
+import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -20,6 +27,8 @@ from urllib.parse import urlsplit
 from scrapy import Request, Spider
 from scrapy.http import HtmlResponse, Response, XmlResponse
 from w3lib.html import get_meta_refresh
+
+from ipr_crawl.spiders.redis_start import RedisStartUrlsMixin
 
 __all__ = ["GraphSpider"]
 
@@ -30,7 +39,7 @@ def _netloc(url: str) -> str:
     return f"{(parts.hostname or '').lower()}:{port}"
 
 
-class GraphSpider(Spider):
+class GraphSpider(RedisStartUrlsMixin, Spider):
     """Follows every link of every page (see the module docstring)."""
 
     name = "graph"
@@ -39,17 +48,60 @@ class GraphSpider(Spider):
         super().__init__(*args, **kwargs)
         if isinstance(start_urls, str):
             start_urls = [u.strip() for u in start_urls.split(",") if u.strip()]
-        if not start_urls:
-            raise ValueError("graph spider: give -a start_urls=URL[,URL...]")
         for url in start_urls:
             if urlsplit(url).scheme not in ("http", "https"):
                 raise ValueError(f"graph spider: start URL {url!r} is not http(s)")
         self.start_urls = list(start_urls)
         self.hosts = {_netloc(u) for u in self.start_urls}
+        self._not_hosts: dict[str, float] = {}  # host -> when Redis last said "not a start host"
+
+    @classmethod
+    def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> GraphSpider:
+        spider = super().from_crawler(crawler, *args, **kwargs)
+        if not spider.start_urls and not crawler.settings.get("IPR_START_URLS_KEY"):
+            raise ValueError("graph spider: give -a start_urls=URL[,URL...] or set IPR_START_URLS_KEY")
+        return spider
+
+    def _hosts_key(self) -> str:
+        return f"ipr:{{{self._start_crawl_id()}}}:start_hosts" if self._start_client is not None else ""
+
+    def _start_crawl_id(self) -> str:
+        from ipr_crawl.scheduler import frontier_of
+
+        frontier = frontier_of(self.crawler)
+        return frontier.store.crawl_id if frontier is not None and frontier.store is not None else self.name
+
+    def on_start_url(self, url: str) -> None:
+        host = _netloc(url)
+        self.hosts.add(host)
+        if self._start_client is not None:
+            self._start_client.sadd(self._hosts_key(), host)
+
+    def _known_host(self, host: str) -> bool:
+        """A start host of this process, or (reading start URLs from Redis) of any
+        process of the crawl; Redis is asked at most every 5 s per unknown host."""
+        if host in self.hosts:
+            return True
+        if self._start_client is None:
+            return False
+        now = time.monotonic()
+        if now - self._not_hosts.get(host, -10.0) < 5.0:
+            return False
+        if self._start_client.sismember(self._hosts_key(), host):
+            self.hosts.add(host)
+            return True
+        self._not_hosts[host] = now
+        return False
 
     async def start(self) -> AsyncIterator[Any]:
+        if self._open_start_urls():
+            for url in self.start_urls:  # shared with the processes that read Redis
+                self.on_start_url(url)
         for url in self.start_urls:
             yield Request(url, callback=self.parse)
+        if self._start_client is not None:
+            for request in self.read_start_requests():
+                yield request
 
     def skip_reason(self, url: str) -> str | None:
         """Why ``url`` is not followed, or None to follow it.
@@ -76,7 +128,7 @@ class GraphSpider(Spider):
             return "invalid"
         settings = self.settings if hasattr(self, "crawler") else None
         get = settings.getbool if settings is not None else (lambda name, default=False: default)
-        if get("IPR_GRAPH_STAY_ON_HOSTS", True) and _netloc(url) not in self.hosts:
+        if get("IPR_GRAPH_STAY_ON_HOSTS", True) and not self._known_host(_netloc(url)):
             return "host"
         if get("IPR_GRAPH_SKIP_QUERY", False) and (parts.query or "cgi" in parts.path.lower()):
             return "query"
