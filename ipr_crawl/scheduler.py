@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import redis
 from scrapy import Request, Spider
 from scrapy.core.scheduler import BaseScheduler
+from scrapy.exceptions import NotConfigured
 from scrapy.utils.project import data_path
 
 from ipr_crawl.codec import PayloadError, decode_request, encode_request
@@ -84,6 +85,17 @@ def lease_of(request: Request) -> bytes:
         return b""
 
 
+def _embedded_data_dir() -> str:
+    """``.scrapy/ipr`` of the project; of the working folder when the settings
+    module is known but no ``scrapy.cfg`` is (a scrapyd job)."""
+    try:
+        return data_path("ipr", createdir=True)
+    except NotConfigured:
+        path = os.path.abspath(os.path.join(".scrapy", "ipr"))
+        os.makedirs(path, exist_ok=True)
+        return path
+
+
 def _open_refresher(settings: Any, store: FrontierStore) -> Any:
     """The revisit refresher of the crawl, or None when revisits are off (refresher.py)."""
     if not settings.getbool("IPR_REVISIT_ENABLED"):
@@ -123,7 +135,7 @@ class IprScheduler(BaseScheduler):
         self.spider = spider
         cfg = self.config or FrontierConfig.from_settings(self.crawler.settings, spider.name)
         self.config = cfg
-        data_dir = cfg.data_dir or data_path("ipr", createdir=True)
+        data_dir = cfg.data_dir or ("" if cfg.redis_url else _embedded_data_dir())
         retry = RedisRetry(
             cfg.redis_retry_secs, cfg.redis_backoff_secs,
             on_error=lambda exc: self._stats_inc("ipr/redis/errors"),
