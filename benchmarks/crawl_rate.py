@@ -53,7 +53,7 @@ from urllib.parse import urlsplit
 
 REPO = Path(__file__).resolve().parent.parent
 BENCH = Path(__file__).resolve().parent
-REALWEB = Path("/work/shared/realweb/setup.sh")
+REALWEB = Path(__file__).resolve().parents[2] / "shared" / "realweb" / "setup.sh"
 #: Start URLs of the realweb sites (../shared/realweb/README.md).
 SITES = {
     "rust": "http://127.0.0.1:8101/index.html",

@@ -1,5 +1,5 @@
 """Crawl-ordering quality measures of Yamada, Takahashi, Taura & Chikayama 2004,
-§4.3 (criteria A and B; see /work/shared/ALGORITHMS.md §3).
+§4.3 (criteria A and B; see ../shared/ALGORITHMS.md §3).
 
 Pure functions over node ids and a final PageRank computed on the whole graph
 (e.g. :func:`ipr_crawl.graphio.pagerank`).  No Scrapy or Redis imports.

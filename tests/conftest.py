@@ -16,7 +16,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "ipr_crawl" / "data"
-SHARED_GRAPHS = Path("/work/shared/data/graphs")
+SHARED_GRAPHS = Path(__file__).resolve().parents[2] / "shared" / "data" / "graphs"
 
 _READY = re.compile(r"^serving (?P<name>\S+): (?P<nodes>\d+) nodes, (?P<edges>\d+) edges, seed (?P<seed>-?\d+) at (?P<url>\S+)$")
 _CRAWLED = re.compile(r"Crawled \((\d{3})\) <GET (\S+)>")

@@ -28,7 +28,7 @@ from ipr_crawl.revisit_sim import Page, load_log, parse_time, simulate, simulate
 from ipr_crawl.revisit_store import RevisitStore
 from ipr_crawl.urls import node_id
 
-CHANGES = Path("/work/shared/data/changes")
+CHANGES = Path(__file__).resolve().parents[2] / "shared" / "data" / "changes"
 pytestmark = pytest.mark.skipif(not CHANGES.exists(), reason="shared change logs not present")
 
 YEAR_START, YEAR_END = "2013-01-01", "2013-12-31T23:59:59"

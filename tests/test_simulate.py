@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -17,7 +18,7 @@ from ipr_crawl.orderings import ReferenceFrontier
 from ipr_crawl.simulate import Replay, load_replay_graph, run_ordering, run_ordering_in_redis
 from ipr_crawl.store import FrontierStore
 
-GRAPHS = "/work/shared/data/graphs"
+GRAPHS = str(Path(__file__).resolve().parents[2] / "shared" / "data" / "graphs")
 ALL = ("bf", "blc", "ifs", "importance", "pr", "opic", "larger-sites-first",
        "ipr:dl1", "ipr:pl", "ipr:vr", "ipr:ar")
 
