@@ -17,6 +17,10 @@ each parsed page's out-links (redirects folded into their targets). Also given: 
 N/4 and N/2, and the pages per host in each crawl.
 
     python benchmarks/polite_pop.py [--delay 0.1] [--pages 600] [--repeat 2]
+
+``--served harvard500,polblogs,...`` crawls real graphs of ``../shared/data/graphs``
+served by ``ipr-crawl serve-graph`` instead, one per port: pages that hold only their
+out-links, small and alike, so that the page mix does not decide the pages/s.
 """
 
 from __future__ import annotations
@@ -79,11 +83,38 @@ def discovered_graph(link_files: list[Path]) -> tuple[Any, dict[str, str]]:
     return g, alias
 
 
+def serve_graphs(names: list[str]) -> tuple[list[Any], list[str]]:
+    """Start ``python -m ipr_crawl.serve`` per graph (free ports); (processes, seed URLs)."""
+    import subprocess
+    import threading
+
+    procs, urls = [], []
+    for name in names:
+        path = GRAPHS / f"{name}.tsv.gz"
+        cmd = [sys.executable, "-m", "ipr_crawl.serve", str(path), "--port", "0"]
+        if (GRAPHS / f"{name}.urls.tsv.gz").exists():
+            cmd += ["--urls", str(GRAPHS / f"{name}.urls.tsv.gz")]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        procs.append(proc)
+        line: list[str] = []
+        reader = threading.Thread(target=lambda p=proc, got=line: got.append(p.stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(120)
+        if not line or " at " not in line[0]:
+            raise RuntimeError(f"graph server did not start: {cmd}")
+        urls.append(line[0].strip().rsplit(" at ", 1)[1])
+    return procs, urls
+
+
+GRAPHS = Path("/work/shared/data/graphs")
+
+
 def main(argv: list[str] | None = None) -> int:
     import networkx as nx
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sites", default="rust,openjdk,scipy,python,django,postgres")
+    ap.add_argument("--served", default="", help="graphs to serve and crawl instead of realweb")
     ap.add_argument("--delay", type=float, default=0.1)
     ap.add_argument("--pages", type=int, default=600)
     ap.add_argument("--repeat", type=int, default=2)
@@ -93,7 +124,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default="")
     ap.add_argument("--markdown", default="")
     args = ap.parse_args(argv)
-    start_urls = [SITES[s.strip()] for s in args.sites.split(",") if s.strip()]
+    servers: list[Any] = []
+    if args.served:
+        servers, start_urls = serve_graphs([g.strip() for g in args.served.split(",") if g.strip()])
+    else:
+        start_urls = [SITES[s.strip()] for s in args.sites.split(",") if s.strip()]
     configs = [c.strip() for c in args.configs.split(",") if c.strip()]
     common = common_settings(args.pages, {
         "DOWNLOAD_DELAY": args.delay, "RANDOMIZE_DOWNLOAD_DELAY": False,
@@ -130,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
         graph, _alias = discovered_graph(link_files)
     finally:
         server.stop()
+        for proc in servers:
+            proc.kill()
+            proc.wait()
     pr = nx.pagerank(graph, alpha=0.85)
     n = min(len(r["fetched"]) for rs in rows.values() for r in rs)
     marks = [max(1, n // 4), max(1, n // 2), n]

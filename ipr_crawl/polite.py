@@ -11,8 +11,9 @@ order, whose slot is *free*: fewer than ``SLOT_DEPTH`` (2) requests waiting in t
 for its delay or handed out for it and not yet in the downloader, fewer active
 requests than the slot's concurrency. When no leased request has a free slot, it asks the frontier for
 more with the busy slots listed: ``pop.lua``'s polite scan leases, among the first
-``IPR_POLITE_SCAN`` frontier entries (best first), the best entry of each slot that is
-not busy, at most one per slot. So the global order holds as far as politeness allows:
+``IPR_POLITE_SCAN`` frontier entries (best first) and ``IPR_POLITE_SCAN`` more from a
+rank that moves on with every such pop (so that a host whose URLs all rank low is
+found too), the best entry of each slot that is not busy, at most one per slot. So the global order holds as far as politeness allows:
 the best URL goes first whenever its host can take it, and otherwise the best URL of a
 host that can. When the scan finds nothing (every host in reach is busy), or
 ``IPR_POLITE_BUFFER_SIZE`` requests are held, it returns None and Scrapy asks again
@@ -61,6 +62,8 @@ class PolitePop:
         self.hold_secs = hold_secs
         self._since: dict[bytes, float] = {}  # lease member -> when buffered
         self._transit: dict[int, tuple[str, float]] = {}  # id(request) -> (slot, handed at)
+        #: rank where pop.lua's second scan window starts; moved on by each polite pop
+        self.cursor = 0
         crawler.signals.connect(self._reached, signals.request_reached_downloader)
 
     def _reached(self, request: Request, spider: Any = None) -> None:

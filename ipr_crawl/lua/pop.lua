@@ -5,8 +5,10 @@
 -- ARGV[1] ordering  ARGV[2] now (ms)  ARGV[3] lease deadline (ms)  ARGV[4] count
 -- ARGV[5] cap on expired leases moved back in this call
 -- ARGV[6] polite scan S (optional; 0 or absent: plain pop): take from the frontier at
---   most ONE request per download slot, among its first S entries (best first),
---   skipping the busy slots ARGV[7..]. A request's slot is Scrapy's
+--   most ONE request per download slot, among its first S entries (best first) and
+--   the S entries from rank ARGV[7] (mod the frontier's size; a caller moves this
+--   window on so that hosts whose URLs rank low are found too), skipping the busy
+--   slots ARGV[8..]. A request's slot is Scrapy's
 --   Downloader.get_slot_key: meta download_slot of its payload, else its URL's host
 --   name (ipr_crawl/polite.py). Not for lsf.
 -- Returns {expired moved back, member1, payload1, member2, payload2, ...}; a
@@ -66,7 +68,7 @@ if ordering == 'lsf' then
   end
 elseif scan > 0 and taken < count then
   local busy = {}
-  for i = 7, #ARGV do busy[ARGV[i]] = true end
+  for i = 8, #ARGV do busy[ARGV[i]] = true end
   -- The msgpack str at byte i of s (codec.py's payloads; Redis' cmsgpack cannot read
   -- their bin fields), or nil.
   local function mp_str(s, i)
@@ -91,7 +93,13 @@ elseif scan > 0 and taken < count then
     netloc = string.gsub(netloc, ':%d*$', '')
     return string.lower(netloc)
   end
-  for _, m in ipairs(redis.call('ZRANGE', frontier, 0, scan - 1)) do
+  local entries = redis.call('ZRANGE', frontier, 0, scan - 1)
+  local size = redis.call('ZCARD', frontier)
+  local from = size > 0 and (tonumber(ARGV[7]) or 0) % size or 0
+  if from >= scan then
+    for _, m in ipairs(redis.call('ZRANGE', frontier, from, from + scan - 1)) do entries[#entries + 1] = m end
+  end
+  for _, m in ipairs(entries) do
     if taken >= count then break end
     local payload = redis.call('HGET', req, string.sub(m, 9))
     local slot = slot_of(payload)
