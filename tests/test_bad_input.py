@@ -67,6 +67,7 @@ def bad_crawl(badsite, tmp_path_factory):
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait()
     return code, read_log(log), time.monotonic() - started
 
 

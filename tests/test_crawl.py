@@ -160,6 +160,7 @@ def test_resume_after_a_killed_crawl(graph_server, crawl, tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait()
     killed = re.findall(r"Crawled \(200\) <GET (\S+)>", log1.read_text())
     assert 60 <= len(killed) < 500
     try:
