@@ -162,3 +162,42 @@ def test_one_host_keeps_the_exact_order(hosts, crawl, tmp_path):
     expected = simulate_crawl(graph.out, [seed], "ipr", tie, limit=len(got))
     assert len(got) >= 150
     assert got == expected[: len(got)]
+
+
+def test_pop_scan_one_per_free_slot(redis_client, crawl_id):
+    """pop.lua's polite scan against a real redis-server: busy slots skipped, one
+    request per slot, the slot read from meta download_slot or the host name, and
+    the moving window finds a host whose URLs all rank low."""
+    from scrapy import Request
+
+    from ipr_crawl.codec import decode_request, encode_request
+    from ipr_crawl.store import FrontierStore
+    from ipr_crawl.urls import node_id
+
+    store = FrontierStore(redis_client, crawl_id, "bf", "")
+    store.open()
+
+    def add(url, **meta):
+        store.enqueue(node_id(url), 0, encode_request(Request(url, meta=meta), None)[0], False)
+
+    for i in range(30):
+        add(f"http://a.example:8080/p{i}")
+    add("http://B.example/x", download_slot="slot-b")
+    add("http://c.example/y")
+    for i in range(3):
+        add(f"http://late.example/{i}")
+
+    def urls(items):
+        return [decode_request(p, None).url for _, p in items]
+
+    _, items = store.pop(8, 60, scan=10, busy=["c.example"])
+    assert urls(items) == ["http://a.example:8080/p0"]  # a's best; b and c beyond the window
+    _, items = store.pop(8, 60, scan=40, busy=["a.example"])
+    assert urls(items) == ["http://b.example/x", "http://c.example/y", "http://late.example/0"]
+    _, items = store.pop(8, 60, scan=5, busy=["a.example", "late.example"])
+    assert urls(items) == []  # nothing free among the first 5
+    _, items = store.pop(8, 60, scan=5, busy=["a.example"], offset=25)
+    assert urls(items) == ["http://late.example/1"]  # found by the moving window
+    _, items = store.pop(3, 60)  # the plain pop is unchanged: best first
+    assert urls(items) == ["http://a.example:8080/p1", "http://a.example:8080/p2", "http://a.example:8080/p3"]
+    assert store.counts()["in_flight"] == 8
