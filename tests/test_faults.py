@@ -33,7 +33,9 @@ EMACS_URLS = DATA / "emacswiki.urls.tsv.gz"
 HARVARD = SHARED_GRAPHS / "harvard500.tsv.gz"
 
 SEED = int(os.environ.get("IPR_FAULT_SEED", "20261121"))
+#: Kills of the full loop (``pytest -m slow``); the default run does a short loop of 10.
 KILLS = int(os.environ.get("IPR_FAULT_KILLS", "20"))
+SHORT_KILLS = min(10, KILLS)
 FAULT_GRAPH = Path(os.environ.get("IPR_FAULT_GRAPH", str(EMACS)))
 FAULT_URLS = os.environ.get("IPR_FAULT_URLS", str(EMACS_URLS) if "IPR_FAULT_GRAPH" not in os.environ else "")
 #: Lease of the process that is killed: short, so its requests come back soon.
@@ -83,33 +85,46 @@ def states(client, crawl_id: str) -> collections.Counter:
 
 
 # -- kill -9 at random moments ---------------------------------------------------------
-def test_kill_9_at_random_moments(graph_server, redis_server, tmp_path):
+POLBLOGS = SHARED_GRAPHS / "polblogs.tsv.gz"
+POLBLOGS_URLS = SHARED_GRAPHS / "polblogs.urls.tsv.gz"
+#: Short loop (default run): polblogs (958 pages reachable), throttled harder so
+#: that it lasts through the kills. Full loop (-m slow): IPR_FAULT_GRAPH, EmacsWiki by default.
+SHORT = (POLBLOGS, str(POLBLOGS_URLS), SHORT_KILLS, 0.05, 0.03)
+FULL = (FAULT_GRAPH, FAULT_URLS, KILLS, 0.02, 0.01)
+
+
+@pytest.mark.parametrize(("graph_file", "urls_file", "kills", "companion_delay", "victim_delay"), [
+    pytest.param(*(FULL if "IPR_FAULT_GRAPH" in os.environ else SHORT), id="short"),
+    pytest.param(*FULL, id="full", marks=pytest.mark.slow),
+])
+def test_kill_9_at_random_moments(graph_file, urls_file, kills, companion_delay, victim_delay,
+                                  graph_server, redis_server, tmp_path):
     """A crawl shared by two processes; one of them is killed with SIGKILL at
-    KILLS random moments (seeded) and restarted each time. At the end every
+    ``kills`` random moments (seeded) and restarted each time. At the end every
     discovered URL is fetched (none lost) and the pages fetched twice are
     among those the killed process held in flight at a kill."""
     rng = random.Random(SEED)
-    graph = read_graph(FAULT_GRAPH)
-    urls = read_urls(FAULT_URLS) if FAULT_URLS else None
-    served = graph_server(FAULT_GRAPH, FAULT_URLS or None)
+    graph = read_graph(graph_file)
+    urls = read_urls(urls_file) if urls_file else None
+    served = graph_server(graph_file, urls_file or None)
     back = node_of(graph, urls, served.base)
     cid = "kill-loop"
     common = {"IPR_REDIS_URL": redis_server.url, "IPR_CRAWL_ID": cid, "IPR_ORDERING": "ipr"}
     # The companion runs throughout, slowly; its leases are long, so the
     # in-flight set of the killed process can be told apart by deadline.
     companion = start_crawl(served.seed_url, tmp_path / "companion.log",
-                            {**common, "IPR_LEASE_SECS": 3600, "DOWNLOAD_DELAY": 0.05})
+                            {**common, "IPR_LEASE_SECS": 3600, "DOWNLOAD_DELAY": companion_delay})
     client = redis_server.client()
     lease_key = crawl_keys(cid)["lease"]
     victim_logs: list[Path] = []
     in_flight_at_kill: list[set[bytes]] = []
     started = time.monotonic()
     try:
-        for kill in range(KILLS):
+        for kill in range(kills):
             log = tmp_path / f"victim{kill:02d}.log"
             victim_logs.append(log)
             victim = start_crawl(served.seed_url, log, {
-                **common, "IPR_LEASE_SECS": VICTIM_LEASE_SECS, "DOWNLOAD_DELAY": 0.02,
+                **common, "IPR_LEASE_SECS": VICTIM_LEASE_SECS, "DOWNLOAD_DELAY": victim_delay,
             })
             # A random moment of this process's crawl: after its first fetch.
             wait_for(lambda log=log: count_fetched(log) >= 1, 60, f"fetches of victim run {kill}", victim)
@@ -154,7 +169,7 @@ def test_kill_9_at_random_moments(graph_server, redis_server, tmp_path):
     outside = [n for i, n in twice_ids.items() if i not in held]
     in_flight_total = sum(len(s) for s in in_flight_at_kill)
     report(
-        "kill_9_at_random_moments", graph=FAULT_GRAPH.name, kills=KILLS, lost=len(lost),
+        "kill_9_at_random_moments", graph=Path(graph_file).name, kills=kills, lost=len(lost),
         pages=len(expected), fetches=len(pages), fetched_twice=len(twice), extra_fetches=extra_fetches,
         in_flight_at_kills=in_flight_total, loop_secs=round(loop_secs, 1),
     )
@@ -199,7 +214,8 @@ def test_separate_redis_killed_and_restarted_mid_crawl(graph_server, redis_serve
     back-off, resume, and finish the crawl; no page is fetched twice."""
     graph = read_graph(HARVARD)
     served = graph_server(HARVARD)
-    settings = {"IPR_REDIS_URL": redis_server.url, "IPR_CRAWL_ID": "restart", "DOWNLOAD_DELAY": 0.03}
+    settings = {"IPR_REDIS_URL": redis_server.url, "IPR_CRAWL_ID": "restart", "DOWNLOAD_DELAY": 0.03,
+                "IPR_LEASE_SECS": 15}
     logs = [tmp_path / "a.log", tmp_path / "b.log"]
     procs = [start_crawl(served.seed_url, log, settings) for log in logs]
     wait_for(lambda: sum(count_fetched(log) for log in logs) >= 100, 90, "100 fetches", procs[0])
@@ -226,7 +242,9 @@ def test_embedded_redis_killed_mid_crawl_is_restarted_from_its_aof(graph_server,
     data = tmp_path / "data"
     log = tmp_path / "crawl.log"
     proc = start_crawl(served.seed_url, log, {
-        "IPR_DATA_DIR": data, "IPR_REDIS_APPENDFSYNC": "always", "DOWNLOAD_DELAY": 0.03,
+        "IPR_DATA_DIR": data, "IPR_REDIS_APPENDFSYNC": "always", "DOWNLOAD_DELAY": 0.015,
+        # A lease whose pop reply was lost with the server comes back after this.
+        "IPR_LEASE_SECS": 15,
     })
     try:
         wait_for(lambda: count_fetched(log) >= 100, 90, "100 fetches", proc)
@@ -237,6 +255,7 @@ def test_embedded_redis_killed_mid_crawl_is_restarted_from_its_aof(graph_server,
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait()
         for pid in embedded_server_pids(data):
             os.kill(pid, signal.SIGTERM)
     text = read_log(log)
