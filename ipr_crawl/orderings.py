@@ -23,7 +23,7 @@ from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ReferenceFrontier", "Node", "priority", "simulate_crawl", "LUA_ORDERINGS"]
+__all__ = ["ReferenceFrontier", "Node", "priority", "simulate_crawl", "tie_rule_order", "LUA_ORDERINGS"]
 
 QUEUED, FETCHED, FAILED = 0, 2, 3
 #: Orderings as the Lua scripts name them.
@@ -42,6 +42,22 @@ class Node:
     state: int = QUEUED
     outdeg: int = 0
     out: list[Hashable] = field(default_factory=list)
+
+
+def tie_rule_order(page_site: Hashable, sites: Sequence[Hashable], tie_rule: str) -> list[int]:
+    """Indexes of a page's links in the order new URLs get discovery numbers
+    (000 §4.2's tie rule): ``"same-site"`` puts links on ``page_site`` first,
+    ``"other-site"`` the others first, ``"none"`` keeps document order; order
+    within a class is document order. ``sites``: each link's site.
+
+    >>> tie_rule_order("a", ["b", "a", "b"], "same-site")
+    [1, 0, 2]
+    """
+    if tie_rule == "none":
+        return list(range(len(sites)))
+    same = [i for i, s in enumerate(sites) if s == page_site]
+    other = [i for i, s in enumerate(sites) if s != page_site]
+    return same + other if tie_rule == "same-site" else other + same
 
 
 def priority(ordering: str, node: Node) -> float:

@@ -45,6 +45,7 @@ from ipr_crawl.graphio import (
     read_urls,
 )
 from ipr_crawl.metrics import criterion_c, degree_thresholds, top_set
+from ipr_crawl.orderings import tie_rule_order
 from ipr_crawl.store import FrontierStore, Link, connect
 from ipr_crawl.urls import site_hash, site_of, tie_key
 
@@ -102,10 +103,8 @@ class Replay:
         targets = list(dict.fromkeys(self.graph.out.get(n, ())))
         if self.tie_rule == "none" or len(targets) < 2:
             return targets
-        own = self.site(n)
-        same = [t for t in targets if self.site(t) == own]
-        other = [t for t in targets if self.site(t) != own]
-        return same + other if self.tie_rule == "same-site" else other + same
+        order = tie_rule_order(self.site(n), [self.site(t) for t in targets], self.tie_rule)
+        return [targets[i] for i in order]
 
 
 def run_ordering(

@@ -28,6 +28,7 @@ from scrapy.http import Response
 
 from ipr_crawl.codec import encode_request
 from ipr_crawl.linkcache import LinkIds
+from ipr_crawl.orderings import tie_rule_order
 from ipr_crawl.scheduler import frontier_of, lease_of
 from ipr_crawl.store import Link
 from ipr_crawl.urls import node_id, site_of, tie_for
@@ -51,12 +52,7 @@ def order_links(page_url: str, urls: list[str], tie_rule: str) -> list[int]:
     >>> order_links("http://a/", ["http://b/", "http://a/x"], "same-site")
     [1, 0]
     """
-    if tie_rule == "none":
-        return list(range(len(urls)))
-    site = site_of(page_url)
-    same = [i for i, u in enumerate(urls) if site_of(u) == site]
-    other = [i for i, u in enumerate(urls) if site_of(u) != site]
-    return same + other if tie_rule == "same-site" else other + same
+    return tie_rule_order(site_of(page_url), [site_of(u) for u in urls], tie_rule)
 
 
 class LinkGraphMiddleware:
