@@ -43,7 +43,7 @@ from ipr_crawl.graphio import Graph, default_seed, reachable, read_graph
 from ipr_crawl.simulate import Replay, load_replay_graph, run_ordering
 from ipr_crawl.store import FrontierStore
 
-GRAPHS = Path("/work/shared/data/graphs")
+GRAPHS = Path(__file__).resolve().parents[2] / "shared" / "data" / "graphs"
 
 
 def joined(names: list[str]) -> tuple[Graph, list[int]]:

@@ -7,6 +7,8 @@ settings, interleaved in ONE run, ``--repeat`` rounds:
 - ``scrapy-dapq``: Scrapy's scheduler with ``DownloaderAwarePriorityQueue``;
 - ``ipr:dl1 global``: ipr-crawl, ``IPR_POLITE_POP=False`` (plain global order);
 - ``ipr:dl1 polite``: ipr-crawl, ``IPR_POLITE_POP=True`` (ipr_crawl/polite.py);
+- ``ipr:dl1 polite:R``: the same with ``IPR_POLITE_MIN_RATIO=R`` (a free host's best
+  URL only if its priority is at least R x the frontier's best);
 - (``--configs`` can add ``scrapy``, ``ipr:bf polite``, ... ).
 
 Pages/s is measured as in ``crawl_rate.py`` (responses up to the last one). Criterion
@@ -49,6 +51,16 @@ CONFIGS = {
     "ipr:bf global": {"IPR_ORDERING": "bf", "IPR_POLITE_POP": False},
     "ipr:bf polite": {"IPR_ORDERING": "bf", "IPR_POLITE_POP": True},
 }
+
+
+def config_settings(name: str) -> dict[str, Any]:
+    """Settings of a configuration name (``CONFIGS``, or ``<ordering> polite:R``)."""
+    if name in CONFIGS:
+        return CONFIGS[name]
+    head, _, ratio = name.rpartition(" polite:")
+    if head and f"{head} polite" in CONFIGS:
+        return {**CONFIGS[f"{head} polite"], "IPR_POLITE_MIN_RATIO": float(ratio)}
+    raise SystemExit(f"unknown configuration {name!r}: use one of {sorted(CONFIGS)} or '<ordering> polite:R'")
 
 
 def canon(url: str) -> str:
@@ -106,7 +118,7 @@ def serve_graphs(names: list[str]) -> tuple[list[Any], list[str]]:
     return procs, urls
 
 
-GRAPHS = Path("/work/shared/data/graphs")
+GRAPHS = Path(__file__).resolve().parents[2] / "shared" / "data" / "graphs"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -130,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         start_urls = [SITES[s.strip()] for s in args.sites.split(",") if s.strip()]
     configs = [c.strip() for c in args.configs.split(",") if c.strip()]
+    for config in configs:
+        config_settings(config)
     common = common_settings(args.pages, {
         "DOWNLOAD_DELAY": args.delay, "RANDOMIZE_DOWNLOAD_DELAY": False,
         **dict(kv.split("=", 1) for kv in args.set),
@@ -146,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
                 check_quiet()
                 server.flush()
                 folder = work / f"r{rnd}-{config.replace(':', '_').replace(' ', '_')}"
-                settings = {**common, **CONFIGS[config]}
+                settings = {**common, **config_settings(config)}
                 if not config.startswith("scrapy"):
                     settings["IPR_DATA_DIR"] = str(folder / "ipr-data")
                 links = folder / "links.jsonl"

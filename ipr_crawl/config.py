@@ -77,6 +77,10 @@ DEFAULTS: dict[str, Any] = {
     "IPR_POLITE_POP": "auto",
     "IPR_POLITE_BUFFER_SIZE": 64,  # requests leased and held by one process, at most
     "IPR_POLITE_SCAN": 1000,  # frontier entries a polite pop looks at for a free slot
+    # A free host's best URL goes out only if its priority >= this x the frontier's best
+    # (0: any, the fastest; 1: only the best, the global order's pace). Orderings with
+    # positive priorities (ipr, blc, ifs, importance, pr, opic); bf/lsf ignore it.
+    "IPR_POLITE_MIN_RATIO": 0.0,
     # Revisits (001, ALGORITHMS.md §2): conditional GETs, change history, due times.
     "IPR_REVISIT_ENABLED": False,  # off: no ConditionalGetMiddleware, no refresher
     "IPR_REVISIT_POLICY": "mle-mix:0.1-10:15d",  # 001's deployed MLE.mix(0.1-10, tau_2 = 15 d)
@@ -192,6 +196,7 @@ class FrontierConfig:
     polite_pop: bool = False
     polite_buffer_size: int = 64
     polite_scan: int = 1000
+    polite_min_ratio: float = 0.0
 
     @classmethod
     def from_settings(cls, settings: Any, spider_name: str = "") -> FrontierConfig:
@@ -251,6 +256,7 @@ class FrontierConfig:
             polite_pop=polite_enabled(settings),
             polite_buffer_size=_get(settings, "IPR_POLITE_BUFFER_SIZE", "int"),
             polite_scan=_get(settings, "IPR_POLITE_SCAN", "int"),
+            polite_min_ratio=_get(settings, "IPR_POLITE_MIN_RATIO", "float"),
         )
         for name, value, low in (
             ("IPR_INITIAL_SCORE", cfg.initial_score, 0.0),
@@ -276,6 +282,8 @@ class FrontierConfig:
                 raise ValueError(f"IPR_IMPORTANCE_{name}={value!r} must be >= 0")
         if not 0 < cfg.pr_damping < 1:
             raise ValueError(f"IPR_PR_DAMPING={cfg.pr_damping!r} must be in (0, 1)")
+        if not 0 <= cfg.polite_min_ratio <= 1:
+            raise ValueError(f"IPR_POLITE_MIN_RATIO={cfg.polite_min_ratio!r} must be in [0, 1]")
         return cfg
 
 

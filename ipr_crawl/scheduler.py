@@ -347,7 +347,9 @@ class IprScheduler(BaseScheduler):
         assert self.config is not None
         assert self.polite is not None
         self.polite.cursor = (self.polite.cursor + self.config.polite_scan) % (1 << 40)
-        return self._refill(self.config.pop_batch_size, self.config.polite_scan, busy, self.polite.cursor)
+        return self._refill(
+            self.config.pop_batch_size, self.config.polite_scan, busy, self.polite.cursor, self.config.polite_min_ratio
+        )
 
     def _release(self, items: list[tuple[bytes, Request]]) -> None:
         """Hand buffered requests back to the frontier (their leases settled)."""
@@ -355,7 +357,9 @@ class IprScheduler(BaseScheduler):
         released = self.store.ack("release", [(m, node_id(r.url)) for m, r in items])
         self._stats_inc("ipr/lease/released", released)
 
-    def _refill(self, count: int = 0, scan: int = 0, busy: list[str] | None = None, offset: int = 0) -> int:
+    def _refill(
+        self, count: int = 0, scan: int = 0, busy: list[str] | None = None, offset: int = 0, min_ratio: float = 0.0
+    ) -> int:
         """Lease ``count`` (default ``IPR_POP_BATCH_SIZE``) requests into the buffer
         (``scan``, ``busy``: :meth:`FrontierStore.pop`); returns how many the frontier gave."""
         assert self.store is not None and self.config is not None
@@ -363,7 +367,7 @@ class IprScheduler(BaseScheduler):
             self._stats_inc("ipr/revisit/refreshed", self.revisits.refresh())
         expired, items = self.store.pop(
             count or self.config.pop_batch_size, self.config.lease_secs, self.config.requeue_batch_size,
-            scan, busy or (), offset,
+            scan, busy or (), offset, min_ratio,
         )
         if expired:
             self._stats_inc("ipr/lease/expired", expired)

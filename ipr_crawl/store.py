@@ -381,19 +381,21 @@ class FrontierStore:
 
     def pop(
         self, count: int, lease_secs: float, requeue_cap: int = 100, scan: int = 0, busy: Sequence[str] = (),
-        offset: int = 0,
+        offset: int = 0, min_ratio: float = 0.0,
     ) -> tuple[int, list[tuple[bytes, bytes | None]]]:
         """Lease up to ``count`` requests (pop.lua).
 
         ``scan > 0`` (polite pop, :mod:`ipr_crawl.polite`): at most one frontier request
         per download slot, among the first ``scan`` entries and the ``scan`` from rank
-        ``offset`` (modulo the frontier's size), none for the slots in ``busy``.
+        ``offset`` (modulo the frontier's size), none for the slots in ``busy``;
+        with ``min_ratio`` r > 0 only among the entries whose priority is at least r x
+        the best entry's (when that is positive; ``IPR_POLITE_MIN_RATIO``).
         Returns ``(expired leases moved back, [(lease member, payload or None)])``.
         """
         now_ms = int(time.time() * 1000)
         args: list[Any] = [self._lua_ordering, now_ms, now_ms + int(lease_secs * 1000), count, requeue_cap]
         if scan > 0:
-            args += [scan, offset, *busy]
+            args += [scan, offset, repr(float(min_ratio)), *busy]
         res = self._scripts["pop"](
             keys=self._k("meta", "node", "frontier", "lease", "req", "forced"), args=args,
         )

@@ -201,3 +201,36 @@ def test_pop_scan_one_per_free_slot(redis_client, crawl_id):
     _, items = store.pop(3, 60)  # the plain pop is unchanged: best first
     assert urls(items) == ["http://a.example:8080/p1", "http://a.example:8080/p2", "http://a.example:8080/p3"]
     assert store.counts()["in_flight"] == 8
+
+
+def test_pop_polite_min_ratio(redis_client, crawl_id):
+    """IPR_POLITE_MIN_RATIO: a free slot's best entry is leased only if its priority is
+    at least r x the frontier's best (pr ordering: priorities set directly)."""
+    from scrapy import Request
+
+    from ipr_crawl.codec import decode_request, encode_request
+    from ipr_crawl.store import FrontierStore
+    from ipr_crawl.urls import node_id
+
+    store = FrontierStore(redis_client, crawl_id, "pr", "")
+    store.open()
+    scores = {"http://a.example/1": 1.0, "http://a.example/2": 0.9, "http://b.example/1": 0.5,
+              "http://c.example/1": 0.2, "http://d.example/1": 0.05}
+    for url in scores:
+        store.enqueue(node_id(url), 0, encode_request(Request(url), None)[0], False)
+    store.set_scores([(node_id(u), s) for u, s in scores.items()])
+
+    def urls(items):
+        return sorted(decode_request(p, None).url for _, p in items)
+
+    def pop(ratio, busy=("a.example",), offset=0):
+        _, items = store.pop(8, 60, scan=10, busy=list(busy), offset=offset, min_ratio=ratio)
+        store.ack("release", [(m, m[8:]) for m, _ in items])
+        return urls(items)
+
+    assert pop(0.0) == ["http://b.example/1", "http://c.example/1", "http://d.example/1"]
+    assert pop(0.1) == ["http://b.example/1", "http://c.example/1"]  # d: 0.05 < 0.1 x 1.0
+    assert pop(0.5) == ["http://b.example/1"]
+    assert pop(0.6) == []  # only a's URLs qualify, and a is busy
+    assert pop(1.0, busy=()) == ["http://a.example/1"]  # the best's ties only
+    assert pop(0.1, offset=3) == ["http://b.example/1", "http://c.example/1"]  # window stays in range

@@ -8,7 +8,9 @@
 --   most ONE request per download slot, among its first S entries (best first) and
 --   the S entries from rank ARGV[7] (mod the frontier's size; a caller moves this
 --   window on so that hosts whose URLs rank low are found too), skipping the busy
---   slots ARGV[8..]. A request's slot is Scrapy's
+--   slots ARGV[9..]. ARGV[8] min ratio r (IPR_POLITE_MIN_RATIO): when r > 0 and the
+--   best entry's priority p is > 0, both windows hold only entries of priority >= r*p
+--   (r = 1: the best's ties only). A request's slot is Scrapy's
 --   Downloader.get_slot_key: meta download_slot of its payload, else its URL's host
 --   name (ipr_crawl/polite.py). Not for lsf.
 -- Returns {expired moved back, member1, payload1, member2, payload2, ...}; a
@@ -68,7 +70,7 @@ if ordering == 'lsf' then
   end
 elseif scan > 0 and taken < count then
   local busy = {}
-  for i = 8, #ARGV do busy[ARGV[i]] = true end
+  for i = 9, #ARGV do busy[ARGV[i]] = true end
   -- The msgpack str at byte i of s (codec.py's payloads; Redis' cmsgpack cannot read
   -- their bin fields), or nil.
   local function mp_str(s, i)
@@ -93,11 +95,21 @@ elseif scan > 0 and taken < count then
     netloc = string.gsub(netloc, ':%d*$', '')
     return string.lower(netloc)
   end
-  local entries = redis.call('ZRANGE', frontier, 0, scan - 1)
+  -- `size` entries are eligible: all, or those of priority >= r * the best's
   local size = redis.call('ZCARD', frontier)
+  local ratio = tonumber(ARGV[8] or '0') or 0
+  if ratio > 0 and size > 0 then
+    local best = -tonumber(redis.call('ZRANGE', frontier, 0, 0, 'WITHSCORES')[2])
+    if best > 0 then
+      size = redis.call('ZCOUNT', frontier, '-inf', string.format('%.17g', -ratio * best))
+    end
+  end
+  local entries = {}
+  if size > 0 then entries = redis.call('ZRANGE', frontier, 0, math.min(scan, size) - 1) end
   local from = size > 0 and (tonumber(ARGV[7]) or 0) % size or 0
   if from >= scan then
-    for _, m in ipairs(redis.call('ZRANGE', frontier, from, from + scan - 1)) do entries[#entries + 1] = m end
+    local last = math.min(from + scan, size) - 1
+    for _, m in ipairs(redis.call('ZRANGE', frontier, from, last)) do entries[#entries + 1] = m end
   end
   for _, m in ipairs(entries) do
     if taken >= count then break end
