@@ -75,6 +75,11 @@ def test_setting_auto_follows_download_delay():
         polite_enabled(_settings(IPR_POLITE_POP="sometimes"))
     with pytest.raises(ValueError, match="IPR_POLITE_BUFFER_SIZE"):
         FrontierConfig.from_settings(_settings(IPR_POLITE_BUFFER_SIZE=0), "graph")
+    assert cfg.polite_min_ratio == 0.0
+    assert FrontierConfig.from_settings(_settings(IPR_POLITE_MIN_RATIO="0.1"), "graph").polite_min_ratio == 0.1
+    for bad in (-0.1, 1.5, "often"):
+        with pytest.raises(ValueError, match="IPR_POLITE_MIN_RATIO"):
+            FrontierConfig.from_settings(_settings(IPR_POLITE_MIN_RATIO=bad), "graph")
 
 
 def _by_host(fetched: list[str]) -> list[str]:
