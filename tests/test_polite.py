@@ -86,14 +86,16 @@ def _by_host(fetched: list[str]) -> list[str]:
     return [urlsplit(u).hostname for u in fetched]
 
 
-def test_two_hosts_interleave_and_nothing_is_lost(hosts, crawl, tmp_path):
-    """Every reachable page of both hosts is fetched exactly once."""
+@pytest.mark.parametrize("min_ratio", [0.0, 0.5])
+def test_two_hosts_interleave_and_nothing_is_lost(min_ratio, hosts, crawl, tmp_path):
+    """Every reachable page of both hosts is fetched exactly once (also when
+    IPR_POLITE_MIN_RATIO holds back a free host's URLs that rank too low)."""
     graph = read_graph(HARVARD)
     (seed_a, url_a, base_a), (seed_b, url_b, base_b) = hosts(HARVARD, "127.0.0.1", "127.0.0.2")
     run = crawl(
         f"{url_a},{url_b}", tmp_path / "crawl.log",
         {"DOWNLOAD_DELAY": 0.01, "RANDOMIZE_DOWNLOAD_DELAY": False, "IPR_POLITE_POP": True,
-         "IPR_DATA_DIR": tmp_path / "data"},
+         "IPR_POLITE_MIN_RATIO": min_ratio, "IPR_DATA_DIR": tmp_path / "data"},
     )
     assert run.returncode == 0, run.stderr[-3000:]
     assert "crawl 'graph' closed (finished)" in run.log
