@@ -200,3 +200,23 @@ def test_redis_auth_through_the_url(graph_server, tmp_path):
             assert "refused the password (or needs one)" in text
             assert PASSWORD not in text and "wrong-pass" not in text
             assert not fetched(log)
+
+
+def test_graph_spider_link_filters_follow_the_settings():
+    """ALGORITHMS.md §1.3's filters (IPR_GRAPH_*) as the spider reads them from its crawl."""
+    from scrapy.utils.test import get_crawler
+
+    crawler = get_crawler(GraphSpider, {
+        "IPR_GRAPH_SKIP_QUERY": True, "IPR_GRAPH_EXTENSIONS": ["html", ".HTM"], "IPR_ENABLED": False,
+    })
+    spider = GraphSpider.from_crawler(crawler, start_urls="http://a.example/")
+    assert spider.skip_reason("http://a.example/p.html") is None
+    assert spider.skip_reason("http://a.example/dir/") is None  # no extension: kept
+    assert spider.skip_reason("http://a.example/p.htm") is None
+    assert spider.skip_reason("http://a.example/p.pdf") == "extension"
+    assert spider.skip_reason("http://a.example/p.html?x=1") == "query"
+    assert spider.skip_reason("http://a.example/cgi-bin/x") == "query"
+    assert spider.skip_reason("http://b.example/p.html") == "host"
+    free = GraphSpider.from_crawler(get_crawler(GraphSpider, {"IPR_GRAPH_STAY_ON_HOSTS": False}),
+                                    start_urls="http://a.example/")
+    assert free.skip_reason("http://b.example/p.pdf?x=1") is None
