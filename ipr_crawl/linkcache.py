@@ -18,9 +18,7 @@ after a Redis error (a restarted server may have lost its last writes).
 
 from __future__ import annotations
 
-import hashlib
-
-from ipr_crawl.urls import canonical_url
+from ipr_crawl.urls import canonical_id, canonical_url
 
 __all__ = ["LinkIds"]
 
@@ -49,7 +47,7 @@ class LinkIds:
         hit = self._ids.get(url)
         if hit is None:
             canon = canonical_url(url)
-            hit = (canon, hashlib.blake2b(canon.encode("utf-8"), digest_size=8).digest())
+            hit = (canon, canonical_id(canon))
             if len(self._ids) >= self.size:
                 self._ids.clear()
             self._ids[url] = hit

@@ -97,29 +97,33 @@ class PolitePop:
         downloader = self._downloader()
         self._transit = {k: v for k, v in self._transit.items() if now - v[1] < TRANSIT_SECS}
         checked: dict[str, bool] = {}
-        picked = self._first_free(buffer, 0, downloader, checked, now)
+
+        def free(key: str) -> bool:  # each slot judged once per call
+            if key not in checked:
+                checked[key] = self._free(key, downloader, now)
+            return checked[key]
+
+        picked = self._first_free(buffer, 0, downloader, free, now)
         if picked is not None or len(buffer) >= self.limit:
             return picked
-        busy = {key for key, free in checked.items() if not free}
-        busy.update(slot for slot, _ in self._transit.values() if not self._free(slot, downloader, now))
+        known = [slot for slot, _ in self._transit.values()]
         if downloader is not None:
-            busy.update(key for key in downloader.slots if not self._free(key, downloader, now))
+            known.extend(downloader.slots)
+        busy = sorted({key for key in [*checked, *known] if not free(key)})
         start = len(buffer)
-        if lease_more(sorted(busy)) == 0:
+        if lease_more(busy) == 0:
             return None
-        return self._first_free(buffer, start, downloader, checked, now)
+        return self._first_free(buffer, start, downloader, free, now)
 
     def _first_free(
-        self, buffer: deque[tuple[bytes, Request]], start: int, downloader: Any, checked: dict[str, bool], now: float
+        self, buffer: deque[tuple[bytes, Request]], start: int, downloader: Any, free: Callable[[str], bool],
+        now: float,
     ) -> tuple[bytes, Request] | None:
         for i in range(start, len(buffer)):
             member, request = buffer[i]
             self._since.setdefault(member, now)
             key = self._slot_key(request, downloader)
-            free = checked.get(key)
-            if free is None:
-                free = checked[key] = self._free(key, downloader, now)
-            if free:
+            if free(key):
                 del buffer[i]
                 self._since.pop(member, None)
                 self._transit[id(request)] = (key, now)

@@ -310,6 +310,15 @@ def _curves(order: Sequence[int], pr: dict[int, float], top: set[int], total: in
     return x, a, b
 
 
+def _curve_of(
+    row: dict[str, Any], order: Sequence[int], pr: dict[int, float], top: set[int], total: int
+) -> tuple[list[float], list[float], list[float]]:
+    """:func:`_curves` of ``order``, also kept in the JSON row as ``row["curve"]``."""
+    x, a, b = _curves(order, pr, top, total)
+    row["curve"] = {"percent_fetched": x, "A_0.01": a, "B": b}
+    return x, a, b
+
+
 def plot(path: str, title: str, rows: dict[str, tuple[list[float], list[float], list[float]]]) -> None:
     """Criterion B and A(1 %) curves of every row (limit/oracle dashed)."""
     import matplotlib
@@ -430,8 +439,7 @@ def run_simulate(args: argparse.Namespace) -> int:
                 "propagation_dropped": run["dropped"],
             })
             result["orderings"][name] = row
-            curves[name] = _curves(order, pr, top1, len(reach))
-            row["curve"] = {"percent_fetched": curves[name][0], "A_0.01": curves[name][1], "B": curves[name][2]}
+            curves[name] = _curve_of(row, order, pr, top1, len(reach))
             last = row["checkpoints"][-1] if row["checkpoints"] else {}
             log(f"{name}: {len(order)} pages, B={last.get('B')}, A(1%)@10%="
                 f"{_at(row, 0.10)}, C={row['C']}, {row['pages_per_second']} pages/s")
@@ -440,8 +448,7 @@ def run_simulate(args: argparse.Namespace) -> int:
             row = evaluate(order, reach, pr, tops, thresholds, indeg, outdeg)
             row["pages"] = len(order)
             result["orderings"][name] = row
-            curves[name] = _curves(order, pr, top1, len(reach))
-            row["curve"] = {"percent_fetched": curves[name][0], "A_0.01": curves[name][1], "B": curves[name][2]}
+            curves[name] = _curve_of(row, order, pr, top1, len(reach))
     finally:
         if tmp is not None:
             client.shutdown(nosave=True) if hasattr(client, "shutdown") else None

@@ -26,6 +26,7 @@ from __future__ import annotations
 import importlib.resources
 import logging
 import os
+import struct
 import time
 from dataclasses import dataclass
 from typing import Any, Iterable, NamedTuple, Sequence
@@ -47,7 +48,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-RECORD_SIZE = 37  # bytes of a node record before its out-links (lua/_prelude.lua)
+RECORD_FORMAT = ">BddddI"  # st, seq, s, a, tie, od: a node record's head (lua/_prelude.lua's REC)
+RECORD_SIZE = struct.calcsize(RECORD_FORMAT)  # 37 bytes, then the out-links
 SCHEMA_VERSION = 2  # 2: out-links kept in the node record (1: a separate `out` hash)
 _KEY_NAMES = (
     "meta", "node", "frontier", "lease", "forced", "req", "sites", "graph",
@@ -308,8 +310,6 @@ class FrontierStore:
     def load_graph(self, rows: Iterable[tuple[bytes, int, Sequence[tuple[bytes, int]]]], chunk: int = 2000) -> None:
         """Store a graph for :meth:`replay`: ``(page id, own tie, [(link id, link tie), ...])``
         per page, links in numbering order, in the ``graph`` hash of this crawl."""
-        import struct
-
         pipe = self.client.pipeline(transaction=False)
         pending = 0
         for pid, tie, links in rows:
@@ -497,10 +497,8 @@ class FrontierStore:
 
     def records(self) -> dict[bytes, NodeRecord]:
         """Every node's record (for tests and evaluation; O(N), HSCAN)."""
-        import struct
-
         return {
-            id_: NodeRecord(*struct.unpack_from(">BddddI", raw))
+            id_: NodeRecord(*struct.unpack_from(RECORD_FORMAT, raw))
             for id_, raw in self.client.hscan_iter(self.keys["node"], count=2000)
         }
 
@@ -514,10 +512,8 @@ class FrontierStore:
 
     def scores(self) -> dict[bytes, tuple[int, float, int]]:
         """Every node's ``(state, score, seq)`` (for tests and evaluation; O(N))."""
-        import struct
-
         out = {}
         for id_, raw in self.client.hscan_iter(self.keys["node"], count=1000):
-            st, seq, s, _a, _tie, _od = struct.unpack_from(">BddddI", raw)
+            st, seq, s, _a, _tie, _od = struct.unpack_from(RECORD_FORMAT, raw)
             out[id_] = (st, s, int(seq))
         return out

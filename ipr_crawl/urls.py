@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from w3lib.url import canonicalize_url
 
-__all__ = ["canonical_url", "node_id", "tie_key", "site_of", "site_hash", "tie_for"]
+__all__ = ["canonical_url", "canonical_id", "node_id", "tie_key", "site_of", "site_hash", "tie_for"]
 
 
 def canonical_url(url: str) -> str:
@@ -24,13 +24,18 @@ def canonical_url(url: str) -> str:
     return canonicalize_url(url, keep_fragments=False)
 
 
+def canonical_id(canon: str) -> bytes:
+    """8-byte node id of a URL already in canonical form (BLAKE2b-64)."""
+    return hashlib.blake2b(canon.encode("utf-8"), digest_size=8).digest()
+
+
 def node_id(url: str) -> bytes:
     """8-byte id of the node for ``url`` (BLAKE2b-64 of the canonical URL).
 
     >>> len(node_id("http://a.example/"))
     8
     """
-    return hashlib.blake2b(canonical_url(url).encode("utf-8"), digest_size=8).digest()
+    return canonical_id(canonical_url(url))
 
 
 def tie_key(url: str) -> int:

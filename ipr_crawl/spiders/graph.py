@@ -54,6 +54,7 @@ class GraphSpider(RedisStartUrlsMixin, Spider):
         self.start_urls = list(start_urls)
         self.hosts = {_netloc(u) for u in self.start_urls}
         self._not_hosts: dict[str, float] = {}  # host -> when Redis last said "not a start host"
+        self._filter_settings: tuple[bool, bool, frozenset[str]] | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> GraphSpider:
@@ -126,21 +127,31 @@ class GraphSpider(RedisStartUrlsMixin, Spider):
             return "scheme"
         if not parts.hostname:
             return "invalid"
-        settings = self.settings if hasattr(self, "crawler") else None
-        get = settings.getbool if settings is not None else (lambda name, default=False: default)
-        if get("IPR_GRAPH_STAY_ON_HOSTS", True) and not self._known_host(_netloc(url)):
+        stay_on_hosts, skip_query, extensions = self._filters()
+        if stay_on_hosts and not self._known_host(_netloc(url)):
             return "host"
-        if get("IPR_GRAPH_SKIP_QUERY", False) and (parts.query or "cgi" in parts.path.lower()):
+        if skip_query and (parts.query or "cgi" in parts.path.lower()):
             return "query"
-        extensions = [e.lower().lstrip(".") for e in settings.getlist("IPR_GRAPH_EXTENSIONS")] if settings else []
         if extensions:
             ext = posixpath.splitext(parts.path)[1].lower().lstrip(".")
             if ext and ext not in extensions:
                 return "extension"
         return None
 
-    def _follow(self, url: str) -> bool:
-        return self.skip_reason(url) is None
+    def _filters(self) -> tuple[bool, bool, frozenset[str]]:
+        """``(IPR_GRAPH_STAY_ON_HOSTS, IPR_GRAPH_SKIP_QUERY, IPR_GRAPH_EXTENSIONS)``, read
+        from the crawl's settings once (the defaults before a crawler is attached)."""
+        if self._filter_settings is not None:
+            return self._filter_settings
+        if not hasattr(self, "crawler"):
+            return True, False, frozenset()
+        settings = self.settings
+        self._filter_settings = (
+            settings.getbool("IPR_GRAPH_STAY_ON_HOSTS", True),
+            settings.getbool("IPR_GRAPH_SKIP_QUERY", False),
+            frozenset(e.lower().lstrip(".") for e in settings.getlist("IPR_GRAPH_EXTENSIONS")),
+        )
+        return self._filter_settings
 
     def links(self, response: Response) -> Iterator[str]:
         """The page's links in document order: absolute URLs, or the href as
