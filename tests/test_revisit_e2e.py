@@ -16,11 +16,11 @@ import gzip
 import re
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
+from procs import start_server
 from conftest import REPO
 
 from ipr_crawl.revisit import DAY, RevisitState, parse_policy
@@ -79,16 +79,8 @@ def change_server():
     def start(changes: Path, pages: Path, *extra: str) -> str:
         cmd = [sys.executable, "-m", "ipr_crawl.serve_changes", "--changes", str(changes), "--pages", str(pages),
                "--port", "0", *extra]
-        proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc, m = start_server(cmd, r"^serving changes: (\d+) pages at (\S+)")
         procs.append(proc)
-        line: list[str] = []
-        reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)
-        reader.start()
-        reader.join(60)
-        m = re.match(r"serving changes: (\d+) pages at (\S+)", line[0] if line else "")
-        if not m:
-            proc.kill()
-            raise RuntimeError(f"serve-changes did not start: {proc.communicate(timeout=10)}")
         return m[2]
 
     yield start
