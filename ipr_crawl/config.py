@@ -71,6 +71,8 @@ DEFAULTS: dict[str, Any] = {
     # Leases and pops.
     "IPR_LEASE_SECS": 600.0,
     "IPR_POP_BATCH_SIZE": 8,
+    # Read a page's record reply while the next page is parsed (store.send_record_page).
+    "IPR_RECORD_PIPELINED": True,
     "IPR_REQUEUE_BATCH_SIZE": 100,  # expired leases moved back per pop, at most
     # Politeness (polite.py): hand out the best leased request whose download slot
     # is free. "auto": on when DOWNLOAD_DELAY > 0 or AutoThrottle is on.
@@ -197,6 +199,7 @@ class FrontierConfig:
     polite_buffer_size: int = 64
     polite_scan: int = 1000
     polite_min_ratio: float = 0.0
+    record_pipelined: bool = True
 
     @classmethod
     def from_settings(cls, settings: Any, spider_name: str = "") -> FrontierConfig:
@@ -250,6 +253,7 @@ class FrontierConfig:
             opic_initial_cash=_get(settings, "IPR_OPIC_INITIAL_CASH", "float"),
             lease_secs=_get(settings, "IPR_LEASE_SECS", "float"),
             pop_batch_size=_get(settings, "IPR_POP_BATCH_SIZE", "int"),
+            record_pipelined=_get(settings, "IPR_RECORD_PIPELINED", "bool"),
             requeue_batch_size=_get(settings, "IPR_REQUEUE_BATCH_SIZE", "int"),
             redis_retry_secs=_get(settings, "IPR_REDIS_RETRY_SECS", "float"),
             redis_backoff_secs=_get(settings, "IPR_REDIS_BACKOFF_SECS", "float"),

@@ -214,6 +214,7 @@ class IprScheduler(BaseScheduler):
 
     def _close_store(self, reason: str) -> None:
         assert self.store is not None and self.config is not None
+        self.store.close()  # the last page's record reply (and its stats)
         if self._buffer:
             released = self.store.ack(
                 "release", [(m, node_id(r.url)) for m, r in self._buffer]
@@ -231,6 +232,7 @@ class IprScheduler(BaseScheduler):
             return True
         if self.store is None:
             return False
+        self.store.settle_record()
         pending = self.store.pending()
         if pending and time.monotonic() - self._last_wait_log > 30:
             self._log_wait()
@@ -363,6 +365,8 @@ class IprScheduler(BaseScheduler):
         """Lease ``count`` (default ``IPR_POP_BATCH_SIZE``) requests into the buffer
         (``scan``, ``busy``: :meth:`FrontierStore.pop`); returns how many the frontier gave."""
         assert self.store is not None and self.config is not None
+        # This process's last page recorded first: the pop sees its links.
+        self.store.settle_record()
         if self.revisits is not None:
             self._stats_inc("ipr/revisit/refreshed", self.revisits.refresh())
         expired, items = self.store.pop(

@@ -29,7 +29,7 @@ import os
 import struct
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, NamedTuple, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
@@ -236,6 +236,9 @@ class FrontierStore:
             name: client.register_script(_script_source(name))
             for name in ("record_page", "enqueue", "pop", "ack", "set_scores", "replay", "replay_record")
         }
+        # send_record_page's connection and its call whose reply is not read yet
+        self._record_conn: redis.connection.AbstractConnection | None = None
+        self._outstanding: tuple[list[Any], Callable[[RecordResult], None] | None] | None = None
 
     @classmethod
     def from_config(cls, client: redis.Redis, cfg: Any) -> FrontierStore:
@@ -290,6 +293,12 @@ class FrontierStore:
         return [self.keys[n] for n in names]
 
     # -- the per-response path -------------------------------------------------
+    def _record_argv(self, page_id: bytes, page_tie: int, links: Sequence[Link], lease: bytes) -> list[Any]:
+        argv: list[Any] = [*self._record_head, lease, page_id, page_tie, len(links)]
+        for link in links:
+            argv += [link.id, link.tie, link.payload]
+        return argv
+
     def record_page(
         self, page_id: bytes, page_tie: int, links: Sequence[Link], lease: bytes = b""
     ) -> RecordResult:
@@ -298,13 +307,94 @@ class FrontierStore:
         ``links`` in the order new URLs are numbered; ``tie`` fields as
         :func:`ipr_crawl.urls.tie_for` gives them. One round trip.
         """
-        argv: list[Any] = [*self._record_head, lease, page_id, page_tie, len(links)]
-        for link in links:
-            argv += [link.id, link.tie, link.payload]
+        return self._record_now(self._record_argv(page_id, page_tie, links, lease))
+
+    def _record_now(self, argv: list[Any]) -> RecordResult:
         res = self._scripts["record_page"](
             keys=self._k("meta", "node", "frontier", "lease", "req"), args=argv
         )
         return RecordResult(int(res[0]), bool(res[1]), int(res[2]), int(res[3]), int(res[4]))
+
+    def send_record_page(
+        self,
+        page_id: bytes,
+        page_tie: int,
+        links: Sequence[Link],
+        lease: bytes = b"",
+        then: Callable[[RecordResult], None] | None = None,
+    ) -> None:
+        """:meth:`record_page` without waiting for Redis: the script call is written
+        to a connection of its own and its reply is read later, by the next
+        ``send_record_page`` or by :meth:`settle_record`, which call
+        ``then(result)``. At most one call is outstanding, so the crawler parses
+        the next page while Redis runs this one's script (on another core).
+
+        Redis runs commands in the order they arrive, so a pop sent after this
+        call almost always sees the page recorded; a caller that must be sure
+        (an empty pop, the end of a crawl) calls :meth:`settle_record` first.
+        A reply lost with its connection, or a NOSCRIPT after a Redis restart, is
+        answered by running the call again through the client (as redis-py's own
+        retry does). Raises what :meth:`record_page` raises: ``redis.ConnectionError``
+        or ``redis.TimeoutError`` when Redis stays unreachable, ``redis.ResponseError``
+        for a script error, for this call or the outstanding one.
+        """
+        self.settle_record()
+        argv = self._record_argv(page_id, page_tie, links, lease)
+        script = self._scripts["record_page"]
+        keys = self._k("meta", "node", "frontier", "lease", "req")
+        try:
+            conn = self._record_conn or self._new_record_conn()
+            self._record_conn = conn
+            conn.send_command("EVALSHA", script.sha, len(keys), *keys, *argv)
+        except (redis.ConnectionError, redis.TimeoutError):
+            self._drop_record_conn()
+            result = self._record_now(argv)
+            if then is not None:
+                then(result)
+            return
+        self._outstanding = (argv, then)
+
+    def settle_record(self) -> None:
+        """Read the reply of the outstanding :meth:`send_record_page` call, if any,
+        and hand it to its ``then``. Raises as :meth:`send_record_page`."""
+        if self._outstanding is None:
+            return
+        argv, then = self._outstanding
+        self._outstanding = None
+        assert self._record_conn is not None
+        try:
+            res = self._record_conn.read_response()
+        except redis.exceptions.NoScriptError:
+            result = self._record_now(argv)
+        except (redis.ConnectionError, redis.TimeoutError):
+            self._drop_record_conn()
+            result = self._record_now(argv)
+        else:
+            result = RecordResult(int(res[0]), bool(res[1]), int(res[2]), int(res[3]), int(res[4]))
+        if then is not None:
+            then(result)
+
+    def _new_record_conn(self) -> redis.connection.AbstractConnection:
+        pool = self.client.connection_pool
+        try:
+            return pool.get_connection()
+        except TypeError:  # redis-py < 6 wants a command name
+            return pool.get_connection("EVALSHA")
+
+    def _drop_record_conn(self) -> None:
+        conn, self._record_conn = self._record_conn, None
+        if conn is not None:
+            conn.disconnect()
+            self.client.connection_pool.release(conn)
+
+    def close(self) -> None:
+        """Settle an outstanding record call and give its connection back."""
+        try:
+            self.settle_record()
+        finally:
+            if self._record_conn is not None:
+                self.client.connection_pool.release(self._record_conn)
+                self._record_conn = None
 
     # -- replays (simulate, benchmarks) ----------------------------------------------
     def load_graph(self, rows: Iterable[tuple[bytes, int, Sequence[tuple[bytes, int]]]], chunk: int = 2000) -> None:

@@ -9,6 +9,13 @@ held requests are then in Redis and the scheduler will lease them in priority
 order, so they are not passed on. Requests with ``dont_filter=True`` and
 non-HTTP(S) requests pass on to the scheduler untouched.
 
+The call is pipelined (``IPR_RECORD_PIPELINED``, on by default): it is sent
+without waiting, and its reply is read when the next page is recorded or the
+scheduler pops (:meth:`ipr_crawl.store.FrontierStore.send_record_page`), so the
+crawler parses the next page while Redis runs the script. A URL counts as known
+to Redis (no payload sent again, :class:`ipr_crawl.linkcache.LinkIds`) only once
+its reply has come back.
+
 Links are ordered by the tie rule (``IPR_TIE_RULE``: same-site or other-site
 URLs of the page first, document order within a class) before new URLs get
 their discovery numbers; after ``IPR_MAX_LINKS_PER_PAGE`` distinct links the
@@ -30,7 +37,7 @@ from ipr_crawl.codec import encode_request
 from ipr_crawl.linkcache import LinkIds
 from ipr_crawl.orderings import tie_rule_order
 from ipr_crawl.scheduler import frontier_of, lease_of
-from ipr_crawl.store import Link
+from ipr_crawl.store import Link, RecordResult
 from ipr_crawl.urls import node_id, site_of, tie_for
 
 if TYPE_CHECKING:
@@ -112,6 +119,9 @@ class LinkGraphMiddleware:
             return requests
         cfg = frontier.config
         stats = self.crawler.stats
+        # The previous page's record reply, read now (it came while this page was
+        # parsed), so that its new URLs count as known below.
+        frontier.store.settle_record()
         errors = stats.get_value("ipr/redis/errors", 0)
         if errors != self._redis_errors:  # Redis may have restarted and lost writes
             self._redis_errors = errors
@@ -160,23 +170,43 @@ class LinkGraphMiddleware:
         page_url = response.url
         lease = lease_of(response.request) if response.request is not None else b""
         page_id = node_id(page_url)
-        res = frontier.store.record_page(page_id, tie_for(cfg.ordering, page_url), links, lease)
-        self.ids.remember([page_id, *(link.id for link in links)])
+        ids = [page_id, *(link.id for link in links)]
+        repeated = examined - len(unique)
+        if cfg.record_pipelined:
+            frontier.store.send_record_page(
+                page_id, tie_for(cfg.ordering, page_url), links, lease,
+                then=lambda res: self._recorded(res, ids, repeated),
+            )
+            if any(link.payload for link in links):  # new URLs, probably: see wake()
+                frontier.wake()
+        else:
+            res = frontier.store.record_page(page_id, tie_for(cfg.ordering, page_url), links, lease)
+            self._recorded(res, ids, repeated)
+        if response.request is not None:
+            response.request.meta[_RECORDED] = True
+        return leftover
+
+    def _recorded(self, res: RecordResult, ids: list[bytes], repeated: int) -> None:
+        """One page's record_page reply came: its ``ids`` (the page, then its
+        links) are in Redis from now on; stats, wake and ``pr``'s PageRank step.
+        ``repeated``: link requests that repeated a link of the page."""
+        self.ids.remember(ids)
+        frontier = frontier_of(self.crawler)
+        stats = self.crawler.stats
+        if frontier is None or stats is None:
+            return
+        links = len(ids) - 1
         if res.added:
             frontier.wake()
-        added, first, rescored = res.added, res.first, res.rescored
         if res.propagated:
             stats.inc_value("ipr/propagation/updates", res.propagated)
         if res.dropped:
             stats.inc_value("ipr/propagation/dropped", res.dropped)
-        if first and cfg.ordering == "pr":
+        if res.first and frontier.config is not None and frontier.config.ordering == "pr":
             frontier.maybe_pagerank_step()
-        if response.request is not None:
-            response.request.meta[_RECORDED] = True
         stats.inc_value("ipr/pages/recorded")
-        stats.inc_value("ipr/pages/first_fetch" if first else "ipr/pages/refetched")
-        stats.inc_value("ipr/links/seen", len(links))
-        stats.inc_value("ipr/links/new", added)
-        stats.inc_value("ipr/links/rescored", rescored)
-        stats.inc_value("ipr/frontier/duplicate", examined - len(unique) + len(links) - added)
-        return leftover
+        stats.inc_value("ipr/pages/first_fetch" if res.first else "ipr/pages/refetched")
+        stats.inc_value("ipr/links/seen", links)
+        stats.inc_value("ipr/links/new", res.added)
+        stats.inc_value("ipr/links/rescored", res.rescored)
+        stats.inc_value("ipr/frontier/duplicate", repeated + links - res.added)

@@ -38,8 +38,13 @@ def node_map(graph, urls, base):
     return back, {n: tie_key(c) for n, c in canon.items()}
 
 
-@pytest.mark.parametrize("ordering", ["ipr", "blc", "bf", "ipr:ar", "opic", "ifs"])
-def test_fetch_order_matches_simulation(ordering, emacs, graph_server, crawl, tmp_path):
+@pytest.mark.parametrize(
+    "ordering,pipelined",
+    [("ipr", True), ("ipr", False), ("blc", True), ("bf", True), ("ipr:ar", True), ("opic", True), ("ifs", True)],
+)
+def test_fetch_order_matches_simulation(ordering, pipelined, emacs, graph_server, crawl, tmp_path):
+    """The exact order, with the record reply read at the next pop
+    (IPR_RECORD_PIPELINED, default) and waited for (off)."""
     graph, urls = emacs
     served = graph_server(EMACS, EMACS_URLS)
     back, _ = node_map(graph, urls, served.base)
@@ -47,7 +52,8 @@ def test_fetch_order_matches_simulation(ordering, emacs, graph_server, crawl, tm
     run = crawl(
         served.seed_url,
         tmp_path / "crawl.log",
-        {**SEQUENTIAL, "IPR_ORDERING": ordering, "IPR_DATA_DIR": tmp_path / "data", "CLOSESPIDER_PAGECOUNT": PAGES},
+        {**SEQUENTIAL, "IPR_ORDERING": ordering, "IPR_DATA_DIR": tmp_path / "data", "CLOSESPIDER_PAGECOUNT": PAGES,
+         "IPR_RECORD_PIPELINED": pipelined},
     )
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.statuses and set(run.statuses) == {200}

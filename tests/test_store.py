@@ -290,3 +290,58 @@ def test_scores_reports_state_score_seq(store):
     assert sc[nid(1)] == (2, 1.0, 1)
     assert sc[nid(2)] == (0, 0.5, 2)
     assert sc[nid(3)] == (0, 0.5, 3)
+
+
+# -- the pipelined record (send_record_page / settle_record) -------------------------
+def _record_both_ways(redis_client, crawl_id, pages, flush_before=None):
+    """The same pages recorded with record_page in one crawl and with
+    send_record_page in another; returns (results, results, scores, scores)."""
+    sync = FrontierStore(redis_client, crawl_id + "-sync", "ipr")
+    piped = FrontierStore(redis_client, crawl_id + "-piped", "ipr")
+    sync.open(), piped.open()
+    got_sync, got_piped = [], []
+    for i, (page, links) in enumerate(pages):
+        got_sync.append(sync.record_page(nid(page), 0, [Link(nid(n), 0, payload(n)) for n in links]))
+        if flush_before == i:
+            redis_client.script_flush()  # as after a Redis restart: EVALSHA fails with NOSCRIPT
+        piped.send_record_page(nid(page), 0, [Link(nid(n), 0, payload(n)) for n in links], then=got_piped.append)
+    assert len(got_piped) == len(pages) - 1  # the last reply is still unread
+    piped.settle_record()
+    piped.settle_record()  # nothing outstanding: no-op
+    piped.close()
+    return got_sync, got_piped, sync.scores(), piped.scores()
+
+
+PAGES = [(1, [2, 3, 4]), (2, [3, 5]), (3, [1, 4, 6]), (5, [6, 7, 2]), (4, [])]
+
+
+def test_send_record_page_gives_record_pages_results(redis_client, crawl_id):
+    got_sync, got_piped, s_sync, s_piped = _record_both_ways(redis_client, crawl_id, PAGES)
+    assert got_piped == got_sync and got_sync[0].added == 3
+    assert s_piped == s_sync
+
+
+@pytest.mark.parametrize("flush_before", [0, 3])
+def test_send_record_page_recovers_from_noscript(redis_client, crawl_id, flush_before):
+    got_sync, got_piped, s_sync, s_piped = _record_both_ways(redis_client, crawl_id, PAGES, flush_before)
+    assert got_piped == got_sync and s_piped == s_sync
+
+
+def test_send_record_page_reruns_a_reply_lost_with_its_connection(redis_client, crawl_id):
+    """The record connection breaks after the call went out, before its reply is
+    read: the call runs again through the client (the second record of a page is
+    a re-fetch: no new URLs, no score change), and the next send opens a new
+    connection."""
+    store = FrontierStore(redis_client, crawl_id, "ipr")
+    store.open()
+    store.record_page(nid(9), 0, [])  # the script is loaded
+    got = []
+    store.send_record_page(nid(1), 0, [Link(nid(2), 0, payload(2))], then=got.append)
+    time.sleep(0.2)
+    store._record_conn.disconnect()  # the reply is lost with the socket
+    store.settle_record()
+    assert got == [(0, False, 0, 0, 0)]
+    store.send_record_page(nid(2), 0, [Link(nid(3), 0, payload(3))], then=got.append)
+    store.close()
+    assert got[1] == (1, True, 0, 0, 0)
+    assert store.counts()["fetched"] == 3 and store.counts()["frontier"] == 1
