@@ -329,9 +329,9 @@ class FrontierStore:
         ``then(result)``. At most one call is outstanding, so the crawler parses
         the next page while Redis runs this one's script (on another core).
 
-        Redis runs commands in the order they arrive, so a pop sent after this
-        call almost always sees the page recorded; a caller that must be sure
-        (an empty pop, the end of a crawl) calls :meth:`settle_record` first.
+        The scheduler calls :meth:`settle_record` before each pop and before it
+        judges whether the crawl is finished, so a pop always sees this
+        process's pages recorded (the exact order of README "Exact order" holds).
         A reply lost with its connection, or a NOSCRIPT after a Redis restart, is
         answered by running the call again through the client (as redis-py's own
         retry does). Raises what :meth:`record_page` raises: ``redis.ConnectionError``
