@@ -147,6 +147,7 @@ class RateProbe:
         self.redis_pid = 0
         self.redis_cpu0 = 0.0
         self.fetched: list[str] = []
+        self.fetched_at: list[float] = []  # seconds after spider_opened, per fetched URL
         crawler.signals.connect(self.opened, signals.spider_opened)
         crawler.signals.connect(self.response, signals.response_received)
         crawler.signals.connect(self.closed, signals.spider_closed)
@@ -182,6 +183,7 @@ class RateProbe:
         self.t_last = time.monotonic()
         if response.status == 200:
             self.fetched.append(response.url)
+            self.fetched_at.append(round(self.t_last - self.t0, 4))
 
     def closed(self, spider: Any, reason: str) -> None:
         cpu = time.process_time() - self.cpu0
@@ -198,6 +200,7 @@ class RateProbe:
             "reason": reason,
             "bytes": stats.get("downloader/response_bytes", 0),
             "fetched": self.fetched,
+            "fetched_at": self.fetched_at,
         }))
 
 

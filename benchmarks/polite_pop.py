@@ -171,11 +171,15 @@ def main(argv: list[str] | None = None) -> int:
     n = min(len(r["fetched"]) for rs in rows.values() for r in rs)
     marks = [max(1, n // 4), max(1, n // 2), n]
 
-    def crit_b(fetched: list[str], k: int) -> float:
+    # Equal time: every run is still crawling at the shortest run's last response.
+    t_eq = min(r["fetched_at"][-1] for rs in rows.values() for r in rs if r.get("fetched_at"))
+
+    def crit_b(fetched: list[str], k: int, at: list[float] | None = None) -> float:
+        """B of the first ``k`` distinct pages fetched (with ``at``: fetched by ``t_eq`` s)."""
         seen: set[str] = set()
         total = 0.0
-        for url in fetched:
-            if len(seen) >= k:
+        for i, url in enumerate(fetched):
+            if len(seen) >= k or (at is not None and at[i] > t_eq):
                 break
             c = canon(url)
             if c not in seen:
@@ -195,25 +199,30 @@ def main(argv: list[str] | None = None) -> int:
             "cpu_share": statistics.median(r["cpu"] / r["wall"] for r in runs),
             "mb": statistics.median(r["bytes"] / 1e6 for r in runs),
             "B": {k: statistics.median(crit_b(r["fetched"], k) for r in runs) for k in marks},
+            "B_at_time": statistics.median(crit_b(r["fetched"], len(r["fetched"]), r["fetched_at"]) for r in runs),
             "hosts": {p: c / len(runs) for p, c in sorted(hosts.items())},
         }
     dapq = summary.get("scrapy-dapq", {}).get("pages_per_s")
     glob = summary.get("ipr:dl1 global", {}).get("B", {})
     lines = [
         (f"graph discovered by all runs: {graph.number_of_nodes()} nodes, {graph.number_of_edges()} edges; "
-         f"B at N = {', '.join(map(str, marks))} pages"),
+         f"B at N = {', '.join(map(str, marks))} pages, and at equal time t = {t_eq:.1f} s (the shortest run)"),
         "",
         ("| configuration | pages/s (median) | × DAPQ | pages/s of each run | "
-         + " | ".join(f"B@{k}" for k in marks) + f" | B@{n} ÷ global | crawler CPU ms/page | CPU / wall | MB fetched | pages per port in the first {n} |"),
-        "|---|---:|---:|---|" + "---:|" * len(marks) + "---:|---:|---:|---:|---|",
+         + " | ".join(f"B@{k}" for k in marks) + f" | B@{n} ÷ global | B@{t_eq:.1f}s | B@{t_eq:.1f}s ÷ global"
+         + f" | crawler CPU ms/page | CPU / wall | MB fetched | pages per port in the first {n} |"),
+        "|---|---:|---:|---|" + "---:|" * len(marks) + "---:|---:|---:|---:|---:|---:|---|",
     ]
+    glob_t = summary.get("ipr:dl1 global", {}).get("B_at_time")
     for config, x in summary.items():
         ratio = f"{x['pages_per_s'] / dapq:.3f}" if dapq else ""
         bratio = f"{x['B'][n] / glob[n]:.3f}" if glob else ""
+        tratio = f"{x['B_at_time'] / glob_t:.3f}" if glob_t else ""
         lines.append(
             f"| {config} | {x['pages_per_s']:.1f} | {ratio} | {', '.join(f'{v:.1f}' for v in x['each'])} | "
             + " | ".join(f"{x['B'][k]:.4f}" for k in marks)
-            + f" | {bratio} | {x['cpu_ms_per_page']:.1f} | {x['cpu_share']:.2f} | {x['mb']:.1f}"
+            + f" | {bratio} | {x['B_at_time']:.4f} | {tratio}"
+            + f" | {x['cpu_ms_per_page']:.1f} | {x['cpu_share']:.2f} | {x['mb']:.1f}"
             + f" | {', '.join(f'{p}: {c:.0f}' for p, c in x['hosts'].items())} |"
         )
     table = "\n".join(lines)
