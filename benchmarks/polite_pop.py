@@ -16,7 +16,8 @@ B (Yamada et al. 2004 §4.3): the sum of PageRank over the first N pages fetched
 N = the smallest page count of all runs, with the exact PageRank (networkx,
 damping 0.85) of the link graph the crawls discovered: the union over every run of
 each parsed page's out-links (redirects folded into their targets). Also given: B at
-N/4 and N/2, and the pages per host in each crawl.
+N/4 and N/2, B at equal time (of the pages each crawl had fetched when the shortest
+run ended, seconds after ``spider_opened``), and the pages per host in each crawl.
 
     python benchmarks/polite_pop.py [--delay 0.1] [--pages 600] [--repeat 2]
 
