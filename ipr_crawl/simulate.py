@@ -412,13 +412,13 @@ def run_simulate(args: argparse.Namespace) -> int:
             edges_recorded = sum(len(replay.links(n)) for n in order)
             records = store.records()
             scores = [records[_nid(n)].s for n in order]
-            _drop(client, cid)
+            store.drop()
             cid2 = f"sim-{uuid.uuid4().hex[:10]}"
             bf_store = FrontierStore(client, cid2, "bf", "")
             if in_redis:
                 load_replay_graph(replay, bf_store, "bf", order)
             link_s = link_extension_seconds(replay, bf_store, order, in_redis)
-            _drop(client, cid2)
+            bf_store.drop()
             total_s = run["pop_seconds"] + run["record_seconds"] + run["pr_seconds"]
             score_s = max(total_s - link_s, 0.0)
             row = evaluate(order, reach, pr, tops, thresholds, indeg, outdeg)
@@ -477,12 +477,6 @@ def _kendall(scores: Sequence[float], truth: Sequence[float]) -> float | None:
         return None
     tau = kendalltau(scores, truth).statistic
     return None if tau is None or math.isnan(tau) else round(float(tau), 4)
-
-
-def _drop(client: Any, crawl_id: str) -> None:
-    keys = list(client.scan_iter(match=f"ipr:{{{crawl_id}}}:*", count=1000))
-    for i in range(0, len(keys), 500):
-        client.delete(*keys[i : i + 500])
 
 
 def format_table(result: dict[str, Any]) -> str:

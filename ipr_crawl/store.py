@@ -506,6 +506,15 @@ class FrontierStore:
             self._scripts["ack"](keys=self._k("meta", "node", "frontier", "lease", "req", "forced"), args=argv)
         )
 
+    def drop(self) -> int:
+        """Delete every key of this crawl (``ipr:{<crawl id>}:*``, SCAN + DEL in
+        batches of 500); returns how many keys went. For replays and benchmarks:
+        the crawl is gone for good."""
+        keys = list(self.client.scan_iter(match=f"ipr:{{{self.crawl_id}}}:*", count=1000))
+        for i in range(0, len(keys), 500):
+            self.client.delete(*keys[i : i + 500])
+        return len(keys)
+
     # -- inspection ---------------------------------------------------------------
     def counts(self) -> dict[str, int]:
         """Sizes: frontier, forced, in flight, known URLs, fetched and failed pages."""

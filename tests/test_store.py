@@ -345,3 +345,14 @@ def test_send_record_page_reruns_a_reply_lost_with_its_connection(redis_client, 
     store.close()
     assert got[1] == (1, True, 0, 0, 0)
     assert store.counts()["fetched"] == 3 and store.counts()["frontier"] == 1
+
+
+def test_drop_deletes_only_this_crawls_keys(redis_client, crawl_id):
+    store = FrontierStore(redis_client, crawl_id, "ipr")
+    other = FrontierStore(redis_client, crawl_id + "-other", "ipr")
+    store.open(), other.open()
+    for s in (store, other):
+        s.record_page(nid(1), 0, [Link(nid(n), 0, payload(n)) for n in range(2, 700)])
+    assert store.drop() >= 3
+    assert list(redis_client.scan_iter(match=f"ipr:{{{crawl_id}}}:*")) == []
+    assert other.counts()["known"] == 699
