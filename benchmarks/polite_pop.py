@@ -96,25 +96,21 @@ def discovered_graph(link_files: list[Path]) -> tuple[Any, dict[str, str]]:
 
 
 def serve_graphs(names: list[str]) -> tuple[list[Any], list[str]]:
-    """Start ``python -m ipr_crawl.serve`` per graph (free ports); (processes, seed URLs)."""
-    import subprocess
-    import threading
+    """Serve each graph of ``GRAPHS`` (``ipr_crawl.serve.spawn``, free ports); (processes, seed URLs)."""
+    from ipr_crawl.serve import spawn
 
     procs, urls = [], []
-    for name in names:
-        path = GRAPHS / f"{name}.tsv.gz"
-        cmd = [sys.executable, "-m", "ipr_crawl.serve", str(path), "--port", "0"]
-        if (GRAPHS / f"{name}.urls.tsv.gz").exists():
-            cmd += ["--urls", str(GRAPHS / f"{name}.urls.tsv.gz")]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        procs.append(proc)
-        line: list[str] = []
-        reader = threading.Thread(target=lambda p=proc, got=line: got.append(p.stdout.readline()), daemon=True)
-        reader.start()
-        reader.join(120)
-        if not line or " at " not in line[0]:
-            raise RuntimeError(f"graph server did not start: {cmd}")
-        urls.append(line[0].strip().rsplit(" at ", 1)[1])
+    try:
+        for name in names:
+            path = GRAPHS / f"{name}.tsv.gz"
+            url_list = GRAPHS / f"{name}.urls.tsv.gz"
+            proc, url = spawn(path, url_list if url_list.exists() else None)
+            procs.append(proc)
+            urls.append(url)
+    except BaseException:
+        for proc in procs:
+            proc.kill()
+        raise
     return procs, urls
 
 

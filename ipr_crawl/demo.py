@@ -36,6 +36,7 @@ from ipr_crawl.graphio import (
     read_urls,
 )
 from ipr_crawl.metrics import criterion_a_curve, criterion_b_curve, share_at, top_set
+from ipr_crawl.serve import spawn
 
 __all__ = ["run_demo", "add_demo_parser", "fetch_order_from_log"]
 
@@ -51,20 +52,6 @@ def fetch_order_from_log(path: str) -> list[str]:
             if m and m.group(1) == "200":
                 order.append(m.group(2))
     return order
-
-
-def _start_server(graph: str, urls: str | None, seed: int) -> tuple[subprocess.Popen[str], str]:
-    cmd = [sys.executable, "-m", "ipr_crawl.serve", graph, "--port", "0", "--seed", str(seed)]
-    if urls:
-        cmd += ["--urls", urls]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    m = re.search(r"at (http://\S+)", line)
-    if not m:
-        proc.kill()
-        raise RuntimeError(f"serve-graph did not start: {line!r}")
-    return proc, m.group(1)
 
 
 def _crawl(ordering: str, start_url: str, out: str, extra: Sequence[str]) -> dict[str, Any]:
@@ -134,7 +121,7 @@ def run_demo(args: argparse.Namespace) -> int:
     total = len(reach)
     print(f"[demo] {graph.name}: {len(graph.nodes)} nodes, {graph.edges} edges; seed {seed} "
           f"reaches {total} pages; top 1% = {len(top)} pages", flush=True)
-    server, start_url = _start_server(graph_path, urls_path, seed)
+    server, start_url = spawn(graph_path, urls_path, seed)
     results: dict[str, Any] = {"graph": graph.name, "nodes": len(graph.nodes), "edges": graph.edges,
                                "seed": seed, "reachable": total, "top_1pct": len(top), "orderings": {}}
     curves: dict[str, tuple[list[float], list[float]]] = {}

@@ -30,6 +30,8 @@ import argparse
 import hashlib
 import html
 import os
+import re
+import subprocess
 import sys
 from typing import Any, Sequence
 from urllib.parse import unquote
@@ -45,7 +47,7 @@ from ipr_crawl.graphio import (
     read_urls,
 )
 
-__all__ = ["GraphResource", "make_site", "serve_graph", "add_serve_graph_parser", "main"]
+__all__ = ["GraphResource", "make_site", "serve_graph", "spawn", "add_serve_graph_parser", "main"]
 
 #: Last-Modified used when the caller gives none: 2000-01-01T00:00:00Z.
 DEFAULT_LAST_MODIFIED = 946684800
@@ -219,6 +221,31 @@ def serve_graph(
     )
     reactor.run()  # type: ignore[attr-defined]
     return None
+
+
+def spawn(
+    graph: str | os.PathLike[str], urls: str | os.PathLike[str] | None = None, seed: int | None = None
+) -> tuple[subprocess.Popen[str], str]:
+    """Serve ``graph`` in a child process (``python -m ipr_crawl.serve``, a free
+    port on 127.0.0.1) and return ``(process, seed URL)`` once it listens.
+
+    The caller stops the process. Raises RuntimeError if the server exits
+    before it prints its address (a bad graph file, say).
+    """
+    cmd = [sys.executable, "-m", "ipr_crawl.serve", os.fspath(graph), "--port", "0"]
+    if seed is not None:
+        cmd += ["--seed", str(seed)]
+    if urls:
+        cmd += ["--urls", os.fspath(urls)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    m = re.search(r"at (http://\S+)", line)
+    if not m:
+        proc.kill()
+        proc.wait()
+        raise RuntimeError(f"serve-graph did not start: {' '.join(cmd)}: {line!r}")
+    return proc, m.group(1)
 
 
 def _configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
