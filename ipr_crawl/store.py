@@ -76,6 +76,11 @@ class RecordResult(NamedTuple):
     dropped: int  # propagation entries dropped by IPR_PROPAGATION_CAP
 
 
+def _record_result(reply: Sequence[Any]) -> RecordResult:
+    """record_page.lua's reply ``{added, first, rescored, propagated, dropped}``."""
+    return RecordResult(int(reply[0]), bool(reply[1]), int(reply[2]), int(reply[3]), int(reply[4]))
+
+
 class NodeRecord(NamedTuple):
     """A node's record as ``lua/_prelude.lua`` packs it."""
 
@@ -236,6 +241,7 @@ class FrontierStore:
             name: client.register_script(_script_source(name))
             for name in ("record_page", "enqueue", "pop", "ack", "set_scores", "replay", "replay_record")
         }
+        self._record_keys = self._k("meta", "node", "frontier", "lease", "req")
         # send_record_page's connection and its call whose reply is not read yet
         self._record_conn: redis.connection.AbstractConnection | None = None
         self._outstanding: tuple[list[Any], Callable[[RecordResult], None] | None] | None = None
@@ -310,10 +316,7 @@ class FrontierStore:
         return self._record_now(self._record_argv(page_id, page_tie, links, lease))
 
     def _record_now(self, argv: list[Any]) -> RecordResult:
-        res = self._scripts["record_page"](
-            keys=self._k("meta", "node", "frontier", "lease", "req"), args=argv
-        )
-        return RecordResult(int(res[0]), bool(res[1]), int(res[2]), int(res[3]), int(res[4]))
+        return _record_result(self._scripts["record_page"](keys=self._record_keys, args=argv))
 
     def send_record_page(
         self,
@@ -340,19 +343,14 @@ class FrontierStore:
         """
         self.settle_record()
         argv = self._record_argv(page_id, page_tie, links, lease)
-        script = self._scripts["record_page"]
-        keys = self._k("meta", "node", "frontier", "lease", "req")
+        keys = self._record_keys
+        self._outstanding = (argv, then)
         try:
-            conn = self._record_conn or self._new_record_conn()
-            self._record_conn = conn
-            conn.send_command("EVALSHA", script.sha, len(keys), *keys, *argv)
+            self._record_conn = self._record_conn or self._new_record_conn()
+            self._record_conn.send_command("EVALSHA", self._scripts["record_page"].sha, len(keys), *keys, *argv)
         except (redis.ConnectionError, redis.TimeoutError):
             self._drop_record_conn()
-            result = self._record_now(argv)
-            if then is not None:
-                then(result)
-            return
-        self._outstanding = (argv, then)
+            self.settle_record()  # not sent: run through the client (with its retries)
 
     def settle_record(self) -> None:
         """Read the reply of the outstanding :meth:`send_record_page` call, if any,
@@ -361,16 +359,15 @@ class FrontierStore:
             return
         argv, then = self._outstanding
         self._outstanding = None
-        assert self._record_conn is not None
         try:
-            res = self._record_conn.read_response()
+            if self._record_conn is None:
+                raise redis.ConnectionError("record connection not open")
+            result = _record_result(self._record_conn.read_response())
         except redis.exceptions.NoScriptError:
             result = self._record_now(argv)
         except (redis.ConnectionError, redis.TimeoutError):
             self._drop_record_conn()
             result = self._record_now(argv)
-        else:
-            result = RecordResult(int(res[0]), bool(res[1]), int(res[2]), int(res[3]), int(res[4]))
         if then is not None:
             then(result)
 
