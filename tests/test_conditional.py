@@ -14,11 +14,12 @@ from scrapy.utils.test import get_crawler
 
 from ipr_crawl.addon import CONDITIONAL_MIDDLEWARE, Addon
 from ipr_crawl.config import DEFAULTS, RevisitConfig
-from ipr_crawl.revisit import DAY
-from ipr_crawl.revisit_sim import parse_time
-from ipr_crawl.revisit_store import format_history
-from ipr_crawl.scheduler import LEASE_META, IprScheduler
-from ipr_crawl.urls import node_id
+from ipr_crawl.revisit.policy import DAY
+from ipr_crawl.evaluation.revisit_sim import parse_time
+from ipr_crawl.store.revisit import format_history
+from ipr_crawl.meta import LEASE_META
+from ipr_crawl.scheduler import IprScheduler
+from ipr_crawl.ordering.urls import node_id
 
 T0 = parse_time("2020-01-01")
 LM = "Wed, 01 Jan 2020 00:00:00 GMT"
@@ -47,7 +48,7 @@ class Harness:
         self.crawler = get_crawler(PageSpider, values)
         self.spider = PageSpider()
         self.crawler.spider = self.spider
-        self.scheduler = IprScheduler(self.crawler)
+        self.scheduler = IprScheduler.from_crawler(self.crawler)
         self.scheduler.open(self.spider)
         self.mw = ConditionalGetMiddleware.from_crawler(self.crawler)
         self.refresher = self.scheduler.revisits

@@ -1,4 +1,4 @@
-"""Real processes: a graph served over HTTP by ``python -m ipr_crawl.serve`` and
+"""Real processes: a graph served over HTTP by ``python -m ipr_crawl.evaluation.serve`` and
 crawled by ``scrapy crawl graph`` with the embedded Redis."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import collections
 import pytest
 
 from conftest import DATA, SHARED_GRAPHS
-from ipr_crawl.graphio import page_paths, reachable, read_graph, read_urls
-from ipr_crawl.orderings import simulate_crawl
-from ipr_crawl.urls import canonical_url, tie_for, tie_key
+from ipr_crawl.evaluation.graphio import page_paths, reachable, read_graph, read_urls
+from ipr_crawl.ordering.reference import simulate_crawl
+from ipr_crawl.ordering.urls import canonical_url, tie_for, tie_key
 
 EMACS = DATA / "emacswiki.tsv.gz"
 EMACS_URLS = DATA / "emacswiki.urls.tsv.gz"

@@ -24,9 +24,9 @@ import pytest
 from conftest import DATA, SHARED_GRAPHS
 from procs import RedisServer, fetched, free_port, read_log, start_crawl, wait_all
 
-from ipr_crawl.graphio import page_paths, reachable, read_graph, read_urls
+from ipr_crawl.evaluation.graphio import page_paths, reachable, read_graph, read_urls
 from ipr_crawl.store import FrontierStore, crawl_keys
-from ipr_crawl.urls import canonical_url, node_id
+from ipr_crawl.ordering.urls import canonical_url, node_id
 
 EMACS = DATA / "emacswiki.tsv.gz"
 EMACS_URLS = DATA / "emacswiki.urls.tsv.gz"
@@ -348,7 +348,7 @@ def test_two_crawls_in_one_redis_never_see_each_others_keys(graph_server, redis_
     assert {k.split("}")[0] + "}" for k in keys} == {p[:-1] for p in prefixes}
     first = FrontierStore(client, ids[0], "ipr").records()
     second = FrontierStore(client, ids[1], "blc").records()
-    from ipr_crawl.urls import node_id as nid
+    from ipr_crawl.ordering.urls import node_id as nid
 
     harvard_ids = {nid(one.base + p) for p in page_paths(harvard, None).values()}
     emacs_ids = {nid(two.base + p) for p in page_paths(emacs, emacs_urls).values()}

@@ -1,4 +1,4 @@
-"""Tests of ipr_crawl.graphio on the real graphs of ../shared/data/graphs
+"""Tests of ipr_crawl.evaluation.graphio on the real graphs of ../shared/data/graphs
 (figures from its SOURCES.md) and on the shipped EmacsWiki sample."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from ipr_crawl import graphio
-from ipr_crawl.graphio import GraphFormatError
+from ipr_crawl.evaluation import graphio
+from ipr_crawl.evaluation.graphio import GraphFormatError
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "graphs"
 CHANGES = Path(__file__).resolve().parents[2] / "shared" / "data" / "changes"
-PKG_DATA = Path(graphio.__file__).resolve().parent / "data"
+PKG_DATA = Path(graphio.__file__).resolve().parents[1] / "data"
 
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="shared data not present")
 

@@ -1,5 +1,5 @@
 """Politeness-aware pops (ipr_crawl/polite.py): real ``scrapy crawl graph`` runs of two
-hosts, each a real graph served by ``python -m ipr_crawl.serve`` (on 127.0.0.1 and
+hosts, each a real graph served by ``python -m ipr_crawl.evaluation.serve`` (on 127.0.0.1 and
 127.0.0.2, so Scrapy gives them two download slots), with ``DOWNLOAD_DELAY > 0``."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from conftest import SHARED_GRAPHS
 from scrapy.settings import Settings
 
 from ipr_crawl.config import DEFAULTS, FrontierConfig, polite_enabled
-from ipr_crawl.graphio import reachable, read_graph
-from ipr_crawl.orderings import simulate_crawl
-from ipr_crawl.urls import canonical_url
+from ipr_crawl.evaluation.graphio import reachable, read_graph
+from ipr_crawl.ordering.reference import simulate_crawl
+from ipr_crawl.ordering.urls import canonical_url
 
 HARVARD = SHARED_GRAPHS / "harvard500.tsv.gz"
 
@@ -133,7 +133,7 @@ def test_polite_resume_fetches_the_rest_once(hosts, crawl, tmp_path):
 
 def test_one_host_keeps_the_exact_order(hosts, crawl, tmp_path):
     """Polite pop on, one host, the sequential settings: the plain order."""
-    from ipr_crawl.urls import tie_key
+    from ipr_crawl.ordering.urls import tie_key
 
     ((seed, url, base),) = hosts(HARVARD, "127.0.0.1")
     graph = read_graph(HARVARD)
@@ -157,11 +157,11 @@ def test_pop_scan_one_per_free_slot(redis_client, crawl_id):
     the moving window finds a host whose URLs all rank low."""
     from scrapy import Request
 
-    from ipr_crawl.codec import decode_request, encode_request
+    from ipr_crawl.scheduler.codec import decode_request, encode_request
     from ipr_crawl.store import FrontierStore
-    from ipr_crawl.urls import node_id
+    from ipr_crawl.ordering.urls import node_id
 
-    store = FrontierStore(redis_client, crawl_id, "bf", "")
+    store = FrontierStore(redis_client, crawl_id, "bf", cutoff="")
     store.open()
 
     def add(url, **meta):
@@ -195,11 +195,11 @@ def test_pop_polite_min_ratio(redis_client, crawl_id):
     at least r x the frontier's best (pr ordering: priorities set directly)."""
     from scrapy import Request
 
-    from ipr_crawl.codec import decode_request, encode_request
+    from ipr_crawl.scheduler.codec import decode_request, encode_request
     from ipr_crawl.store import FrontierStore
-    from ipr_crawl.urls import node_id
+    from ipr_crawl.ordering.urls import node_id
 
-    store = FrontierStore(redis_client, crawl_id, "pr", "")
+    store = FrontierStore(redis_client, crawl_id, "pr", cutoff="")
     store.open()
     scores = {"http://a.example/1": 1.0, "http://a.example/2": 0.9, "http://b.example/1": 0.5,
               "http://c.example/1": 0.2, "http://d.example/1": 0.05}

@@ -1,4 +1,4 @@
-"""The revisit policy's pure functions (ipr_crawl.revisit, ipr_crawl.contenthash):
+"""The revisit policy's pure functions (ipr_crawl.revisit.policy, ipr_crawl.revisit.fingerprint):
 001 §4 rules checked as properties (hypothesis) and on hand-worked cases."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ipr_crawl.contenthash import digest, same_version, simhash64, visible_text
-from ipr_crawl.revisit import (
+from ipr_crawl.revisit.fingerprint import digest, same_version, simhash64, visible_text
+from ipr_crawl.revisit.policy import (
     DAY,
     AimdPolicy,
     FixedPolicy,
@@ -296,10 +296,18 @@ def test_text_digest_ignores_markup(text):
     assert digest(body, "text") == digest(restyled, "text")
 
 
-@settings(max_examples=30)
-@given(st.lists(st.sampled_from(["emacs", "lisp", "buffer", "window", "mode", "key", "file", "wiki", "page", "edit"]), min_size=200, max_size=400), st.integers(0, 10**6))
-def test_simhash_near_duplicate(words, counter):
-    body = " ".join(words)
+# A page of a few hundred words, most of them distinct (as in real text): one
+# changed token moves at most a few of the 64 bits. (With ten distinct words, as
+# this test once drew, a single token can tip bits whose weighted sums are near
+# zero: simhash needs a vocabulary.)
+@settings(max_examples=30, derandomize=True)
+@given(st.integers(0, 2**32), st.integers(200, 400), st.integers(0, 10**6))
+def test_simhash_near_duplicate(seed, size, counter):
+    import random
+    import string
+
+    rng = random.Random(seed)
+    body = " ".join("".join(rng.choices(string.ascii_lowercase, k=rng.randint(4, 9))) for _ in range(size))
     a = digest(f"<p>hits: 0</p><p>{body}</p>".encode(), "simhash")
     b = digest(f"<p>hits: {counter}</p><p>{body}</p>".encode(), "simhash")
     assert same_version(a, b, 4)

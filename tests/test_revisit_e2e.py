@@ -23,10 +23,10 @@ import pytest
 from procs import start_server
 from conftest import REPO
 
-from ipr_crawl.revisit import DAY, RevisitState, parse_policy
-from ipr_crawl.revisit_sim import Page, load_log, parse_time, simulate, simulate_page
-from ipr_crawl.revisit_store import RevisitStore
-from ipr_crawl.urls import node_id
+from ipr_crawl.revisit.policy import DAY, RevisitState, parse_policy
+from ipr_crawl.evaluation.revisit_sim import Page, load_log, parse_time, simulate, simulate_page
+from ipr_crawl.store.revisit import RevisitStore
+from ipr_crawl.ordering.urls import node_id
 
 CHANGES = Path(__file__).resolve().parents[2] / "shared" / "data" / "changes"
 pytestmark = pytest.mark.skipif(not CHANGES.exists(), reason="shared change logs not present")
@@ -77,7 +77,7 @@ def change_server():
     procs = []
 
     def start(changes: Path, pages: Path, *extra: str) -> str:
-        cmd = [sys.executable, "-m", "ipr_crawl.serve_changes", "--changes", str(changes), "--pages", str(pages),
+        cmd = [sys.executable, "-m", "ipr_crawl.evaluation.serve_changes", "--changes", str(changes), "--pages", str(pages),
                "--port", "0", *extra]
         proc, m = start_server(cmd, r"^serving changes: (\d+) pages at (\S+)")
         procs.append(proc)

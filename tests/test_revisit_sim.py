@@ -15,8 +15,8 @@ from conftest import REPO
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ipr_crawl.revisit import DAY, parse_policy
-from ipr_crawl.revisit_sim import interval_bucket, load_log, parse_time, simulate, simulate_page
+from ipr_crawl.revisit.policy import DAY, parse_policy
+from ipr_crawl.evaluation.revisit_sim import interval_bucket, load_log, parse_time, simulate, simulate_page
 
 CHANGES = Path(__file__).resolve().parents[2] / "shared" / "data" / "changes"
 T0 = parse_time("2020-01-01")

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ipr_crawl.orderings import ReferenceFrontier
+from ipr_crawl.ordering.reference import ReferenceFrontier
 from ipr_crawl.store import FrontierStore, Link
 
 ORDERINGS = ("ipr", "blc", "bf")

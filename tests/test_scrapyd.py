@@ -17,8 +17,8 @@ import pytest
 from conftest import REPO, SHARED_GRAPHS
 from procs import RedisServer, fetched, free_port
 
-from ipr_crawl.graphio import page_paths, reachable, read_graph
-from ipr_crawl.urls import canonical_url
+from ipr_crawl.evaluation.graphio import page_paths, reachable, read_graph
+from ipr_crawl.ordering.urls import canonical_url
 
 pytest.importorskip("scrapyd", reason="pip install 'ipr-crawl[deploy]'")
 pytest.importorskip("scrapyd_client", reason="pip install 'ipr-crawl[deploy]'")
@@ -105,7 +105,7 @@ def test_two_scrapyd_jobs_share_and_finish_one_crawl(scrapyd, graph_server, tmp_
     logs = [work / "logs" / "ipr_crawl" / "graph" / f"{job}.log" for job in jobs]
     texts = [log.read_text() for log in logs]
     for text in texts:
-        assert "crawl 'scrapyd-test' ordered by" in text and "shared Redis" in text
+        assert "crawl 'scrapyd-test' ordered by" in text and "on Redis at redis://" in text
         assert "closed (finished)" in text, text[-3000:]
     back = {canonical_url(served.base + p): n for n, p in page_paths(graph, None).items()}
     per_job = [[back[canonical_url(u)] for u in fetched(log)] for log in logs]

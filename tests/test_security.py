@@ -16,11 +16,11 @@ import pytest
 from conftest import REPO, SHARED_GRAPHS
 from procs import RedisServer, fetched, read_log, start_crawl
 
-from ipr_crawl.codec import FORMAT, PayloadError, decode_request, encode_request
-from ipr_crawl.graphio import reachable, read_graph
+from ipr_crawl.scheduler.codec import FORMAT, PayloadError, decode_request, encode_request
+from ipr_crawl.evaluation.graphio import reachable, read_graph
 from ipr_crawl.spiders.graph import GraphSpider
 from ipr_crawl.store import FrontierStore, Link
-from ipr_crawl.urls import node_id
+from ipr_crawl.ordering.urls import node_id
 
 HARVARD = SHARED_GRAPHS / "harvard500.tsv.gz"
 #: Modules that turn bytes into code or arbitrary objects.
@@ -65,7 +65,7 @@ def test_scrapy_pickle_queues_are_not_used():
     settings = Settings({"JOBDIR": ""})
     Addon().update_settings(settings)
     assert settings["SCHEDULER"] == "ipr_crawl.scheduler.IprScheduler"
-    source = (REPO / "ipr_crawl" / "scheduler.py").read_text()
+    source = (REPO / "ipr_crawl" / "scheduler" / "core.py").read_text()
     assert "SCHEDULER_DISK_QUEUE" not in source and "squeues" not in source
 
 
@@ -81,7 +81,7 @@ class Bomb:
 
 
 def _packed(data) -> bytes:
-    return bytes([FORMAT]) + msgpack.packb(data, use_bin_type=True)
+    return bytes([FORMAT, 0]) + msgpack.packb(data, use_bin_type=True)
 
 
 def forged_payloads(marker: str) -> dict[str, bytes | None]:
@@ -91,7 +91,8 @@ def forged_payloads(marker: str) -> dict[str, bytes | None]:
     return {
         "pickle": bomb,
         "pickle-protocol-0": pickle.dumps(Bomb(marker), protocol=0),
-        "pickle-behind-format-byte": bytes([FORMAT]) + bomb,
+        "pickle-behind-format-byte": bytes([FORMAT, 0]) + bomb,
+        "slot-longer-than-payload": bytes([FORMAT, 200]) + b"x",
         "empty": b"",
         "missing": None,
         "random-bytes": os.urandom(64),

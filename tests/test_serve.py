@@ -1,4 +1,4 @@
-"""End-to-end test of ipr_crawl.serve: a real ``python -m ipr_crawl.serve``
+"""End-to-end test of ipr_crawl.evaluation.serve: a real ``python -m ipr_crawl.evaluation.serve``
 subprocess serving the shipped EmacsWiki sample, fetched with urllib."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Iterator
 
 import pytest
 
-from ipr_crawl import graphio
+from ipr_crawl.evaluation import graphio
 
-DATA = Path(graphio.__file__).resolve().parent / "data"
+DATA = Path(graphio.__file__).resolve().parents[1] / "data"
 GRAPH = DATA / "emacswiki.tsv.gz"
 URLS = DATA / "emacswiki.urls.tsv.gz"
 READY = re.compile(
@@ -61,7 +61,7 @@ def server() -> Iterator[tuple[str, int, str]]:
     root = str(Path(graphio.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ipr_crawl.serve", str(GRAPH), "--urls", str(URLS), "--port", "0"],
+        [sys.executable, "-m", "ipr_crawl.evaluation.serve", str(GRAPH), "--urls", str(URLS), "--port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

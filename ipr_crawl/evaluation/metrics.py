@@ -2,7 +2,7 @@
 §4.3 (criteria A and B; see ../shared/ALGORITHMS.md §3).
 
 Pure functions over node ids and a final PageRank computed on the whole graph
-(e.g. :func:`ipr_crawl.graphio.pagerank`).  No Scrapy or Redis imports.
+(e.g. :func:`ipr_crawl.evaluation.graphio.pagerank`).  No Scrapy or Redis imports.
 
 * Criterion A: share of the top pages (top 0.1 %, 1 %, 10 % by final PageRank)
   already fetched, as a curve over the number of pages fetched.
@@ -12,8 +12,8 @@ Pure functions over node ids and a final PageRank computed on the whole graph
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from itertools import accumulate
-from typing import Iterable, Sequence
 
 __all__ = ["top_set", "criterion_a_curve", "share_at", "criterion_b_curve"]
 
@@ -115,7 +115,7 @@ def degree_thresholds(out: dict[int, list[int]], nodes: Iterable[int], fraction:
     (out-degree). Returns ``(in-degree threshold, out-degree threshold)``."""
     nodes = list(nodes)
     indeg: dict[int, int] = dict.fromkeys(nodes, 0)
-    for src, targets in out.items():
+    for _src, targets in out.items():
         for t in set(targets):
             indeg[t] = indeg.get(t, 0) + 1
     k = max(1, math.ceil(fraction * len(nodes)))

@@ -18,7 +18,7 @@ after a Redis error (a restarted server may have lost its last writes).
 
 from __future__ import annotations
 
-from ipr_crawl.urls import canonical_id, canonical_url
+from ipr_crawl.ordering.urls import canonical_id, canonical_url
 
 __all__ = ["LinkIds"]
 
@@ -43,7 +43,7 @@ class LinkIds:
         self._known: set[bytes] = set()
 
     def lookup(self, url: str) -> tuple[str, bytes]:
-        """``(canonical_url(url), node_id(url))`` (:mod:`ipr_crawl.urls`)."""
+        """``(canonical_url(url), node_id(url))`` (:mod:`ipr_crawl.ordering.urls`)."""
         hit = self._ids.get(url)
         if hit is None:
             canon = canonical_url(url)

@@ -11,8 +11,8 @@
 --   slots ARGV[9..]. ARGV[8] min ratio r (IPR_POLITE_MIN_RATIO): when r > 0 and the
 --   best entry's priority p is > 0, both windows hold only entries of priority >= r*p
 --   (r = 1: the best's ties only). A request's slot is Scrapy's
---   Downloader.get_slot_key: meta download_slot of its payload, else its URL's host
---   name (ipr_crawl/polite.py). Not for lsf.
+--   Downloader.get_slot_key (meta download_slot, else its URL's host name), stored at
+--   the head of its payload by scheduler/codec.py. Not for lsf.
 -- Returns {expired moved back, member1, payload1, member2, payload2, ...}; a
 -- payload is false when no request body is stored (a replay, or lost: the
 -- caller decides). Cost: O((count + cap) log F); polite scan: + O(S) payload reads.
@@ -71,29 +71,13 @@ if ordering == 'lsf' then
 elseif scan > 0 and taken < count then
   local busy = {}
   for i = 9, #ARGV do busy[ARGV[i]] = true end
-  -- The msgpack str at byte i of s (codec.py's payloads; Redis' cmsgpack cannot read
-  -- their bin fields), or nil.
-  local function mp_str(s, i)
-    local b = string.byte(s, i)
-    if not b then return nil end
-    if b >= 160 and b <= 191 then return string.sub(s, i + 1, i + b - 160) end
-    if b == 217 then return string.sub(s, i + 2, i + 1 + string.byte(s, i + 1)) end
-    if b == 218 then return string.sub(s, i + 3, i + 2 + struct.unpack('>I2', s, i + 1)) end
-    if b == 219 then return string.sub(s, i + 5, i + 4 + struct.unpack('>I4', s, i + 1)) end
-    return nil
-  end
+  -- The download slot at the head of a payload (scheduler/codec.py, format 2:
+  -- byte 2, slot length n, n bytes of slot), computed in Python when the request
+  -- was stored: no script parses a payload.
   local function slot_of(payload)
-    if not payload then return '' end
-    local _, e = string.find(payload, '\173download_slot', 1, true)
-    local value = e and mp_str(payload, e + 1)
-    if value then return value end
-    _, e = string.find(payload, '\163url', 1, true)
-    local url = e and mp_str(payload, e + 1) or ''
-    local netloc = string.match(url, '^[%a][%w+.-]*://([^/?#]*)') or ''
-    netloc = string.gsub(netloc, '^.*@', '')
-    if string.sub(netloc, 1, 1) == '[' then return string.lower(string.match(netloc, '^%[([^%]]*)%]') or '') end
-    netloc = string.gsub(netloc, ':%d*$', '')
-    return string.lower(netloc)
+    if not payload or string.byte(payload, 1) ~= 2 then return '' end
+    local n = string.byte(payload, 2) or 0
+    return string.sub(payload, 3, 2 + n)
   end
   -- `size` entries are eligible: all, or those of priority >= r * the best's
   local size = redis.call('ZCARD', frontier)

@@ -1,6 +1,6 @@
 """Redis access for revisits: per-URL state, due times, change events.
 
-Keys (all under the crawl's hash tag, listed in :mod:`ipr_crawl.store`):
+Keys (all under the crawl's hash tag, listed in :mod:`ipr_crawl.store.frontier`):
 ``revisit`` (hash: node id -> msgpack ``[url, *RevisitState.to_list()]``),
 ``due`` (zset: node id -> next visit, s since the epoch: 001's long-term queue),
 ``revisit_out`` (zset: revisits in flight -> when they are due again if lost),
@@ -9,13 +9,12 @@ Keys (all under the crawl's hash tag, listed in :mod:`ipr_crawl.store`):
 The virtual clock of a simulated crawl is the ``revisit_clock`` field of ``meta``.
 
 Scripts: ``lua/revisit_record.lua`` (one per response) and
-``lua/revisit_refresh.lua`` (the refresher). Also the ``ipr-crawl history URL``
-command, which prints one URL's state and events.
+``lua/revisit_refresh.lua`` (the refresher). :func:`format_history` is what ``ipr-crawl history URL``
+prints.
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib.resources
 import math
 import time
@@ -26,15 +25,15 @@ from typing import Any
 import msgpack
 import redis
 
-from ipr_crawl.revisit import DAY, RevisitState
-from ipr_crawl.store import connect, crawl_keys
-from ipr_crawl.urls import canonical_url, node_id
+from ipr_crawl.ordering.urls import canonical_url
+from ipr_crawl.revisit.policy import DAY, RevisitState
+from ipr_crawl.store.keys import crawl_keys
 
-__all__ = ["ChangeEvent", "RevisitStore", "add_history_parser"]
+__all__ = ["ChangeEvent", "RevisitStore", "format_history"]
 
 
 def _script(name: str) -> str:
-    return (importlib.resources.files("ipr_crawl") / "lua" / f"{name}.lua").read_text()
+    return (importlib.resources.files("ipr_crawl.store") / "lua" / f"{name}.lua").read_text()
 
 
 @dataclass(frozen=True)
@@ -111,7 +110,7 @@ class RevisitStore:
         first (revisit_refresh.lua). Revisits lost before ``now`` (default
         ``cutoff``) are due again at once. Returns ``(moved, earliest due instant or None)``."""
         keys = [self.keys[k] for k in ("meta", "req", "forced", "due", "revisit_req", "revisit_out")]
-        args = [repr(float(cutoff)), int(cap), repr(float(retry_at)), repr(float(cutoff if now is None else now))]
+        args: list[Any] = [repr(float(cutoff)), int(cap), repr(float(retry_at)), repr(float(cutoff if now is None else now))]
         moved, first = self._refresh(keys=keys, args=args)
         return int(moved), (float(first) if first else None)
 
@@ -212,26 +211,3 @@ def format_history(url: str, state: RevisitState | None, due: float | None, even
             f"next in {_days(tau):>10}  due {_iso(due_e)}"
         )
     return "\n".join(lines)
-
-
-def add_history_parser(sub: Any) -> None:
-    """Register ``ipr-crawl history URL``."""
-    p = sub.add_parser(
-        "history",
-        help="print one URL's revisit state and change events",
-        description="Print one URL's revisit state (001 §4.1: T, U, m, t_c) and its events "
-        "from a crawl's change stream.",
-    )
-    p.add_argument("url")
-    p.add_argument("--crawl-id", required=True, help="IPR_CRAWL_ID of the crawl (default of a crawl: the spider name)")
-    p.add_argument("--redis-url", default="", help="IPR_REDIS_URL of the crawl; empty: the embedded server")
-    p.add_argument("--data-dir", default=".scrapy/ipr", help="IPR_DATA_DIR of the embedded server (default %(default)s)")
-    p.set_defaults(func=_run_history)
-
-
-def _run_history(args: argparse.Namespace) -> int:
-    client = connect(args.redis_url, args.data_dir)
-    store = RevisitStore(client, args.crawl_id)
-    id_ = node_id(args.url)
-    print(format_history(args.url, store.load(id_), store.due_at(id_), list(store.events(args.url))))
-    return 0

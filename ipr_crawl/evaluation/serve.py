@@ -1,6 +1,6 @@
 """Serve a real web graph over HTTP so a crawler can crawl it locally.
 
-Each node is one HTML page at its path from :func:`ipr_crawl.graphio.page_paths`,
+Each node is one HTML page at its path from :func:`ipr_crawl.evaluation.graphio.page_paths`,
 holding exactly its out-links (root-relative ``href``s) in file order::
 
     <!DOCTYPE html><html><head><title>node N</title></head><body><h1>URL or path</h1>
@@ -18,7 +18,7 @@ Other resources: ``/_ipr/seed`` 302-redirects to the seed page;
 (including ``/robots.txt``) is 404.
 
 CLI: ``ipr-crawl serve-graph GRAPH.tsv.gz [--urls URLS.tsv.gz] --port N
-[--host H] [--seed NODE]`` or ``python -m ipr_crawl.serve GRAPH ...``.  Once
+[--host H] [--seed NODE]`` or ``python -m ipr_crawl.evaluation.serve GRAPH ...``.  Once
 listening it prints one line
 ``serving <name>: <nodes> nodes, <edges> edges, seed <id> at http://host:port<path>``
 to stdout (flushed), then runs until SIGINT/SIGTERM.
@@ -33,12 +33,13 @@ import os
 import re
 import subprocess
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 from urllib.parse import unquote
 
 from twisted.web import http, resource, server
 
-from ipr_crawl.graphio import (
+from ipr_crawl.evaluation.graphio import (
     Graph,
     default_seed,
     page_paths,
@@ -205,13 +206,14 @@ def serve_graph(
     Raises:
         twisted.internet.error.CannotListenError: the port is in use.
     """
-    from twisted.internet import reactor
+    from twisted.internet import reactor as twisted_reactor
 
+    reactor: Any = twisted_reactor
     site = make_site(graph, urls, seed, last_modified)
-    listening = reactor.listenTCP(port, site, interface=host)  # type: ignore[attr-defined]
+    listening = reactor.listenTCP(port, site, interface=host)
     if not run:
         return listening
-    res: GraphResource = site.resource  # type: ignore[assignment]
+    res: GraphResource = site.resource
     actual = listening.getHost().port
     shown = f"[{host}]" if ":" in host else host
     print(
@@ -219,20 +221,20 @@ def serve_graph(
         f"seed {res.seed} at http://{shown}:{actual}{res.paths[res.seed]}",
         flush=True,
     )
-    reactor.run()  # type: ignore[attr-defined]
+    reactor.run()
     return None
 
 
 def spawn(
     graph: str | os.PathLike[str], urls: str | os.PathLike[str] | None = None, seed: int | None = None
 ) -> tuple[subprocess.Popen[str], str]:
-    """Serve ``graph`` in a child process (``python -m ipr_crawl.serve``, a free
+    """Serve ``graph`` in a child process (``python -m ipr_crawl.evaluation.serve``, a free
     port on 127.0.0.1) and return ``(process, seed URL)`` once it listens.
 
     The caller stops the process. Raises RuntimeError if the server exits
     before it prints its address (a bad graph file, say).
     """
-    cmd = [sys.executable, "-m", "ipr_crawl.serve", os.fspath(graph), "--port", "0"]
+    cmd = [sys.executable, "-m", "ipr_crawl.evaluation.serve", os.fspath(graph), "--port", "0"]
     if seed is not None:
         cmd += ["--seed", str(seed)]
     if urls:
@@ -284,7 +286,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m ipr_crawl.serve GRAPH [--urls U] --port N [--host H] [--seed S]``."""
+    """``python -m ipr_crawl.evaluation.serve GRAPH [--urls U] --port N [--host H] [--seed S]``."""
     parser = _configure(argparse.ArgumentParser(prog="ipr-crawl serve-graph", description=__doc__.split("\n\n")[0]))
     args = parser.parse_args(argv)
     return args.func(args)

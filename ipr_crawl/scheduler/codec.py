@@ -14,12 +14,15 @@ from typing import Any
 
 import msgpack
 from scrapy import Request, Spider
+from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.request import request_from_dict
 
-__all__ = ["encode_request", "decode_request", "PayloadError", "TRANSIENT_META"]
+from ipr_crawl.meta import TRANSIENT_META, WRAPPED_ERRBACK_ATTR
 
-FORMAT = 1
-TRANSIENT_META = ("ipr_lease",)
+__all__ = ["encode_request", "decode_request", "payload_slot", "slot_of", "PayloadError", "TRANSIENT_META"]
+
+#: First byte of a payload: 2 = [2, n, n bytes of the download slot, msgpack].
+FORMAT = 2
 _DEFAULTS: dict[str, Any] = {
     "method": "GET",
     "headers": {},
@@ -57,7 +60,7 @@ def encode_request(request: Request, spider: Spider | None) -> tuple[bytes, list
     Raises :class:`ValueError` when the callback is not a method of the spider
     (Scrapy's own rule for serializable requests).
     """
-    own = getattr(request.errback, "ipr_wrapped_errback", _NO_WRAPPER)
+    own = getattr(request.errback, WRAPPED_ERRBACK_ATTR, _NO_WRAPPER)
     if own is not _NO_WRAPPER:  # the in-flight errback of the frontier middleware
         request = request.replace(errback=own)
     data = request.to_dict(spider=spider)
@@ -71,7 +74,26 @@ def encode_request(request: Request, spider: Spider | None) -> tuple[bytes, list
     compact = {k: v for k, v in data.items() if k not in _DEFAULTS or v != _DEFAULTS[k]}
     if "_class" in compact and compact["_class"] == "scrapy.http.request.Request":
         del compact["_class"]
-    return bytes([FORMAT]) + msgpack.packb(compact, use_bin_type=True), dropped
+    slot = slot_of(request).encode("utf-8")[:255]
+    return bytes([FORMAT, len(slot)]) + slot + msgpack.packb(compact, use_bin_type=True), dropped
+
+
+def slot_of(request: Request) -> str:
+    """The download slot Scrapy's downloader gives ``request`` (``Downloader.get_slot_key``
+    without DNS resolution): ``meta["download_slot"]``, else the URL's host name.
+    Stored at the head of the payload, so that the polite pop (``pop.lua``) reads it
+    without parsing the payload."""
+    slot = request.meta.get("download_slot")
+    if slot is not None:
+        return str(slot)
+    return urlparse_cached(request).hostname or ""
+
+
+def payload_slot(payload: bytes) -> str:
+    """The download slot stored at the head of a payload (``""`` if none)."""
+    if len(payload) < 2 or payload[0] != FORMAT:
+        return ""
+    return payload[2 : 2 + payload[1]].decode("utf-8", "replace")
 
 
 def decode_request(payload: bytes, spider: Spider | None) -> Request:
@@ -79,10 +101,10 @@ def decode_request(payload: bytes, spider: Spider | None) -> Request:
 
     Raises :class:`PayloadError` on anything that is not such a payload.
     """
-    if not payload or payload[0] != FORMAT:
+    if len(payload) < 2 or payload[0] != FORMAT or len(payload) < 2 + payload[1]:
         raise PayloadError(f"unknown payload format byte {payload[:1]!r}")
     try:
-        data = msgpack.unpackb(payload[1:], raw=False, strict_map_key=False)
+        data = msgpack.unpackb(payload[2 + payload[1] :], raw=False, strict_map_key=False)
         if not isinstance(data, dict) or not isinstance(data.get("url"), str):
             raise PayloadError("payload is not a request dict")
         if "_class" in data:

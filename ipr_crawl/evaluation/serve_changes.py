@@ -47,8 +47,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from twisted.web import http, resource, server
 
-from ipr_crawl.revisit import bucket, parse_duration
-from ipr_crawl.revisit_sim import Page, load_log, parse_time
+from ipr_crawl.evaluation.revisit_sim import Page, load_log, parse_time
+from ipr_crawl.revisit.policy import bucket, parse_duration
 
 __all__ = ["ChangeSite", "add_serve_changes_parser", "main"]
 
@@ -256,7 +256,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m ipr_crawl.serve_changes ...`` (same arguments as the sub-command)."""
+    """``python -m ipr_crawl.evaluation.serve_changes ...`` (same arguments as the sub-command)."""
     p = argparse.ArgumentParser(prog="serve-changes", description=__doc__)
     _arguments(p)
     return _run(p.parse_args(argv))

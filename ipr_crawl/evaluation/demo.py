@@ -1,6 +1,6 @@
 """``ipr-crawl demo``: the main job end to end on a real graph.
 
-Serves a real web graph on loopback (:mod:`ipr_crawl.serve`), runs a real
+Serves a real web graph on loopback (:mod:`ipr_crawl.evaluation.serve`), runs a real
 ``scrapy crawl graph`` on the embedded default once per ordering (IPR-DL1 and
 BF unless told otherwise), reads each crawl's fetch order from its log
 (``Crawled (200) <GET …>`` lines) and reports, against the exact PageRank of the
@@ -26,7 +26,8 @@ from importlib import resources
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from ipr_crawl.graphio import (
+from ipr_crawl.evaluation import import_eval
+from ipr_crawl.evaluation.graphio import (
     default_seed,
     page_paths,
     pagerank,
@@ -35,8 +36,8 @@ from ipr_crawl.graphio import (
     read_graph,
     read_urls,
 )
-from ipr_crawl.metrics import criterion_a_curve, criterion_b_curve, share_at, top_set
-from ipr_crawl.serve import spawn
+from ipr_crawl.evaluation.metrics import criterion_a_curve, criterion_b_curve, share_at, top_set
+from ipr_crawl.evaluation.serve import spawn
 
 __all__ = ["run_demo", "add_demo_parser", "fetch_order_from_log"]
 
@@ -80,10 +81,10 @@ def _crawl(ordering: str, start_url: str, out: str, extra: Sequence[str]) -> dic
 
 
 def _plot(path: str, curves: dict[str, tuple[list[float], list[float]]], total: int) -> None:
-    import matplotlib
+    matplotlib = import_eval("matplotlib")
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = import_eval("matplotlib.pyplot")
 
     fig, (ax_a, ax_b) = plt.subplots(1, 2, figsize=(11, 4.2))
     for name, (a_curve, b_curve) in curves.items():

@@ -78,7 +78,7 @@ class RedisRetry(Retry):
     def __copy__(self) -> RedisRetry:
         return self
 
-    def call_with_retry(  # type: ignore[override]
+    def call_with_retry(
         self,
         do: Callable[[], T],
         fail: Callable[..., Any],

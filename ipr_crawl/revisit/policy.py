@@ -2,7 +2,7 @@
 
 Pure logic, no Scrapy or Redis imports: the downloader middleware
 (:mod:`ipr_crawl.middlewares.conditional`) and the change-log simulator
-(:mod:`ipr_crawl.revisit_sim`) drive the SAME functions below. Every time is in
+(:mod:`ipr_crawl.evaluation.revisit_sim`) drive the SAME functions below. Every time is in
 seconds (POSIX seconds for instants); intervals are seconds.
 
 Source: Tamura & Kitsuregawa 2008 (seed ``001``), §4 (ALGORITHMS.md §2).

@@ -20,8 +20,9 @@ import io
 import os
 import re
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import IO, Iterable
+from typing import IO
 from urllib.parse import quote, urlsplit
 
 __all__ = [
@@ -89,7 +90,7 @@ def _open_text(path: str | os.PathLike[str]) -> IO[str]:
         magic = fh.read(2)
     if magic == b"\x1f\x8b":
         return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline=None)
-    return open(path, "r", encoding="utf-8", newline=None)
+    return open(path, encoding="utf-8", newline=None)
 
 
 def _graph_name(path: str | os.PathLike[str]) -> str:
@@ -341,7 +342,7 @@ def _wire_path(path: str) -> str:
 
 def page_paths(graph: Graph, urls: dict[int, str] | None = None) -> dict[int, str]:
     """The HTTP path (root-relative, starting with ``/``) each node is served
-    under by :mod:`ipr_crawl.serve`.
+    under by :mod:`ipr_crawl.evaluation.serve`.
 
     * ``urls is None``: ``/n/<id>.html``.
     * all URLs on one host: the URL's path (+ ``?query``), percent-encoding

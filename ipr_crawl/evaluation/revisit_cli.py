@@ -1,11 +1,9 @@
 """Sub-commands of ``ipr-crawl`` about revisits, registered by :mod:`ipr_crawl.cli`:
 
 - ``revisit-sim``: replay a real change log through the revisit policies
-  (:mod:`ipr_crawl.revisit_sim`);
+  (:mod:`ipr_crawl.evaluation.revisit_sim`);
 - ``serve-changes``: serve a change log over HTTP at a simulated clock
-  (:mod:`ipr_crawl.serve_changes`);
-- ``history``: print one URL's revisit state and change events from a crawl's
-  Redis (:mod:`ipr_crawl.revisit_store`).
+  (:mod:`ipr_crawl.evaluation.serve_changes`);
 """
 
 from __future__ import annotations
@@ -17,10 +15,8 @@ __all__ = ["add_revisit_parsers"]
 
 def add_revisit_parsers(sub: Any) -> None:
     """Register every revisit sub-command on an argparse sub-parser set."""
-    from ipr_crawl.revisit_sim import add_revisit_sim_parser
-    from ipr_crawl.revisit_store import add_history_parser
-    from ipr_crawl.serve_changes import add_serve_changes_parser
+    from ipr_crawl.evaluation.revisit_sim import add_revisit_sim_parser
+    from ipr_crawl.evaluation.serve_changes import add_serve_changes_parser
 
     add_revisit_sim_parser(sub)
     add_serve_changes_parser(sub)
-    add_history_parser(sub)

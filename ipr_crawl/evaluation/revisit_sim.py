@@ -44,7 +44,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import IO, Any
 
-from ipr_crawl.revisit import (
+from ipr_crawl.evaluation import import_eval
+from ipr_crawl.revisit.policy import (
     DAY,
     Policy,
     access,
@@ -456,10 +457,10 @@ def markdown(result: dict[str, Any]) -> str:
 
 def plot(result: dict[str, Any], path: str, title: str = "") -> None:
     """001 Fig. 5-9 for every policy in one PNG."""
-    import matplotlib
+    matplotlib = import_eval("matplotlib")
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = import_eval("matplotlib.pyplot")
 
     fig, axes = plt.subplots(2, 3, figsize=(17, 10))
     (a5, a6, a7), (a8, a9, a10) = axes

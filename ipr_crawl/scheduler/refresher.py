@@ -30,7 +30,7 @@ import time
 from typing import Protocol
 
 from ipr_crawl.config import RevisitConfig
-from ipr_crawl.revisit_store import RevisitStore
+from ipr_crawl.store.revisit import RevisitStore
 
 __all__ = ["SIM_TIME_HEADER", "Clock", "Refresher", "SystemClock", "VirtualClock"]
 
@@ -41,6 +41,8 @@ SIM_TIME_HEADER = "Ipr-Sim-Time"
 
 
 class Clock(Protocol):
+    """A clock of the refresher: ``now()`` in s since the epoch; ``virtual`` for simulations."""
+
     virtual: bool
 
     def now(self) -> float: ...

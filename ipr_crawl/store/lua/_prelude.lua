@@ -1,5 +1,7 @@
--- Shared definitions, prepended to every script of ipr_crawl/lua by store.py.
--- Node record (value of the `node` hash, field = 8-byte node id):
+-- Shared definitions, prepended to every script of this folder by store/frontier.py
+-- (script_source), after REC / REC_SIZE (store/record.py) and params_from (the
+-- ordering arguments, ordering/params.py's LUA_ARGS).
+-- Node record (value of the `node` hash, field = 8-byte node id; REC is its head):
 --   state  B  0 = discovered, not fetched; 2 = fetched; 3 = failed for good
 --   seq    d  discovery sequence number (ties of equal priority: lower first)
 --   s      d  score: approximate PageRank (ipr), back-link count / in-degree
@@ -15,10 +17,10 @@
 -- larger-sites-first ('lsf') keeps the frontier ZSET (score 0) as the set of
 -- queued members and orders pops by the `sites` ZSET (score = -pending URLs of
 -- the site) and one seq-ordered ZSET per site, keys `ipr:{crawl}:site:<hash>`.
-local REC = '>BddddI4'
+
 local TWO32 = 4294967296
 
-local REC_SIZE = 37
+
 
 local function rec_get(node_key, id)
   local raw = redis.call('HGET', node_key, id)

@@ -1,0 +1,38 @@
+"""The ``Request.meta`` keys ipr-crawl reads or writes, public and in one place.
+
+- :data:`LEASE_META` (``"ipr_lease"``): hex lease member of a request leased from
+  the frontier; set by the scheduler, never stored with the request.
+- :data:`RECORDED_META` (``"_ipr_recorded"``): the page of this request is already
+  accounted for (recorded, or settled by the revisit middleware).
+- :data:`REVISIT_META` (``"ipr_revisit"``): the class of a response under revisits
+  (``new``, ``changed``, ``unchanged``, ``not_modified``, ``gone``).
+- :data:`DONT_REVISIT_META` (``"dont_revisit"``): set by a spider, keeps a request
+  out of conditional GETs and revisits.
+- :data:`WRAPPED_ERRBACK_ATTR`: attribute of the errback wrapper holding the
+  request's own errback (the codec stores that one).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["DONT_REVISIT_META", "LEASE_META", "RECORDED_META", "REVISIT_META", "TRANSIENT_META", "WRAPPED_ERRBACK_ATTR", "lease_of"]
+
+LEASE_META = "ipr_lease"
+RECORDED_META = "_ipr_recorded"
+REVISIT_META = "ipr_revisit"
+DONT_REVISIT_META = "dont_revisit"
+WRAPPED_ERRBACK_ATTR = "ipr_wrapped_errback"
+#: Meta keys that belong to one fetch of a request and are never stored with it.
+TRANSIENT_META = (LEASE_META,)
+
+
+def lease_of(request: Any) -> bytes:
+    """The lease member a request carries in :data:`LEASE_META` (b'' if none or malformed)."""
+    value = request.meta.get(LEASE_META)
+    if not isinstance(value, str):
+        return b""
+    try:
+        return bytes.fromhex(value)
+    except ValueError:
+        return b""

@@ -1,0 +1,169 @@
+"""Recording a parsed page: one atomic record call with its out-links.
+
+While a callback runs, the link-graph spider middleware holds back the Requests
+it yields; when it is done, :meth:`PageRecorder.record` makes ONE script call
+(``record_page.lua``) that records the page as fetched with its distinct
+out-links, registers the new URLs with their request payloads, applies the
+ordering's score update (IPR DL1 or BLC, Yamada et al. 2004, §3, §4.2) and
+re-scores affected frontier entries in place.
+
+The call is pipelined (``IPR_RECORD_PIPELINED``, on by default): it is sent
+without waiting, and its reply is read when the next page is recorded or the
+scheduler pops (:meth:`ipr_crawl.store.FrontierStore.send_record_page`), so the
+crawler parses the next page while Redis runs the script. A URL counts as known
+to Redis (no payload sent again, :class:`~ipr_crawl.scheduler.linkcache.LinkIds`)
+only once its reply has come back.
+
+Links are ordered by the tie rule (``IPR_TIE_RULE``: same-site or other-site
+URLs of the page first, document order within a class) before new URLs get
+their discovery numbers; after ``IPR_MAX_LINKS_PER_PAGE`` distinct links the
+requests that follow are not even canonicalized: they are dropped, counted
+(``ipr/links/over_cap``) and logged once per page.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from scrapy import Request
+from scrapy.http import Response
+
+from ipr_crawl.meta import RECORDED_META, lease_of
+from ipr_crawl.ordering.reference import tie_rule_order
+from ipr_crawl.ordering.urls import node_id, site_of, tie_for
+from ipr_crawl.scheduler.codec import encode_request
+from ipr_crawl.scheduler.linkcache import LinkIds
+from ipr_crawl.store import Link, RecordResult
+
+if TYPE_CHECKING:
+    from ipr_crawl.scheduler.core import IprScheduler
+
+__all__ = ["PageRecorder", "order_links"]
+
+logger = logging.getLogger(__name__)
+
+
+def order_links(page_url: str, urls: list[str], tie_rule: str) -> list[int]:
+    """Indexes of ``urls`` in the order new URLs get discovery numbers.
+
+    ``tie_rule`` ``"same-site"`` puts URLs on the page's site (host:port) first,
+    ``"other-site"`` the others first, ``"none"`` keeps document order; order
+    within a class is document order (Yamada et al. 2004, §4.2).
+
+    >>> order_links("http://a/", ["http://b/", "http://a/x"], "same-site")
+    [1, 0]
+    """
+    return tie_rule_order(site_of(page_url), [site_of(u) for u in urls], tie_rule)
+
+
+class PageRecorder:
+    """Records parsed pages of one crawl process (see the module docstring)."""
+
+    def __init__(self, scheduler: IprScheduler) -> None:
+        self.scheduler = scheduler
+        self.crawler = scheduler.crawler
+        #: canonical URLs and ids of raw URLs, ids recorded by this process (linkcache.py)
+        self.ids = LinkIds()
+        self._redis_errors = 0
+
+    def record(self, response: Response, requests: list[Request]) -> list[Request]:
+        """Record ``response``'s page once; returns requests that could not be stored."""
+        meta = response.meta if response.request is not None else {}
+        if meta.get(RECORDED_META):
+            return requests
+        frontier = self.scheduler
+        cfg = frontier.config
+        stats = self.crawler.stats
+        # The previous page's record reply, read now (it came while this page was
+        # parsed), so that its new URLs count as known below.
+        frontier.store.settle_record()
+        errors = stats.get_value("ipr/redis/errors", 0)
+        if errors != self._redis_errors:  # Redis may have restarted and lost writes
+            self._redis_errors = errors
+            self.ids.forget()
+        lookup = self.ids.lookup
+        seen: dict[bytes, Request] = {}
+        canon: list[str] = []
+        examined = 0
+        # Work bounded by IPR_MAX_LINKS_PER_PAGE: once that many distinct links
+        # are found, the requests after them are only counted (ipr/links/over_cap).
+        for request in requests:
+            if len(seen) >= cfg.max_links_per_page:
+                break
+            examined += 1
+            url, rid = lookup(request.url)
+            if rid not in seen:
+                seen[rid] = request
+                canon.append(url)
+        if examined < len(requests):
+            stats.inc_value("ipr/links/over_cap", len(requests) - examined)
+            logger.info(
+                "ipr-crawl: %s: %d distinct out-links recorded (IPR_MAX_LINKS_PER_PAGE), "
+                "the %d link requests after them dropped", response.url[:300],
+                cfg.max_links_per_page, len(requests) - examined,
+            )
+        unique = list(seen.items())
+        links: list[Link] = []
+        leftover: list[Request] = []
+        # A URL this process recorded before is in Redis: no payload (the script
+        # stores one only for a new URL) and, but for importance, no tie key.
+        tie_needed = cfg.ordering == "importance"
+        for i in order_links(response.url, canon, cfg.tie_rule):
+            rid, request = unique[i]
+            if self.ids.is_known(rid):
+                links.append(Link(rid, tie_for(cfg.ordering, canon[i]) if tie_needed else 0, b""))
+                continue
+            try:
+                payload, dropped = encode_request(request, frontier.spider)
+            except ValueError as exc:  # e.g. a callback that is not a spider method
+                logger.debug("ipr-crawl: %s passed to the scheduler as is: %s", request, exc)
+                leftover.append(request)
+                continue
+            if dropped:
+                stats.inc_value("ipr/codec/meta_dropped", len(dropped))
+            links.append(Link(rid, tie_for(cfg.ordering, canon[i]), payload))
+        page_url = response.url
+        lease = lease_of(response.request) if response.request is not None else b""
+        page_id = node_id(page_url)
+        ids = [page_id, *(link.id for link in links)]
+        repeated = examined - len(unique)
+        if cfg.record_pipelined:
+            frontier.store.send_record_page(
+                page_id, tie_for(cfg.ordering, page_url), links, lease,
+                then=lambda res: self._recorded(res, ids, repeated),
+            )
+            if any(link.payload for link in links):  # new URLs, probably: see wake()
+                frontier.wake()
+        else:
+            res = frontier.store.record_page(page_id, tie_for(cfg.ordering, page_url), links, lease)
+            self._recorded(res, ids, repeated)
+        if response.request is not None:
+            response.request.meta[RECORDED_META] = True
+        return leftover
+
+    def _recorded(self, res: RecordResult, ids: list[bytes], repeated: int) -> None:
+        """One page's record_page reply came: its ``ids`` (the page, then its
+        links) are in Redis from now on; stats, wake and ``pr``'s PageRank step.
+        ``repeated``: link requests that repeated a link of the page."""
+        self.ids.remember(ids)
+        frontier = self.scheduler
+        stats = self.crawler.stats
+        if stats is None:
+            return
+        links = len(ids) - 1
+        if res.added:
+            frontier.wake()
+        if res.propagated:
+            stats.inc_value("ipr/propagation/updates", res.propagated)
+        if res.dropped:
+            stats.inc_value("ipr/propagation/dropped", res.dropped)
+        if res.first and frontier.config.ordering == "pr":
+            frontier.maybe_pagerank_step()
+        stats.inc_value("ipr/pages/recorded")
+        stats.inc_value("ipr/pages/first_fetch" if res.first else "ipr/pages/refetched")
+        stats.inc_value("ipr/links/seen", links)
+        stats.inc_value("ipr/links/new", res.added)
+        stats.inc_value("ipr/links/rescored", res.rescored)
+        stats.inc_value("ipr/frontier/duplicate", repeated + links - res.added)
+

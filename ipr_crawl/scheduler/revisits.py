@@ -1,0 +1,150 @@
+"""What the conditional-GET middleware asks of the crawl: validators to send, and
+the class and next visit of a response (Tamura & Kitsuregawa 2008, §3 (2)-(5)).
+
+:class:`RevisitObserver` belongs to the crawl's :class:`~ipr_crawl.scheduler.refresher.Refresher`;
+:mod:`ipr_crawl.middlewares.conditional` only wires it to Scrapy. The rules:
+
+- A URL fetched before gets ``If-None-Match`` (its stored ``ETag``) and
+  ``If-Modified-Since`` (its stored ``Last-Modified``), RFC 9110 §13.1.2, §13.1.3.
+- ``304`` -> ``not_modified`` (RFC 9110 §15.4.5); a 2xx -> ``new`` (first fetch),
+  ``changed`` or ``unchanged`` by its content fingerprint (``IPR_REVISIT_HASH``);
+  404/410 -> ``gone`` (revisits stop). The URL's state is updated with the
+  Last-Modified rule, the policy gives the next interval, and state, due time
+  and one change event are written in one script call (:mod:`ipr_crawl.store.revisit`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from scrapy import Request
+from scrapy.http import Response, TextResponse
+
+from ipr_crawl.config import RevisitConfig
+from ipr_crawl.meta import LEASE_META, RECORDED_META, REVISIT_META, lease_of
+from ipr_crawl.ordering.urls import canonical_url, node_id
+from ipr_crawl.revisit.fingerprint import digest, same_version
+from ipr_crawl.revisit.policy import access, bucket, next_due, parse_http_date
+from ipr_crawl.scheduler.codec import encode_request
+
+if TYPE_CHECKING:
+    from ipr_crawl.scheduler.refresher import Refresher
+
+__all__ = ["FLAGS", "Observation", "RevisitObserver"]
+
+#: Classes of a response (also its flags).
+FLAGS = ("new", "changed", "unchanged", "not_modified", "gone")
+#: Meta keys not kept in the stored revisit request.
+_DROP_META = (
+    "redirect_urls", "redirect_reasons", "redirect_times", "redirect_ttl", "retry_times",
+    "download_slot", "download_latency", "depth", "cached_response", "_dont_cache",
+    REVISIT_META, RECORDED_META, LEASE_META,
+)
+
+
+def _header(response: Response, name: bytes) -> str:
+    value = response.headers.get(name)
+    return value.decode("latin-1").strip() if value else ""
+
+
+@dataclass(frozen=True)
+class Observation:
+    """A classified response: ``kind`` (one of :data:`FLAGS`), ``tau`` (s until the
+    next visit; 0 for ``gone``), ``drop`` (not for the callback: its lease is settled)."""
+
+    kind: str
+    tau: float = 0.0
+    drop: bool = False
+
+
+class RevisitObserver:
+    """Validators and response classes of one crawl (see the module docstring)."""
+
+    def __init__(self, refresher: Refresher, cfg: RevisitConfig, spider: Any) -> None:
+        self.refresher = refresher
+        self.cfg = cfg
+        self.spider = spider
+
+    def validators(self, request: Request) -> dict[bytes, str]:
+        """The conditional headers for ``request``: ``If-None-Match``,
+        ``If-Modified-Since`` from the URL's stored validators ({} if none)."""
+        state = self.refresher.store.load(node_id(request.url))
+        if state is None:
+            return {}
+        headers = {}
+        if state.etag:
+            headers[b"If-None-Match"] = state.etag
+        if state.last_modified:
+            headers[b"If-Modified-Since"] = state.last_modified
+        return headers
+
+    def payload(self, request: Request) -> bytes:
+        """The stored copy of ``request`` its revisits are made from (no validators,
+        no per-fetch meta; a callback that is not a spider method becomes ``parse``)."""
+        from ipr_crawl.scheduler.refresher import SIM_TIME_HEADER
+
+        meta = {k: v for k, v in request.meta.items() if k not in _DROP_META}
+        revisit = request.replace(dont_filter=True, meta=meta)
+        for name in (b"If-None-Match", b"If-Modified-Since", SIM_TIME_HEADER.encode()):
+            revisit.headers.pop(name, None)
+        try:
+            return encode_request(revisit, self.spider)[0]
+        except ValueError:
+            return encode_request(revisit.replace(callback=None, errback=None), self.spider)[0]
+
+    def observe(self, request: Request, response: Response) -> Observation | None:
+        """Classify ``response`` and record the URL's new state, due time and event;
+        None when the response is not one revisits judge (another status, or a 304
+        to validators this crawl did not send)."""
+        cfg, store, clock = self.cfg, self.refresher.store, self.refresher.clock
+        status = response.status
+        url = request.url
+        id_ = node_id(url)
+        redirected = request.meta.get("redirect_urls")
+        if redirected:  # the URLs that redirected here are not revisited themselves
+            store.unschedule([node_id(u) for u in redirected if node_id(u) != id_])
+        if status in (404, 410):
+            state = store.load(id_)
+            if state is None:
+                return None
+            t = bucket(clock.now(), cfg.resolution)
+            store.record(id_, canonical_url(url), state, None,
+                         event={"url": canonical_url(url), "t": t, "kind": "gone", "status": status})
+            return Observation("gone")
+        if status != 304 and not 200 <= status < 300:
+            return None
+        state = store.load(id_)
+        if status == 304 and state is None:
+            return None
+        t = bucket(clock.now(), cfg.resolution)
+        etag = _header(response, b"ETag")
+        last_modified = _header(response, b"Last-Modified")
+        validators = {}
+        if etag:
+            validators["etag"] = etag
+        if last_modified:
+            validators["last_modified"] = last_modified
+        if status == 304:
+            kind = "not_modified"
+        else:
+            encoding = response.encoding if isinstance(response, TextResponse) else "utf-8"
+            validators["digest"] = digest(response.body, cfg.hash_mode, encoding)
+            if state is None:
+                kind = "new"
+            elif same_version(state.digest, validators["digest"], cfg.simhash_distance):
+                kind = "unchanged"
+            else:
+                kind = "changed"
+        changed = kind == "changed"
+        modified_at = parse_http_date(last_modified) if (changed and cfg.use_last_modified) else None
+        state, tau = access(cfg.policy, state, t, changed, modified_at, **validators)
+        due = next_due(t, tau, cfg.resolution, cfg.min_interval, cfg.max_interval)
+        drop = kind == "not_modified" or (kind == "unchanged" and cfg.skip_unchanged)
+        payload = self.payload(request) if kind in ("new", "changed") else b""
+        event = {
+            "url": canonical_url(url), "t": t, "kind": kind, "status": status, "tau": tau, "due": due,
+            "m": state.m, "T": state.T, "U": state.U,
+        }
+        store.record(id_, canonical_url(url), state, due, payload, lease_of(request) if drop else b"", event)
+        return Observation(kind, tau, drop)

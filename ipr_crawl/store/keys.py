@@ -1,0 +1,48 @@
+"""Key names and the schema version of one crawl's keyspace.
+
+One crawl is one keyspace ``ipr:{<crawl id>}:*`` (one hash tag, so the multi-key
+scripts stay atomic in one Redis Cluster slot). Keys:
+
+=============== ====== ==========================================================
+``meta``        hash   schema version, ordering, counters (seq, fetched, failed)
+``node``        hash   8-byte node id -> packed record (:mod:`ipr_crawl.store.record`):
+                       37 bytes, then a fetched page's out-links, 8 bytes per edge
+``frontier``    zset   seq.id member, score = -priority
+``lease``       zset   members in flight, score = lease deadline (ms since epoch)
+``forced``      zset   dont_filter requests (retries, ...), FIFO
+``req``         hash   node id or forced token -> request payload (scheduler/codec.py)
+``sites``       zset   larger-sites-first: sites by pending URLs (``site:<hash>`` queues)
+``graph``       hash   replays only: a graph to replay (:mod:`ipr_crawl.store.replay`)
+``revisit``     hash   node id -> revisit state of a fetched URL (store/revisit.py)
+``due``         zset   node id, score = next visit (s since the epoch)
+``revisit_req`` hash   node id -> request payload used for its revisits
+``revisit_out`` zset   revisits in flight, score = when due again if the response never comes
+``changes``     stream change events (new, changed, unchanged, not_modified, gone), capped
+=============== ====== ==========================================================
+"""
+
+from __future__ import annotations
+
+__all__ = ["SCHEMA_VERSION", "KEY_NAMES", "crawl_keys"]
+
+#: 3: payloads carry their download slot (codec format 2); 2: out-links kept in the
+#: node record; 1: a separate `out` hash.
+SCHEMA_VERSION = 3
+KEY_NAMES = (
+    "meta", "node", "frontier", "lease", "forced", "req", "sites", "graph",
+    # revisits (store/revisit.py)
+    "revisit", "due", "revisit_req", "changes", "revisit_out",
+)
+
+
+def crawl_keys(crawl_id: str) -> dict[str, str]:
+    """Key names of one crawl, all under the hash tag ``{crawl_id}``.
+
+    Raises :class:`ValueError` for an id with ``{``, ``}`` or whitespace-only.
+
+    >>> crawl_keys("demo")["frontier"]
+    'ipr:{demo}:frontier'
+    """
+    if not crawl_id.strip() or "{" in crawl_id or "}" in crawl_id:
+        raise ValueError(f"IPR_CRAWL_ID={crawl_id!r}: must be non-empty, without '{{' or '}}'")
+    return {name: f"ipr:{{{crawl_id}}}:{name}" for name in KEY_NAMES}

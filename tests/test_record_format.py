@@ -1,0 +1,87 @@
+"""The node record and the Lua argument lists are defined once, in Python, and the
+Lua side is generated from and checked against them; the download slot of a
+request is computed in Python and read by the polite pop without parsing."""
+
+from __future__ import annotations
+
+import re
+import struct
+from importlib import resources
+
+import pytest
+from scrapy import Request
+
+from ipr_crawl.ordering.params import LUA_ARGS, OrderingParams
+from ipr_crawl.scheduler.codec import decode_request, encode_request, payload_slot, slot_of
+from ipr_crawl.store import FrontierStore, Link
+from ipr_crawl.store.frontier import script_source
+from ipr_crawl.store.record import RECORD_FORMAT, RECORD_SIZE, lua_definitions, numpy_dtype, parse_record
+
+LUA = resources.files("ipr_crawl.store") / "lua"
+
+
+def test_no_script_defines_the_record_format_itself() -> None:
+    for entry in LUA.iterdir():
+        text = entry.read_text()
+        assert not re.search(r"local\s+REC\s*=", text), entry.name
+        assert not re.search(r"local\s+REC_SIZE\s*=", text), entry.name
+        assert "function params_from" not in text, entry.name
+
+
+def test_every_script_gets_the_generated_definitions() -> None:
+    for name in ("record_page", "enqueue", "pop", "ack", "set_scores", "replay", "replay_record"):
+        src = script_source(name)
+        assert src.startswith(lua_definitions())
+        assert f"local N_ORDERING_ARGS = {len(LUA_ARGS)}" in src
+
+
+def test_python_and_numpy_formats_agree() -> None:
+    assert struct.calcsize(RECORD_FORMAT) == RECORD_SIZE == numpy_dtype().itemsize == 37
+
+
+def test_record_headers_name_the_ordering_arguments_in_order() -> None:
+    """The script headers say ARGV[1..9] are the ordering arguments and the page's
+    arguments start at ARGV[10]: the same length as LUA_ARGS."""
+    head = (LUA / "record_page.lua").read_text()
+    assert f"ARGV[{len(LUA_ARGS) + 1}] lease member" in head
+    assert len(OrderingParams().lua_args()) == len(LUA_ARGS)
+
+
+def test_a_record_written_by_lua_reads_back_in_python(redis_client, crawl_id) -> None:
+    store = FrontierStore(redis_client, crawl_id, "ipr", cutoff="dl1")
+    store.open()
+    page, a, b = b"p" * 8, b"a" * 8, b"b" * 8
+    store.enqueue(page, 0, b"", False)
+    store.record_page(page, 0, [Link(a, 0, b""), Link(b, 0, b"")])
+    head, links = parse_record(redis_client.hget(store.keys["node"], page))
+    assert (head.state, head.s, head.outdeg, links) == (2, 1.0, 2, [a, b])
+    assert parse_record(redis_client.hget(store.keys["node"], a))[0].s == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize(
+    ("request_", "slot"),
+    [
+        (Request("http://Example.COM:8080/a"), "example.com"),
+        (Request("http://x.test/", meta={"download_slot": "shared"}), "shared"),
+        # header, body and meta values holding the old marker bytes cannot move the slot
+        (Request("http://real.test/", method="POST", body=b"\xadownload_slot\xa5wrong",
+                 headers={"X-Url": "\xa3url http://evil.test/"}, meta={"note": "download_slot"}), "real.test"),
+    ],
+)
+def test_slot_is_computed_in_python_and_stored_at_the_head(request_, slot) -> None:
+    payload, _ = encode_request(request_, None)
+    assert slot_of(request_) == slot == payload_slot(payload)
+    assert decode_request(payload, None).url == request_.url
+
+
+def test_polite_pop_reads_the_stored_slot(redis_client, crawl_id) -> None:
+    """Two requests of one host whose bodies name another host: one per pop when the host is busy."""
+    store = FrontierStore(redis_client, crawl_id, "bf")
+    store.open()
+    for i in range(2):
+        req = Request(f"http://real.test/{i}", method="POST", body=b"\xa3url\xb0http://other.test")
+        store.enqueue(bytes([i]) * 8, 0, encode_request(req, None)[0], False)
+    _, items = store.pop(8, 60, scan=10, busy=["real.test"])
+    assert items == []
+    _, items = store.pop(8, 60, scan=10)
+    assert len(items) == 1  # one per slot
