@@ -5,17 +5,27 @@ of :data:`ipr_crawl.config.DEFAULTS` at ``addon`` priority (anything the user
 sets wins), wires :class:`~ipr_crawl.scheduler.IprScheduler`, the link-graph
 spider middleware and the frontier downloader middleware (and, with
 ``IPR_REVISIT_ENABLED``, the conditional-GET middleware), and checks every
-``IPR_*`` value, raising :class:`ValueError` naming a bad one before the crawl
-starts.
+``IPR_*`` value before the crawl starts (:class:`~ipr_crawl.config.SettingError`
+naming a bad one).
+
+It steps aside, and says so, for Scrapy's one-off commands (``shell``, ``fetch``,
+``view``, ``parse``, ``check``, ``bench``): they run on Scrapy's own in-memory
+scheduler and leave the crawl's frontier untouched. It refuses a ``SCHEDULER``
+setting that would silently replace its scheduler, and warns about settings the
+frontier gives another meaning (``JOBDIR``, ``DUPEFILTER_CLASS``, ``DEPTH_PRIORITY``).
 """
 
 from __future__ import annotations
 
+import inspect
+import logging
 from typing import Any
 
-from ipr_crawl.config import DEFAULTS, FrontierConfig
+from ipr_crawl.config import DEFAULTS, FrontierConfig, SettingError
 
-__all__ = ["Addon"]
+__all__ = ["Addon", "ONE_OFF_COMMANDS"]
+
+logger = logging.getLogger(__name__)
 
 SCHEDULER = "ipr_crawl.scheduler.IprScheduler"
 SPIDER_MIDDLEWARE = "ipr_crawl.middlewares.linkgraph.LinkGraphMiddleware"
@@ -24,6 +34,93 @@ DOWNLOADER_MIDDLEWARE = "ipr_crawl.middlewares.frontier.FrontierDownloaderMiddle
 #: outside HttpCache (900); see middlewares/conditional.py.
 CONDITIONAL_MIDDLEWARE = "ipr_crawl.middlewares.conditional.ConditionalGetMiddleware"
 CONDITIONAL_ORDER = 580
+#: Scrapy commands that fetch a few pages for a person to look at: the add-on steps aside.
+ONE_OFF_COMMANDS = ("shell", "fetch", "view", "parse", "check", "bench")
+_DEFAULT_DUPEFILTERS = ("scrapy.dupefilters.RFPDupeFilter", "scrapy_redis.dupefilter.RFPDupeFilter")
+
+
+def running_command() -> str:
+    """The name of the ``scrapy`` command running this crawler (``"crawl"``,
+    ``"shell"``, ...), read from the call stack; ``""`` when none is (a script
+    using ``CrawlerProcess``, scrapyd's ``crawl``)."""
+    from scrapy.commands import ScrapyCommand
+
+    frame = inspect.currentframe()
+    try:
+        while frame is not None:
+            owner = frame.f_locals.get("self")
+            if isinstance(owner, ScrapyCommand):
+                module = type(owner).__module__
+                if module.startswith("scrapy.commands."):
+                    return module.rsplit(".", 1)[-1]
+                return type(owner).__name__.lower()
+            frame = frame.f_back
+    finally:
+        del frame
+    return ""
+
+
+class OneLineErrors(logging.Filter):
+    """Turns the log record of a crawl that ipr-crawl refused to start (a bad
+    setting, Redis unreachable, a crawl written by an incompatible version) into
+    ONE line, ``ERROR: ipr-crawl: <what and how to fix it>``, without the traceback
+    asyncio, Twisted or Scrapy would print, unless ``LOG_LEVEL`` is DEBUG. The
+    exit status stays non-zero (Scrapy's own handling of a failed crawl)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.keep_traceback = False
+        self.refused: BaseException | None = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = _refusal(record.exc_info[1] if record.exc_info else None)
+        if exc is None:
+            failure = getattr(record, "failure", None)
+            exc = _refusal(getattr(failure, "value", None))
+        if self.keep_traceback:
+            return True
+        if exc is None:
+            # Scrapy's CoreStats fails on a spider that never opened: a consequence, not news.
+            return not (self.refused is not None and "CoreStats.spider_closed" in str(record.msg % record.args
+                                                                                     if record.args else record.msg))
+        if exc is self.refused:
+            return False  # said once already
+        self.refused = exc
+        record.msg, record.args, record.exc_info, record.exc_text = "ipr-crawl: %s", (exc,), None, None
+        record.levelno, record.levelname = logging.ERROR, "ERROR"
+        return True
+
+
+def _refusal(exc: BaseException | None) -> BaseException | None:
+    from ipr_crawl.store import FrontierUnavailable, IncompatibleCrawl
+
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, (SettingError, FrontierUnavailable, IncompatibleCrawl)):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
+
+
+ONE_LINE_ERRORS = OneLineErrors()
+#: Loggers through which Scrapy, asyncio and Twisted report a crawl that failed to start.
+_REPORTING_LOGGERS = (
+    "asyncio", "scrapy.crawler", "scrapy.core.engine", "scrapy.utils.defer", "scrapy.utils.signal", "twisted",
+)
+
+
+def install_one_line_errors(settings: Any) -> None:
+    """Attach :data:`ONE_LINE_ERRORS` to the loggers that report a failed start."""
+    ONE_LINE_ERRORS.keep_traceback = str(settings.get("LOG_LEVEL", "DEBUG")).upper() == "DEBUG"
+    for name in _REPORTING_LOGGERS:
+        log = logging.getLogger(name)
+        if ONE_LINE_ERRORS not in log.filters:
+            log.addFilter(ONE_LINE_ERRORS)
+
+
+def _warn(message: str, *args: Any) -> None:
+    logger.warning("ipr-crawl: " + message, *args)
 
 
 class Addon:
@@ -34,8 +131,18 @@ class Addon:
             settings.set(name, value, priority="addon")
         if not settings.getbool("IPR_ENABLED"):
             return
+        command = running_command()
+        if command in ONE_OFF_COMMANDS:
+            settings.set("IPR_ENABLED", False, priority="cmdline")
+            logger.info(
+                "ipr-crawl: off for `scrapy %s`: its requests go through Scrapy's own "
+                "scheduler and the crawl's frontier is not touched", command,
+            )
+            return
+        install_one_line_errors(settings)
         # Checks every value now, so that a typo fails the crawl before it starts.
         FrontierConfig.from_settings(settings, spider_name="(spider)")
+        self._check_scheduler(settings)
         settings.set("SCHEDULER", SCHEDULER, priority="addon")
         # Outermost spider middleware: sees the final output of the callback.
         settings.set_in_component_priority_dict("SPIDER_MIDDLEWARES", SPIDER_MIDDLEWARE, 10)
@@ -47,4 +154,53 @@ class Addon:
             RevisitConfig.from_settings(settings)
             settings.set_in_component_priority_dict(
                 "DOWNLOADER_MIDDLEWARES", CONDITIONAL_MIDDLEWARE, CONDITIONAL_ORDER
+            )
+        self._warn_changed_meanings(settings)
+
+    @staticmethod
+    def _check_scheduler(settings: Any) -> None:
+        """A ``SCHEDULER`` set by the user (a scrapy-redis project's, say) would win over
+        the add-on's and leave it half on: refuse it, unless it is a subclass of ours."""
+        from scrapy.settings import SETTINGS_PRIORITIES
+        from scrapy.utils.misc import load_object
+
+        if settings.getpriority("SCHEDULER") <= SETTINGS_PRIORITIES["addon"]:
+            return
+        value = settings.get("SCHEDULER")
+        try:
+            cls = load_object(value) if isinstance(value, str) else value
+        except (ImportError, ValueError, NameError):
+            cls = None
+        from ipr_crawl.scheduler import IprScheduler
+
+        if isinstance(cls, type) and issubclass(cls, IprScheduler):
+            return
+        raise SettingError(
+            f"SCHEDULER={value!r} replaces ipr-crawl's scheduler, so the add-on would do nothing: "
+            "remove the SCHEDULER setting (ipr-crawl reads scrapy-redis's REDIS_URL), or turn the "
+            "add-on off with IPR_ENABLED=False"
+        )
+
+    @staticmethod
+    def _warn_changed_meanings(settings: Any) -> None:
+        if settings.get("JOBDIR"):
+            _warn(
+                "JOBDIR=%r is not where this crawl's requests are kept: the frontier lives in Redis "
+                "(IPR_REDIS_URL, or the embedded server in IPR_DATA_DIR) and a second run resumes the crawl "
+                "%s; JOBDIR keeps only the spider's state", settings.get("JOBDIR"),
+                "IPR_CRAWL_ID" if settings.get("IPR_CRAWL_ID") else "of the same project and spider",
+            )
+        dupefilter = settings.get("DUPEFILTER_CLASS")
+        dupefilter = dupefilter if isinstance(dupefilter, str) else getattr(dupefilter, "__qualname__", dupefilter)
+        if dupefilter and dupefilter not in _DEFAULT_DUPEFILTERS:
+            _warn(
+                "DUPEFILTER_CLASS=%r is not used: the frontier drops a request whose fingerprint "
+                "(REQUEST_FINGERPRINTER_CLASS) it has seen, unless dont_filter", dupefilter,
+            )
+        if settings.getint("DEPTH_PRIORITY"):
+            _warn(
+                "DEPTH_PRIORITY=%s has no effect: Request.priority does not order the frontier "
+                "(the ordering IPR_ORDERING=%r does); IPR_ORDERING=bf gives breadth-first order",
+                settings.getint("DEPTH_PRIORITY"),
+                settings.get("IPR_ORDERING"),
             )

@@ -20,9 +20,14 @@ from ipr_crawl.ordering.params import LUA_NAMES, ORDERINGS, TIE_RULES, OrderingP
 from ipr_crawl.revisit.fingerprint import HASH_MODES
 
 __all__ = [
-    "DEFAULTS", "LUA_NAMES", "ORDERINGS", "SETTINGS", "TIE_RULES", "FrontierConfig", "RevisitConfig",
+    "SettingError", "DEFAULTS", "default_crawl_id", "LUA_NAMES", "ORDERINGS", "SETTINGS", "TIE_RULES", "FrontierConfig", "RevisitConfig",
     "REVISIT_MODES", "Setting", "markdown_table", "parse_ordering", "parse_instant", "polite_enabled",
 ]
+
+class SettingError(ValueError):
+    """A setting has a value ipr-crawl cannot use; the message names the setting and
+    what is allowed. Stops the crawl before it starts."""
+
 
 #: Crawl lifetimes with revisits: fetch what is due at start and close, or stay
 #: open and sleep until the next due time.
@@ -68,7 +73,10 @@ SETTINGS: tuple[Setting, ...] = (
       "sent again for up to this long, then the crawl stops cleanly", low=0.0, unit="s"),
     S("IPR_REDIS_BACKOFF_SECS", 0.1, "float", "first wait between those retries; doubled after each failure, at most 5 s",
       low=0.001, unit="s"),
-    S("IPR_CRAWL_ID", "", "str", "the crawl's key space `ipr:{<id>}:*`; no `{` `}`", shown_default="spider name"),
+    S("IPR_CRAWL_ID", "", "str", "the crawl's key space `ipr:{<id>}:*`; no `{` `}`; a second run with the same "
+      "id resumes the crawl", shown_default="BOT_NAME.spider name"),
+    S("IPR_RESET", False, "bool", "delete the crawl's keys at start and crawl afresh (also when Scrapy's "
+      "scrapy-redis-style `SCHEDULER_FLUSH_ON_START` is true)"),
     S("IPR_ORDERING", "ipr", "str", _ORDER_DOC),
     S("IPR_CUTOFF", "dl1", "str", "IPR cut-off when `IPR_ORDERING=ipr`", choices=ORDERINGS["ipr"]),
     S("IPR_PL_PAGES", 8, "int", "L of the PL cut-off (pages updated beyond DL1)", low=0),
@@ -166,20 +174,20 @@ def read(settings: Any, name: str) -> Any:
         if spec.choices:
             value = value.lower() or str(spec.default)
             if value not in spec.choices:
-                raise ValueError(f"{name}={raw!r}: allowed " + ", ".join(spec.choices))
+                raise SettingError(f"{name}={raw!r}: allowed " + ", ".join(spec.choices))
         return value
     getter = getattr(settings, "get" + spec.kind)
     try:
         value = getter(name, spec.default)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name}={raw!r} is not a valid {spec.kind}") from exc
+        raise SettingError(f"{name}={raw!r} is not a valid {spec.kind}") from exc
     if spec.kind in ("int", "float"):
         if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(f"{name}={raw!r} must be a finite number")
+            raise SettingError(f"{name}={raw!r} must be a finite number")
         if spec.low is not None and (value < spec.low or (spec.low_open and value == spec.low)):
-            raise ValueError(f"{name}={value!r} must be {'>' if spec.low_open else '>='} {spec.low:g}")
+            raise SettingError(f"{name}={value!r} must be {'>' if spec.low_open else '>='} {spec.low:g}")
         if spec.high is not None and value > spec.high:
-            raise ValueError(f"{name}={value!r} must be <= {spec.high:g}")
+            raise SettingError(f"{name}={value!r} must be <= {spec.high:g}")
     return value
 
 
@@ -211,7 +219,19 @@ def polite_enabled(settings: Any) -> bool:
     try:
         return settings.getbool("IPR_POLITE_POP")
     except ValueError:
-        raise ValueError(f"IPR_POLITE_POP={value!r}: use auto, True or False") from None
+        raise SettingError(f"IPR_POLITE_POP={value!r}: use auto, True or False") from None
+
+
+def default_crawl_id(settings: Any, spider_name: str) -> str:
+    """``<project>.<spider>``: the crawl id when ``IPR_CRAWL_ID`` is empty. The project
+    is ``BOT_NAME`` (``scrapy startproject`` sets it to the project's name), so two
+    projects with a spider of the same name on one Redis (scrapyd) never share a crawl.
+
+    >>> default_crawl_id({"BOT_NAME": "books"}, "catalog")
+    'books.catalog'
+    """
+    project = str(settings.get("BOT_NAME") or "scrapybot").replace("{", "").replace("}", "")
+    return f"{project}.{spider_name}"
 
 
 @dataclass(frozen=True)
@@ -256,18 +276,25 @@ class FrontierConfig:
 
         Raises :class:`ValueError` naming the setting and what is allowed.
         """
-        ordering, cutoff = parse_ordering(read(settings, "IPR_ORDERING"), read(settings, "IPR_CUTOFF"))
+        try:
+            ordering, cutoff = parse_ordering(read(settings, "IPR_ORDERING"), read(settings, "IPR_CUTOFF"))
+        except SettingError:
+            raise
+        except ValueError as exc:
+            raise SettingError(str(exc)) from None
         url = read(settings, "IPR_REDIS_URL")
         if url and not url.startswith(("redis://", "rediss://", "unix://")):
-            raise ValueError(
+            raise SettingError(
                 f"IPR_REDIS_URL={url!r}: use a redis://, rediss:// or unix:// URL, "
                 "or leave it empty for the embedded server"
             )
-        crawl_id = str(settings.get("IPR_CRAWL_ID") or spider_name or "").strip()
+        crawl_id = str(settings.get("IPR_CRAWL_ID") or "").strip()
         if not crawl_id:
-            raise ValueError("IPR_CRAWL_ID is empty and the spider has no name")
+            if not spider_name:
+                raise SettingError("IPR_CRAWL_ID is empty and the spider has no name")
+            crawl_id = default_crawl_id(settings, spider_name)
         if "{" in crawl_id or "}" in crawl_id:
-            raise ValueError(
+            raise SettingError(
                 f"IPR_CRAWL_ID={crawl_id!r}: no '{{' or '}}' (the id is the Redis hash tag "
                 f"of the crawl's keys, ipr:{{<id>}}:*)"
             )
@@ -323,12 +350,12 @@ def parse_instant(value: Any, name: str) -> float | None:
         pass
     else:
         if not math.isfinite(number):
-            raise ValueError(f"{name}={value!r} must be a finite number of seconds or an ISO 8601 instant")
+            raise SettingError(f"{name}={value!r} must be a finite number of seconds or an ISO 8601 instant")
         return number
     try:
         dt = datetime.fromisoformat(text[:-1] + "+00:00" if text[-1:] in "Zz" else text)
     except ValueError:
-        raise ValueError(f"{name}={value!r}: use an ISO 8601 date or instant, or POSIX seconds") from None
+        raise SettingError(f"{name}={value!r}: use an ISO 8601 date or instant, or POSIX seconds") from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
     return dt.timestamp()
@@ -369,16 +396,16 @@ class RevisitConfig:
         try:
             policy = parse_policy(spec)
         except ValueError as exc:
-            raise ValueError(f"IPR_REVISIT_POLICY={spec!r}: {exc}") from None
+            raise SettingError(f"IPR_REVISIT_POLICY={spec!r}: {exc}") from None
         clock = read(settings, "IPR_REVISIT_CLOCK") or "system"
         if clock.lower() == "system":
             virtual_start = None
         elif clock.lower().startswith("virtual:"):
             virtual_start = parse_instant(clock[8:], "IPR_REVISIT_CLOCK")
             if virtual_start is None:
-                raise ValueError(f"IPR_REVISIT_CLOCK={clock!r}: give the start, e.g. virtual:2013-01-01")
+                raise SettingError(f"IPR_REVISIT_CLOCK={clock!r}: give the start, e.g. virtual:2013-01-01")
         else:
-            raise ValueError(f"IPR_REVISIT_CLOCK={clock!r}: allowed system or virtual:<ISO 8601 start>")
+            raise SettingError(f"IPR_REVISIT_CLOCK={clock!r}: allowed system or virtual:<ISO 8601 start>")
         cfg = cls(
             enabled=read(settings, "IPR_REVISIT_ENABLED"),
             policy=policy,
@@ -399,7 +426,7 @@ class RevisitConfig:
             events_maxlen=read(settings, "IPR_REVISIT_EVENTS_MAXLEN"),
         )
         if cfg.max_interval and cfg.max_interval < cfg.min_interval:
-            raise ValueError(
+            raise SettingError(
                 f"IPR_REVISIT_MAX_SECS={cfg.max_interval!r} is below IPR_REVISIT_MIN_SECS={cfg.min_interval!r}"
             )
         return cfg

@@ -3,7 +3,8 @@
 While a callback runs, the Requests it yields are held back (items pass on at
 once). When it is done, the page and its held requests go to
 :meth:`ipr_crawl.scheduler.IprScheduler.record_page`, which records them in ONE
-atomic script call (:mod:`ipr_crawl.scheduler.recording`); the scheduler then
+atomic script call (:mod:`ipr_crawl.scheduler.recording`) once every item the
+callback yielded has left the item pipelines (at-least-once); the scheduler then
 leases them in priority order, so they are not passed on. Requests with
 ``dont_filter=True`` and non-HTTP(S) requests pass on to the scheduler untouched,
 and so does everything when another scheduler runs the crawl.
@@ -14,6 +15,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from itemadapter import is_item
 from scrapy import Request
 from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
@@ -57,6 +59,8 @@ class LinkGraphMiddleware:
                 ):
                     held.append(item)
                 else:
+                    if is_item(item):  # recorded once it has left the pipelines
+                        frontier.item_yielded(response)
                     yield item
         finally:
             leftover = frontier.record_page(response, held)

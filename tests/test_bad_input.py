@@ -76,7 +76,7 @@ def test_the_bad_crawl_finishes(bad_crawl):
         assert marker not in log, log[log.index(marker) - 500:][:4000]
     tracebacks = log.count("Traceback (most recent call last)")
     assert tracebacks <= len(re.findall(r"ERROR: Error downloading <GET ", log)), log[-4000:]
-    closed = re.search(r"crawl 'graph' closed \(finished\): (\{.*\})", log)
+    closed = re.search(r"crawl 'ipr_crawl.graph' closed \(finished\): (\{.*\})", log)
     assert closed, log[-3000:]
     counts = eval(closed.group(1))
     assert counts["frontier"] == counts["forced"] == counts["in_flight"] == 0

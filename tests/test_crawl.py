@@ -87,7 +87,7 @@ def test_resume_fetches_the_rest_once(graph_server, crawl, tmp_path):
     assert second.returncode == 0, second.stderr[-3000:]
     assert "resumed" in second.log
     assert "'ipr/resumed': 1" in second.log
-    assert "crawl 'graph' closed (finished)" in second.log
+    assert "crawl 'ipr_crawl.graph' closed (finished)" in second.log
     both = [back[canonical_url(u)] for u in first.fetched + second.fetched]
     twice = [n for n, c in collections.Counter(both).items() if c > 1]
     assert not twice, f"fetched twice across the runs: {twice[:10]}"

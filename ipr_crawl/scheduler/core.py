@@ -30,12 +30,13 @@ from scrapy.utils.project import data_path
 from ipr_crawl.config import FrontierConfig, RevisitConfig
 from ipr_crawl.meta import LEASE_META, lease_of
 from ipr_crawl.ordering.urls import node_id, tie_for
-from ipr_crawl.scheduler.codec import PayloadError, decode_request, encode_request
+from ipr_crawl.scheduler.codec import PayloadError, Unstorable, decode_request, encode_request
+from ipr_crawl.scheduler.identity import RequestIdentity
 from ipr_crawl.scheduler.polite import PolitePop
 from ipr_crawl.scheduler.recording import PageRecorder
 from ipr_crawl.scheduler.refresher import Refresher
 from ipr_crawl.scheduler.revisits import RevisitObserver
-from ipr_crawl.store import FrontierStore, Link, connect, redact
+from ipr_crawl.store import FrontierStore, Link, adopt, connect, redact
 from ipr_crawl.store.retry import RedisRetry
 from ipr_crawl.store.revisit import RevisitStore
 
@@ -79,6 +80,41 @@ def frontier_of(crawler: Crawler) -> IprScheduler | None:
 
 
 
+def scrapy_redis_settings(crawler: Crawler) -> str:
+    """Why the crawl uses scrapy-redis's server when ``IPR_REDIS_URL`` is empty:
+    the scrapy-redis setting the project sets (``REDIS_URL``, ``REDIS_HOST``,
+    ``REDIS_PORT``, ``REDIS_PARAMS``), or its spider being a scrapy-redis
+    ``RedisSpider``/``RedisCrawlSpider``, or ``RedisPipeline`` being on; ``""``: none."""
+    settings = crawler.settings
+    for name in ("REDIS_URL", "REDIS_HOST", "REDIS_PORT", "REDIS_PARAMS"):
+        if settings.get(name):
+            return name
+    spidercls = getattr(crawler, "spidercls", None)
+    if isinstance(spidercls, type) and any(
+        base.__module__.startswith("scrapy_redis.") for base in spidercls.__mro__
+    ):
+        return f"spider {spidercls.__name__}"
+    pipelines = settings.getdict("ITEM_PIPELINES")
+    if any(str(k).startswith("scrapy_redis.") for k in pipelines):
+        return "RedisPipeline"
+    return ""
+
+
+def scrapy_redis_client(settings: Any) -> redis.Redis:
+    """A client of the server scrapy-redis's own helper
+    (``scrapy_redis.connection.get_redis_from_settings``) connects to, with replies
+    as bytes (the frontier's values are binary; ``REDIS_DECODE_RESPONSES`` is
+    ignored for it)."""
+    from scrapy_redis.connection import get_redis_from_settings
+
+    copy = settings.copy()
+    params = dict(copy.getdict("REDIS_PARAMS"))
+    params.pop("decode_responses", None)
+    copy.set("REDIS_PARAMS", params, priority="cmdline")
+    copy.set("REDIS_DECODE_RESPONSES", False, priority="cmdline")
+    return get_redis_from_settings(copy)
+
+
 def _embedded_data_dir() -> str:
     """``.scrapy/ipr`` of the project; of the working folder when the settings
     module is known but no ``scrapy.cfg`` is (a scrapyd job)."""
@@ -117,6 +153,12 @@ class IprScheduler(BaseScheduler):
         self.redis_down = False
         #: politeness-aware choice among leased requests (polite.py), when IPR_POLITE_POP
         self.polite = PolitePop(crawler, config.polite_buffer_size, config.lease_secs / 2) if config.polite_pop else None
+        #: the frontier id of a request (Scrapy's fingerprint decides)
+        self.identity = RequestIdentity(crawler.request_fingerprinter)
+        #: requests that cannot be stored without pickle: kept in this process (FIFO)
+        self._local: deque[Request] = deque()
+        self._local_seen: set[bytes] = set()
+        self._local_warned: set[str] = set()
         #: records parsed pages (the link-graph middleware's calls)
         self.recorder = PageRecorder(self)
 
@@ -129,6 +171,23 @@ class IprScheduler(BaseScheduler):
         revisits = RevisitConfig.from_settings(settings) if settings.getbool("IPR_REVISIT_ENABLED") else None
         return cls(crawler, FrontierConfig.from_settings(settings, spider_name), revisits)
 
+    def _connect(self, retry: RedisRetry) -> tuple[redis.Redis, str, str]:
+        """The crawl's Redis client, where it is (for the log) and the embedded data
+        folder (or ""): ``IPR_REDIS_URL``; else scrapy-redis's server when the project
+        uses scrapy-redis (:func:`scrapy_redis_settings`); else the embedded server."""
+        cfg = self.config
+        if cfg.redis_url:
+            return connect(cfg.redis_url, "", retry=retry), f"Redis at {redact(cfg.redis_url)}", ""
+        source = scrapy_redis_settings(self.crawler)
+        if source:
+            client = scrapy_redis_client(self.crawler.settings)
+            kwargs = client.connection_pool.connection_kwargs
+            where = kwargs.get("path") or f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}/{kwargs.get('db', 0)}"
+            return adopt(client, where, retry=retry), f"Redis at {where} ({source}, scrapy-redis's connection)", ""
+        data_dir = cfg.data_dir or _embedded_data_dir()
+        client = connect("", data_dir, cfg.appendfsync, retry=retry)
+        return client, f"embedded Redis in {os.path.abspath(data_dir)}", data_dir
+
     # -- BaseScheduler -------------------------------------------------------------
     def open(self, spider: Spider) -> None:
         """Connect to the crawl's Redis and open (or resume) the crawl.
@@ -138,16 +197,22 @@ class IprScheduler(BaseScheduler):
         another schema or ordering."""
         self.spider = spider
         cfg = self.config
-        data_dir = cfg.data_dir or ("" if cfg.redis_url else _embedded_data_dir())
         retry = RedisRetry(
             cfg.redis_retry_secs, cfg.redis_backoff_secs,
             on_error=lambda exc: self._stats_inc("ipr/redis/errors"),
         )
-        client = connect(cfg.redis_url, data_dir, cfg.appendfsync, retry=retry)
+        client, where, _ = self._connect(retry)
+        self.where = where
         self.store = FrontierStore(client, cfg.crawl_id, cfg.params)
+        settings = self.crawler.settings
+        if settings.getbool("IPR_RESET") or settings.getbool("SCHEDULER_FLUSH_ON_START"):
+            dropped = self.store.drop()
+            logger.info(
+                "ipr-crawl: crawl %r reset (%s): %d keys deleted", cfg.crawl_id,
+                "IPR_RESET" if settings.getbool("IPR_RESET") else "SCHEDULER_FLUSH_ON_START", dropped,
+            )
         resumed = self.store.open()
         counts = self.store.counts()
-        where = f"Redis at {redact(cfg.redis_url)}" if cfg.redis_url else f"embedded Redis in {os.path.abspath(data_dir)}"
         logger.info(
             "ipr-crawl: crawl %r ordered by %s on %s (%s): %d known URLs, %d fetched, "
             "%d in frontier, %d in flight",
@@ -161,6 +226,16 @@ class IprScheduler(BaseScheduler):
             counts["in_flight"],
         )
         self._stats_set("ipr/resumed", int(resumed))
+        pending = counts["frontier"] + counts["forced"] + counts["in_flight"]
+        if resumed and not pending and counts["fetched"] and self.revisit_config is None:
+            logger.warning(
+                "ipr-crawl: crawl %r finished before (%d pages fetched, %d failed, nothing left to "
+                "fetch): this run fetches only requests the crawl has not seen (start requests "
+                "with dont_filter are fetched again). To crawl it again from the start: "
+                "-s IPR_RESET=True, or `ipr-crawl reset --crawl-id %s`%s",
+                cfg.crawl_id, counts["fetched"], counts["failed"], cfg.crawl_id,
+                "" if settings.get("IPR_CRAWL_ID") else "; for a new crawl beside it: -s IPR_CRAWL_ID=<new id>",
+            )
         if self.revisit_config is not None:
             self.revisits = Refresher(
                 RevisitStore(client, cfg.crawl_id, self.revisit_config.events_maxlen), self.store, self.revisit_config
@@ -220,6 +295,11 @@ class IprScheduler(BaseScheduler):
         so the page is fetched again and yields them again."""
         return self.guard(self.recorder.record, response, requests, default=[])
 
+    def item_yielded(self, response: Response) -> None:
+        """The callback of ``response`` yielded an item: the page is recorded only once
+        the item has left the item pipelines (at-least-once for items)."""
+        self.recorder.item_yielded(response)
+
     def settle_failure(self, request: Request, exception: BaseException) -> bool:
         """A leased request failed for good: mark its URL failed and settle the lease
         (once: a second call for the same lease does nothing). Counted in
@@ -228,7 +308,7 @@ class IprScheduler(BaseScheduler):
         lease = lease_of(request)
         if not lease:
             return False
-        settled = self.guard(self.store.ack, "fail", [(lease, node_id(request.url))], default=0)
+        settled = self.guard(self.store.ack, "fail", [(lease, self._id_of(lease, request))], default=0)
         if settled:
             kind = "ignored" if isinstance(exception, IgnoreRequest) else "failed"
             self._stats_inc(f"ipr/frontier/{kind}")
@@ -248,11 +328,16 @@ class IprScheduler(BaseScheduler):
     def _close_store(self, reason: str) -> None:
         self.store.close()  # the last page's record reply (and its stats)
         if self._buffer:
-            released = self.store.ack(
-                "release", [(m, node_id(r.url)) for m, r in self._buffer]
-            )
+            released = self.store.ack("release", [(m, self._id_of(m, r)) for m, r in self._buffer])
             self._stats_inc("ipr/lease/released", released)
             self._buffer.clear()
+        if self._local:
+            logger.warning(
+                "ipr-crawl: %d requests kept in this process's memory (they cannot be stored "
+                "without pickle) were not fetched before the crawl closed (%s); they are lost",
+                len(self._local), reason,
+            )
+            self._stats_set("ipr/frontier/local_lost", len(self._local))
         counts = self.store.counts()
         for name, value in counts.items():
             self._stats_set(f"ipr/frontier/{name}", value)
@@ -260,7 +345,7 @@ class IprScheduler(BaseScheduler):
 
     @_guarded(True)  # while Redis is down the crawl is closing: keep it from "finished"
     def has_pending_requests(self) -> bool:
-        if self._buffer:
+        if self._buffer or self._local:
             return True
         self.store.settle_record()
         pending = self.store.pending()
@@ -286,42 +371,87 @@ class IprScheduler(BaseScheduler):
 
     @_guarded(False)
     def enqueue_request(self, request: Request) -> bool:
-        """Store ``request``; False (Scrapy logs it as dropped) for a duplicate URL.
+        """Store ``request``; False (Scrapy logs it as dropped) for a duplicate: a
+        request whose frontier id (Scrapy's fingerprint, :mod:`ipr_crawl.scheduler.identity`)
+        is known, unless ``dont_filter``.
 
-        A request carrying a lease came out of a fetch: a retry (same URL) settles
-        the old lease and goes to the forced queue; a redirect records the
-        redirecting page as fetched with one out-link, its target.
+        A request carrying a lease came out of a fetch: a retry settles the old
+        lease and goes to the forced queue; a redirect records the redirecting page
+        as fetched with one out-link, its target. A request that cannot be stored
+        without pickle stays in this process's memory (:meth:`keep_local`).
         """
-        payload, dropped = encode_request(request, self.spider)
-        if dropped:
-            self._stats_inc("ipr/codec/meta_dropped", len(dropped))
-            logger.warning("ipr-crawl: meta keys %s of %s cannot be stored; dropped", dropped, request)
+        try:
+            payload, _ = encode_request(request, self.spider)
+        except (ValueError, Unstorable) as exc:
+            return self.keep_local(request, exc)
         lease = lease_of(request)
-        rid = node_id(request.url)
+        rid = self.identity.of(request)
         redirected = request.meta.get("redirect_urls")
-        if lease and redirected and node_id(redirected[-1]) == rid and not request.dont_filter:
-            # A page redirecting to itself (Scrapy's dupefilter would drop the
-            # redirect): settled as failed, so that it does not stay half-queued.
-            self.store.ack("fail", [(lease, rid)])
-            self._stats_inc("ipr/frontier/redirect_loop")
-            logger.info("ipr-crawl: %s redirects to itself; marked failed", request.url)
-            return False
-        if lease and redirected and node_id(redirected[-1]) != rid:
-            source = redirected[-1]
-            order = self.config.ordering
-            added = self.store.record_page(
-                node_id(source), tie_for(order, source),
-                [Link(rid, tie_for(order, request.url), payload)], lease,
-            ).added
-            self._stats_inc("ipr/frontier/redirects")
-            if added or not request.dont_filter:
-                self._stats_inc("ipr/frontier/new" if added else "ipr/frontier/duplicate")
-                return bool(added)
-            lease = b""
+        if lease and redirected:
+            source_id = self._id_of(lease, None) or node_id(redirected[-1])
+            if source_id == rid and not request.dont_filter:
+                # A page redirecting to itself (Scrapy's dupefilter would drop the
+                # redirect): settled as failed, so that it does not stay half-queued.
+                self.store.ack("fail", [(lease, rid)])
+                self._stats_inc("ipr/frontier/redirect_loop")
+                logger.info("ipr-crawl: %s redirects to itself; marked failed", request.url)
+                return False
+            if source_id != rid:
+                source = redirected[-1]
+                order = self.config.ordering
+                added = self.store.record_page(
+                    source_id, tie_for(order, source), [Link(rid, tie_for(order, request.url), payload)], lease,
+                ).added
+                self._stats_inc("ipr/frontier/redirects")
+                if added or not request.dont_filter:
+                    self._count_enqueued(added, "redis")
+                    return bool(added)
+                lease = b""
         tie = tie_for(self.config.ordering, request.url)
         result = self.store.enqueue(rid, tie, payload, request.dont_filter, lease)
         self._stats_inc(("ipr/frontier/duplicate", "ipr/frontier/new", "ipr/frontier/forced")[result])
+        if result:
+            self._count_enqueued(1, "redis")
         return result != 0
+
+    def keep_local(self, request: Request, reason: Exception) -> bool:
+        """Keep a request that cannot be stored in this process's memory (FIFO, served
+        before the frontier, never seen by another process; lost if this process
+        dies). A duplicate (its id known to the crawl or kept here already) is
+        dropped unless ``dont_filter``. Logged with a WARNING once per kind of reason."""
+        rid = self.identity.of(request)
+        if not request.dont_filter and (rid in self._local_seen or self.store.known(rid)):
+            self._stats_inc("ipr/frontier/duplicate")
+            return False
+        self._local_seen.add(rid)
+        kind = f"{reason.where} ({reason.kind})" if isinstance(reason, Unstorable) else "callback"
+        if kind not in self._local_warned:
+            self._local_warned.add(kind)
+            what = (
+                f"{reason.where} holds a {reason.kind}" if isinstance(reason, Unstorable)
+                else f"its callback or errback is not a method of the spider ({reason})"
+            )
+            logger.warning(
+                "ipr-crawl: %s cannot be stored in the frontier: %s, which needs pickle. It stays in "
+                "this process's memory (not shared with other processes, lost if this one dies); "
+                "so will every request like it", request, what,
+            )
+        self._local.append(request)
+        self._stats_inc("ipr/frontier/local")
+        self._count_enqueued(1, "memory")
+        return True
+
+    def _id_of(self, member: bytes, request: Request | None) -> bytes:
+        """The frontier id a lease ``member`` settles: its last 8 bytes for a frontier
+        member, the request's identity for a forced-queue token (b'' if unknown)."""
+        if len(member) == 16:
+            return member[8:]
+        return self.identity.of(request) if request is not None else b""
+
+    def _count_enqueued(self, count: int, where: str) -> None:
+        if count:
+            self._stats_inc("scheduler/enqueued", count)
+            self._stats_inc(f"scheduler/enqueued/{where}", count)
 
     def maybe_pagerank_step(self) -> None:
         """``pr`` ordering: one power iteration over the collected graph every
@@ -340,6 +470,10 @@ class IprScheduler(BaseScheduler):
 
     @_guarded(None)
     def next_request(self) -> Request | None:
+        if self._local:
+            self._stats_inc("scheduler/dequeued")
+            self._stats_inc("scheduler/dequeued/memory")
+            return self._local.popleft()
         if self.polite is not None:
             picked = self.polite.take(self._buffer, self._lease_more, self._release)
             if picked is None:
@@ -352,6 +486,8 @@ class IprScheduler(BaseScheduler):
                 return None
             member, request = self._buffer.popleft()
         self._stats_inc("ipr/frontier/popped")
+        self._stats_inc("scheduler/dequeued")
+        self._stats_inc("scheduler/dequeued/redis")
         return request
 
     def wake(self) -> None:
@@ -366,7 +502,7 @@ class IprScheduler(BaseScheduler):
 
     @_guarded(0)
     def __len__(self) -> int:
-        return len(self._buffer) + self.store.pending()
+        return len(self._local) + len(self._buffer) + self.store.pending()
 
     # -- internals -------------------------------------------------------------------
     def _lease_more(self, busy: list[str]) -> int:
@@ -380,7 +516,7 @@ class IprScheduler(BaseScheduler):
 
     def _release(self, items: list[tuple[bytes, Request]]) -> None:
         """Hand buffered requests back to the frontier (their leases settled)."""
-        released = self.store.ack("release", [(m, node_id(r.url)) for m, r in items])
+        released = self.store.ack("release", [(m, self._id_of(m, r)) for m, r in items])
         self._stats_inc("ipr/lease/released", released)
 
     def _refill(

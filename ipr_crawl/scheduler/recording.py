@@ -24,15 +24,17 @@ requests that follow are not even canonicalized: they are dropped, counted
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from scrapy import Request
+from scrapy import Request, signals
+from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response
+from twisted.python.failure import Failure
 
 from ipr_crawl.meta import RECORDED_META, lease_of
 from ipr_crawl.ordering.reference import tie_rule_order
-from ipr_crawl.ordering.urls import node_id, site_of, tie_for
-from ipr_crawl.scheduler.codec import encode_request
+from ipr_crawl.ordering.urls import canonical_url, node_id, site_of, tie_for
+from ipr_crawl.scheduler.codec import Unstorable, encode_request
 from ipr_crawl.scheduler.linkcache import LinkIds
 from ipr_crawl.store import Link, RecordResult
 
@@ -58,7 +60,13 @@ def order_links(page_url: str, urls: list[str], tie_rule: str) -> list[int]:
 
 
 class PageRecorder:
-    """Records parsed pages of one crawl process (see the module docstring)."""
+    """Records parsed pages of one crawl process (see the module docstring).
+
+    At-least-once for items: a page whose callback yielded items is recorded (its
+    lease settled, the page marked fetched) only after every one of them has left
+    the item pipelines (``item_scraped``, ``item_dropped`` or ``item_error``), so a
+    process killed before that fetches the page again and yields its items again.
+    """
 
     def __init__(self, scheduler: IprScheduler) -> None:
         self.scheduler = scheduler
@@ -66,13 +74,55 @@ class PageRecorder:
         #: canonical URLs and ids of raw URLs, ids recorded by this process (linkcache.py)
         self.ids = LinkIds()
         self._redis_errors = 0
+        #: id(response) -> [response, items still in the pipelines, requests held or None]
+        self._waiting: dict[int, list[Any]] = {}
+        signals_ = self.crawler.signals
+        for signal in (signals.item_scraped, signals.item_dropped, signals.item_error):
+            signals_.connect(self._item_left, signal=signal)
+
+    # -- at-least-once ------------------------------------------------------------------
+    def item_yielded(self, response: Response) -> None:
+        """The callback of ``response`` yielded an item (counted until it leaves the pipelines)."""
+        entry = self._waiting.setdefault(id(response), [response, 0, None])
+        entry[1] += 1
+
+    def _item_left(self, item: Any = None, response: Response | None = None, **kwargs: Any) -> None:
+        entry = self._waiting.get(id(response)) if response is not None else None
+        if entry is None or entry[0] is not response:
+            return
+        entry[1] -= 1
+        if entry[1] <= 0 and entry[2] is not None:
+            del self._waiting[id(response)]
+            leftover = self.scheduler.guard(self._record_now, response, entry[2], default=[])
+            for request in leftover:  # not storable: to the engine, as the middleware would
+                self.crawler.engine.crawl(request)
 
     def record(self, response: Response, requests: list[Request]) -> list[Request]:
-        """Record ``response``'s page once; returns requests that could not be stored."""
+        """Record ``response``'s page once, now or when its items have left the
+        pipelines; returns the requests that could not be stored (they go to the
+        engine as they are)."""
+        entry = self._waiting.get(id(response))
+        if entry is not None and entry[0] is response and entry[1] > 0:
+            entry[2] = requests  # recorded by _item_left when the last item has left
+            return []
+        self._waiting.pop(id(response), None)
+        return self._record_now(response, requests)
+
+    def _scheduled(self, request: Request) -> bool:
+        """Scrapy's ``request_scheduled`` signal, as the engine sends it before it
+        schedules a request: False when a handler (the offsite middleware, for one)
+        raised IgnoreRequest."""
+        results = self.crawler.signals.send_catch_log(
+            signals.request_scheduled, request=request, spider=self.scheduler.spider, dont_log=IgnoreRequest,
+        )
+        return not any(isinstance(r, Failure) and isinstance(r.value, IgnoreRequest) for _, r in results)
+
+    def _record_now(self, response: Response, requests: list[Request]) -> list[Request]:
         meta = response.meta if response.request is not None else {}
         if meta.get(RECORDED_META):
             return requests
         frontier = self.scheduler
+        identity = frontier.identity
         cfg = frontier.config
         stats = self.crawler.stats
         # The previous page's record reply, read now (it came while this page was
@@ -86,13 +136,20 @@ class PageRecorder:
         seen: dict[bytes, Request] = {}
         canon: list[str] = []
         examined = 0
+        filtered = 0
         # Work bounded by IPR_MAX_LINKS_PER_PAGE: once that many distinct links
         # are found, the requests after them are only counted (ipr/links/over_cap).
         for request in requests:
             if len(seen) >= cfg.max_links_per_page:
                 break
             examined += 1
-            url, rid = lookup(request.url)
+            if not self._scheduled(request):
+                filtered += 1
+                continue
+            if identity.is_link(request):
+                url, rid = lookup(request.url)
+            else:  # POST, a body, ...: an entry of its own (Scrapy's fingerprint)
+                url, rid = canonical_url(request.url), identity.of(request)
             if rid not in seen:
                 seen[rid] = request
                 canon.append(url)
@@ -115,19 +172,17 @@ class PageRecorder:
                 links.append(Link(rid, tie_for(cfg.ordering, canon[i]) if tie_needed else 0, b""))
                 continue
             try:
-                payload, dropped = encode_request(request, frontier.spider)
-            except ValueError as exc:  # e.g. a callback that is not a spider method
-                logger.debug("ipr-crawl: %s passed to the scheduler as is: %s", request, exc)
+                payload, _ = encode_request(request, frontier.spider)
+            except (ValueError, Unstorable):  # kept in memory by the scheduler, with a warning
                 leftover.append(request)
                 continue
-            if dropped:
-                stats.inc_value("ipr/codec/meta_dropped", len(dropped))
             links.append(Link(rid, tie_for(cfg.ordering, canon[i]), payload))
         page_url = response.url
-        lease = lease_of(response.request) if response.request is not None else b""
-        page_id = node_id(page_url)
+        request_ = response.request
+        lease = lease_of(request_) if request_ is not None else b""
+        page_id = node_id(page_url) if request_ is None or identity.is_link(request_) else identity.of(request_)
         ids = [page_id, *(link.id for link in links)]
-        repeated = examined - len(unique)
+        repeated = examined - filtered - len(unique)
         if cfg.record_pipelined:
             frontier.store.send_record_page(
                 page_id, tie_for(cfg.ordering, page_url), links, lease,
@@ -138,8 +193,8 @@ class PageRecorder:
         else:
             res = frontier.store.record_page(page_id, tie_for(cfg.ordering, page_url), links, lease)
             self._recorded(res, ids, repeated)
-        if response.request is not None:
-            response.request.meta[RECORDED_META] = True
+        if request_ is not None:
+            request_.meta[RECORDED_META] = True
         return leftover
 
     def _recorded(self, res: RecordResult, ids: list[bytes], repeated: int) -> None:
@@ -164,6 +219,9 @@ class PageRecorder:
         stats.inc_value("ipr/pages/first_fetch" if res.first else "ipr/pages/refetched")
         stats.inc_value("ipr/links/seen", links)
         stats.inc_value("ipr/links/new", res.added)
+        if res.added:  # what Scrapy's scheduler would have counted for these requests
+            stats.inc_value("scheduler/enqueued", res.added)
+            stats.inc_value("scheduler/enqueued/redis", res.added)
         stats.inc_value("ipr/links/rescored", res.rescored)
         stats.inc_value("ipr/frontier/duplicate", repeated + links - res.added)
 

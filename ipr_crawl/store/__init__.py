@@ -9,12 +9,12 @@
 - :mod:`~ipr_crawl.store.replay`: the scripts driven over a stored graph (evaluation).
 """
 
-from ipr_crawl.store.connection import FrontierUnavailable, connect, redact
+from ipr_crawl.store.connection import FrontierUnavailable, adopt, connect, redact
 from ipr_crawl.store.frontier import FrontierStore, IncompatibleCrawl
 from ipr_crawl.store.keys import SCHEMA_VERSION, crawl_keys
 from ipr_crawl.store.record import Link, NodeRecord, RecordResult
 
 __all__ = [
     "SCHEMA_VERSION", "FrontierStore", "FrontierUnavailable", "IncompatibleCrawl", "Link",
-    "NodeRecord", "RecordResult", "connect", "crawl_keys", "redact",
+    "NodeRecord", "RecordResult", "adopt", "connect", "crawl_keys", "redact",
 ]

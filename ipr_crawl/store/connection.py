@@ -13,7 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import redis
 
-__all__ = ["FrontierUnavailable", "connect", "redact"]
+__all__ = ["FrontierUnavailable", "adopt", "connect", "redact"]
 
 
 class FrontierUnavailable(RuntimeError):
@@ -90,4 +90,22 @@ def connect(
         from redis.retry import Retry
 
         client.set_retry(Retry(ExponentialWithJitterBackoff(base=0.01, cap=1), 10))  # redis-py's default
+    return client
+
+
+def adopt(client: redis.Redis, where: str, retry: Any = None) -> redis.Redis:
+    """Use a client made elsewhere (scrapy-redis's connection helper): check within
+    ~5 s that its server answers, then let ``retry`` govern its commands.
+
+    Raises :class:`FrontierUnavailable` naming ``where`` when it does not answer.
+    """
+    try:
+        probe = redis.Redis(connection_pool=client.connection_pool, socket_connect_timeout=5)
+        probe.ping()
+    except redis.AuthenticationError as exc:
+        raise FrontierUnavailable(f"Redis at {where} refused the password (or needs one): {exc}") from exc
+    except redis.RedisError as exc:
+        raise FrontierUnavailable(f"cannot reach Redis at {where}: {exc}") from exc
+    if retry is not None:
+        client.set_retry(retry)
     return client

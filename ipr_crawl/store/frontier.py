@@ -318,6 +318,10 @@ class FrontierStore:
             "failed": int(failed or 0),
         }
 
+    def known(self, id_: bytes) -> bool:
+        """Whether the crawl knows the node ``id_`` (queued, fetched or failed)."""
+        return bool(self.client.hexists(self.keys["node"], id_))
+
     def pending(self) -> int:
         """Requests not yet settled: frontier + forced + in flight (one round trip)."""
         pipe = self.client.pipeline(transaction=False)

@@ -1,0 +1,60 @@
+"""Which frontier entry a request is: Scrapy's request fingerprint decides.
+
+Scrapy judges two requests the same when their fingerprints are equal
+(``REQUEST_FINGERPRINTER_CLASS``; by default method, canonical URL and body,
+:func:`scrapy.utils.request.fingerprint`). The frontier keeps that identity:
+
+- a **link** (a plain GET whose fingerprint is the one a GET of its URL has) is the
+  URL's node of the link graph, id :func:`ipr_crawl.ordering.urls.node_id`, scored
+  by the ordering;
+- any other request (POST/PUT, a body, ``verbatim_url``, or a request a custom
+  fingerprinter tells apart from a GET of its URL) is an entry of its own, id = the
+  first 8 bytes of its fingerprint: queued, leased and recorded like a URL
+  nobody links to, never merged with another request.
+
+With Scrapy's default fingerprinter the test needs no hashing: a GET without a
+body and without ``verbatim_url`` is a link.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scrapy import Request
+from scrapy.utils.request import RequestFingerprinter
+
+from ipr_crawl.ordering.urls import node_id
+
+__all__ = ["RequestIdentity"]
+
+
+class RequestIdentity:
+    """The frontier id of requests of one crawler (see the module docstring).
+
+    ``fingerprinter``: the crawler's ``request_fingerprinter``.
+    """
+
+    def __init__(self, fingerprinter: Any) -> None:
+        self.fingerprinter = fingerprinter
+        # Scrapy's own class with its defaults: a link is a body-less GET.
+        self.default = type(fingerprinter) is RequestFingerprinter
+        self._url_fp: dict[str, bytes] = {}
+
+    def is_link(self, request: Request) -> bool:
+        """True for a request that is the plain GET of its URL (a link-graph node)."""
+        if request.method != "GET" or request.body or request.meta.get("verbatim_url"):
+            return False
+        if self.default:
+            return True
+        url_fp = self._url_fp.get(request.url)
+        if url_fp is None:
+            if len(self._url_fp) > 100_000:
+                self._url_fp.clear()
+            url_fp = self._url_fp[request.url] = self.fingerprinter.fingerprint(Request(request.url))
+        return bool(self.fingerprinter.fingerprint(request) == url_fp)
+
+    def of(self, request: Request) -> bytes:
+        """The 8-byte frontier id of ``request``."""
+        if self.is_link(request):
+            return node_id(request.url)
+        return bytes(self.fingerprinter.fingerprint(request))[:8]
