@@ -16,7 +16,25 @@ from procs import start_server
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "ipr_crawl" / "data"
-SHARED_GRAPHS = Path(__file__).resolve().parents[2] / "shared" / "data" / "graphs"
+#: Small real data sets shipped for the tests (tests/data/SOURCES.md): the default
+#: suite needs nothing outside the repository.
+TEST_DATA = REPO / "tests" / "data"
+#: The project's shared data folder, beside the clone (``../shared/data``). Only tests
+#: marked ``data`` read it, through :func:`shared_file`.
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+def shared_file(relative: str) -> Path:
+    """The path of ``../shared/data/<relative>`` (e.g. ``"graphs/cnr-2000.tsv.gz"``)
+    for a test marked ``data``. If the file is missing the test is skipped, saying
+    which file; with ``IPR_REQUIRE_SHARED_DATA=1`` (CI's data run) it fails instead."""
+    path = SHARED_DATA / relative
+    if not path.is_file():
+        message = f"shared data file {path} missing (tests marked `data` read ../shared/data beside the clone)"
+        if os.environ.get("IPR_REQUIRE_SHARED_DATA") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
 
 _READY = re.compile(r"^serving (?P<name>\S+): (?P<nodes>\d+) nodes, (?P<edges>\d+) edges, seed (?P<seed>-?\d+) at (?P<url>\S+)$")
 _CRAWLED = re.compile(r"Crawled \((\d{3})\) <GET (\S+)>")
