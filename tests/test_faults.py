@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import DATA, SHARED_GRAPHS
+from conftest import DATA, TEST_DATA
 from procs import RedisServer, fetched, free_port, read_log, start_crawl, wait_all
 
 from ipr_crawl.evaluation.graphio import page_paths, reachable, read_graph, read_urls
@@ -30,7 +30,7 @@ from ipr_crawl.ordering.urls import canonical_url, node_id
 
 EMACS = DATA / "emacswiki.tsv.gz"
 EMACS_URLS = DATA / "emacswiki.urls.tsv.gz"
-HARVARD = SHARED_GRAPHS / "harvard500.tsv.gz"
+HARVARD = TEST_DATA / "harvard500.tsv.gz"
 
 SEED = int(os.environ.get("IPR_FAULT_SEED", "20261121"))
 #: Kills of the full loop (``pytest -m slow``); the default run does a short loop of 10.
@@ -85,8 +85,8 @@ def states(client, crawl_id: str) -> collections.Counter:
 
 
 # -- kill -9 at random moments ---------------------------------------------------------
-POLBLOGS = SHARED_GRAPHS / "polblogs.tsv.gz"
-POLBLOGS_URLS = SHARED_GRAPHS / "polblogs.urls.tsv.gz"
+POLBLOGS = TEST_DATA / "polblogs.tsv.gz"
+POLBLOGS_URLS = TEST_DATA / "polblogs.urls.tsv.gz"
 #: Short loop (default run): polblogs (958 pages reachable), throttled harder so
 #: that it lasts through the kills. Full loop (-m slow): IPR_FAULT_GRAPH, EmacsWiki by default.
 SHORT = (POLBLOGS, str(POLBLOGS_URLS), SHORT_KILLS, 0.05, 0.03)

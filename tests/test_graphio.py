@@ -1,5 +1,5 @@
-"""Tests of ipr_crawl.evaluation.graphio on the real graphs of ../shared/data/graphs
-(figures from its SOURCES.md) and on the shipped EmacsWiki sample."""
+"""Tests of ipr_crawl.evaluation.graphio on the real graphs shipped in tests/data (copies of
+../shared/data/graphs; figures from its SOURCES.md) and on the shipped EmacsWiki sample."""
 
 from __future__ import annotations
 
@@ -7,20 +7,16 @@ import gzip
 from pathlib import Path
 
 import pytest
+from conftest import TEST_DATA, shared_file
 
 from ipr_crawl.evaluation import graphio
 from ipr_crawl.evaluation.graphio import GraphFormatError
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "graphs"
-CHANGES = Path(__file__).resolve().parents[2] / "shared" / "data" / "changes"
 PKG_DATA = Path(graphio.__file__).resolve().parents[1] / "data"
 
-needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="shared data not present")
 
-
-@needs_shared
 def test_harvard500_counts() -> None:
-    g = graphio.read_graph(SHARED / "harvard500.tsv.gz")
+    g = graphio.read_graph(TEST_DATA / "harvard500.tsv.gz")
     assert g.name == "harvard500"
     assert len(g.nodes) == 500 and g.nodes == list(range(500))
     assert g.edges == 2636 == sum(len(v) for v in g.out.values())
@@ -28,10 +24,9 @@ def test_harvard500_counts() -> None:
     assert (g.declared_nodes, g.declared_edges) == (500, 2636)
 
 
-@needs_shared
 def test_epa_counts_urls_and_paths() -> None:
-    g = graphio.read_graph(SHARED / "epa.tsv.gz")
-    urls = graphio.read_urls(SHARED / "epa.urls.tsv.gz")
+    g = graphio.read_graph(TEST_DATA / "epa.tsv.gz")
+    urls = graphio.read_urls(TEST_DATA / "epa.urls.tsv.gz")
     assert len(g.nodes) == 4772 and g.edges == 8965
     assert len(urls) == 4772 and set(urls) == set(g.nodes)
     # 501 nodes have no edge (SOURCES.md) but are still nodes via the header.
@@ -107,11 +102,10 @@ def test_default_seed_in_largest_scc(tmp_path: Path) -> None:
     assert graphio.reachable(g, 1) == [1, 2, 3, 4, 0, 5, 6, 7]
 
 
-@needs_shared
 def test_pagerank_matches_networkx() -> None:
     import networkx as nx
 
-    g = graphio.read_graph(SHARED / "harvard500.tsv.gz")
+    g = graphio.read_graph(TEST_DATA / "harvard500.tsv.gz")
     dg = nx.DiGraph()
     dg.add_nodes_from(g.nodes)
     dg.add_edges_from((s, d) for s, vs in g.out.items() for d in vs)
@@ -136,9 +130,10 @@ def test_shipped_emacswiki_sample() -> None:
     assert (PKG_DATA / "SOURCES.md").read_text().count("b950e03808c40a18c4be84a40e7ce67b1795d542") >= 1
 
 
-@pytest.mark.skipif(not CHANGES.is_dir(), reason="shared data not present")
+@pytest.mark.data
 def test_convert_reproduces_shipped_sample(tmp_path: Path) -> None:
-    src = CHANGES / "emacswiki_links_2026-08-20.tsv.gz"
+    # the whole shared link list (39,367 pairs): the shipped graph is converted from all of it
+    src = shared_file("changes/emacswiki_links_2026-08-20.tsv.gz")
     g0 = graphio.read_graph(PKG_DATA / "emacswiki.tsv.gz")
     desc = [c for c in g0.comments[:2]]
     n, m = graphio.convert_url_pairs(src, tmp_path / "e", desc)

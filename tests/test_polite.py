@@ -8,7 +8,7 @@ import collections
 from urllib.parse import urlsplit
 
 import pytest
-from conftest import SHARED_GRAPHS
+from conftest import TEST_DATA
 from scrapy.settings import Settings
 
 from ipr_crawl.config import DEFAULTS, FrontierConfig, polite_enabled
@@ -16,7 +16,7 @@ from ipr_crawl.evaluation.graphio import reachable, read_graph
 from ipr_crawl.ordering.reference import simulate_crawl
 from ipr_crawl.ordering.urls import canonical_url
 
-HARVARD = SHARED_GRAPHS / "harvard500.tsv.gz"
+HARVARD = TEST_DATA / "harvard500.tsv.gz"
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """Revisits end to end: real ``scrapy crawl graph`` processes with the
 ConditionalGetMiddleware against ``ipr-crawl serve-changes`` serving real
-EmacsWiki change histories, on the session's real redis-server.
+EmacsWiki change histories (the shipped sample of tests/data: the first 1,100
+pages of the shared log and their changes), on the session's real redis-server.
 
 The crawls run on a virtual clock (``IPR_REVISIT_CLOCK=virtual:...``), which
 jumps to the next due time whenever the crawl is idle, so a simulated year
@@ -21,15 +22,16 @@ from pathlib import Path
 
 import pytest
 from procs import start_server
-from conftest import REPO
+from conftest import REPO, TEST_DATA
 
 from ipr_crawl.revisit.policy import DAY, RevisitState, parse_policy
 from ipr_crawl.evaluation.revisit_sim import Page, load_log, parse_time, simulate, simulate_page
 from ipr_crawl.store.revisit import RevisitStore
 from ipr_crawl.ordering.urls import node_id
 
-CHANGES = Path(__file__).resolve().parents[2] / "shared" / "data" / "changes"
-pytestmark = pytest.mark.skipif(not CHANGES.exists(), reason="shared change logs not present")
+#: tests/data/SOURCES.md says how this sample was cut from ../shared/data/changes
+SAMPLE_CHANGES = TEST_DATA / "emacswiki_changes.first1100.csv.gz"
+SAMPLE_PAGES = TEST_DATA / "emacswiki_pages.first1100.csv.gz"
 
 YEAR_START, YEAR_END = "2013-01-01", "2013-12-31T23:59:59"
 #: the crawl's last visit day (IPR_REVISIT_UNTIL): visits are at bucket starts, and
@@ -44,7 +46,7 @@ def _iso(t: float) -> str:
 
 @pytest.fixture(scope="module")
 def emacswiki():
-    return load_log(str(CHANGES / "emacswiki_changes.csv.gz"), str(CHANGES / "emacswiki_pages.csv.gz"))
+    return load_log(str(SAMPLE_CHANGES), str(SAMPLE_PAGES))
 
 
 def pick(pages: list[Page], changed: int, still: int, start: str, end: str) -> list[Page]:
@@ -56,7 +58,9 @@ def pick(pages: list[Page], changed: int, still: int, start: str, end: str) -> l
     busy = sorted((p for p in alive if n[p.url]), key=lambda p: (-n[p.url], p.url))
     # a mix of busy and rarely changing pages: every third one of the changed ones
     chosen = busy[: changed // 2] + busy[changed // 2 :: 3][: changed - changed // 2]
-    return chosen + [p for p in alive if not n[p.url]][:still]
+    quiet = [p for p in alive if not n[p.url]][:still]
+    assert (len(chosen), len(quiet)) == (changed, still), "the change-log sample is too small for this pick"
+    return chosen + quiet
 
 
 def write_log(pages: list[Page], folder: Path) -> tuple[Path, Path]:

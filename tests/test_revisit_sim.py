@@ -11,14 +11,17 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, TEST_DATA
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ipr_crawl.revisit.policy import DAY, parse_policy
 from ipr_crawl.evaluation.revisit_sim import interval_bucket, load_log, parse_time, simulate, simulate_page
 
-CHANGES = Path(__file__).resolve().parents[2] / "shared" / "data" / "changes"
+#: The shipped EmacsWiki change-log sample: its first 1,100 pages and their changes
+#: (tests/data/SOURCES.md says how it was cut from ../shared/data/changes).
+SAMPLE_PAGES = TEST_DATA / "emacswiki_pages.first1100.csv.gz"
+SAMPLE_CHANGES = TEST_DATA / "emacswiki_changes.first1100.csv.gz"
 T0 = parse_time("2020-01-01")
 
 
@@ -98,11 +101,11 @@ def test_interval_buckets():
     assert interval_bucket(6199) == (6190, 6220)
 
 
-def write_sample(tmp_path: Path, source: str, n: int) -> tuple[Path, Path]:
-    """The first ``n`` pages of a shared change log with their changes."""
-    pages_out, changes_out = tmp_path / f"{source}_pages.csv.gz", tmp_path / f"{source}_changes.csv.gz"
+def write_sample(tmp_path: Path, n: int) -> tuple[Path, Path]:
+    """The first ``n`` pages of the shipped EmacsWiki change-log sample with their changes."""
+    pages_out, changes_out = tmp_path / "emacswiki_pages.csv.gz", tmp_path / "emacswiki_changes.csv.gz"
     keep = set()
-    with gzip.open(CHANGES / f"{source}_pages.csv.gz", "rt", newline="") as f, gzip.open(pages_out, "wt", newline="") as g:
+    with gzip.open(SAMPLE_PAGES, "rt", newline="") as f, gzip.open(pages_out, "wt", newline="") as g:
         reader, writer = csv.reader(f), csv.writer(g)
         writer.writerow(next(reader))
         for row in reader:
@@ -110,16 +113,16 @@ def write_sample(tmp_path: Path, source: str, n: int) -> tuple[Path, Path]:
                 break
             keep.add(row[0])
             writer.writerow(row)
-    with gzip.open(CHANGES / f"{source}_changes.csv.gz", "rt", newline="") as f, gzip.open(changes_out, "wt", newline="") as g:
+    assert len(keep) == n, f"the sample has only {len(keep)} pages"
+    with gzip.open(SAMPLE_CHANGES, "rt", newline="") as f, gzip.open(changes_out, "wt", newline="") as g:
         reader, writer = csv.reader(f), csv.writer(g)
         writer.writerow(next(reader))
         writer.writerows(row for row in reader if row[0] in keep)
     return changes_out, pages_out
 
 
-@pytest.mark.skipif(not CHANGES.exists(), reason="shared change logs not present")
 def test_command_on_real_log(tmp_path):
-    changes, pages = write_sample(tmp_path, "emacswiki", 400)
+    changes, pages = write_sample(tmp_path, 400)
     out_json, out_png = tmp_path / "r.json", tmp_path / "r.png"
     policies = "mle-mix:0.1-10:15d,aimd:1d:0.5,fixed:7d"
     proc = subprocess.run(

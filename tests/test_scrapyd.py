@@ -14,7 +14,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import REPO, SHARED_GRAPHS
+from conftest import REPO, TEST_DATA
 from procs import RedisServer, fetched, free_port
 
 from ipr_crawl.evaluation.graphio import page_paths, reachable, read_graph
@@ -23,7 +23,7 @@ from ipr_crawl.ordering.urls import canonical_url
 pytest.importorskip("scrapyd", reason="pip install 'ipr-crawl[deploy]'")
 pytest.importorskip("scrapyd_client", reason="pip install 'ipr-crawl[deploy]'")
 
-HARVARD = SHARED_GRAPHS / "harvard500.tsv.gz"
+HARVARD = TEST_DATA / "harvard500.tsv.gz"
 BIN = Path(sys.executable).parent
 
 

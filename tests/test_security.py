@@ -13,7 +13,7 @@ from pathlib import Path
 
 import msgpack
 import pytest
-from conftest import REPO, SHARED_GRAPHS
+from conftest import REPO, TEST_DATA
 from procs import RedisServer, fetched, read_log, start_crawl
 
 from ipr_crawl.scheduler.codec import FORMAT, PayloadError, decode_request, encode_request
@@ -22,7 +22,7 @@ from ipr_crawl.spiders.graph import GraphSpider
 from ipr_crawl.store import FrontierStore, Link
 from ipr_crawl.ordering.urls import node_id
 
-HARVARD = SHARED_GRAPHS / "harvard500.tsv.gz"
+HARVARD = TEST_DATA / "harvard500.tsv.gz"
 #: Modules that turn bytes into code or arbitrary objects.
 FORBIDDEN_MODULES = {"pickle", "_pickle", "cPickle", "dill", "cloudpickle", "marshal", "shelve",
                      "jsonpickle", "joblib", "scrapy_redis.picklecompat", "scrapy.squeues"}

@@ -14,7 +14,7 @@ from __future__ import annotations
 import collections
 
 import pytest
-from conftest import DATA, SHARED_GRAPHS
+from conftest import DATA, TEST_DATA
 from procs import RedisServer, fetched, read_log, start_crawl, wait_all
 
 from ipr_crawl.evaluation.graphio import page_paths, reachable, read_graph, read_urls
@@ -23,7 +23,7 @@ from ipr_crawl.ordering.urls import canonical_url, node_id
 
 EMACS = DATA / "emacswiki.tsv.gz"
 EMACS_URLS = DATA / "emacswiki.urls.tsv.gz"
-HARVARD = SHARED_GRAPHS / "harvard500.tsv.gz"
+HARVARD = TEST_DATA / "harvard500.tsv.gz"
 PROCESSES = 4
 
 
@@ -92,8 +92,8 @@ def check_same_crawl(graph, urls, served, redis_server, single_log, logs, orderi
     return one, many, counts
 
 
-POLBLOGS = SHARED_GRAPHS / "polblogs.tsv.gz"
-POLBLOGS_URLS = SHARED_GRAPHS / "polblogs.urls.tsv.gz"
+POLBLOGS = TEST_DATA / "polblogs.tsv.gz"
+POLBLOGS_URLS = TEST_DATA / "polblogs.urls.tsv.gz"
 
 
 @pytest.mark.parametrize(

