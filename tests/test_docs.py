@@ -1,8 +1,14 @@
 """The README's settings table is the one :data:`ipr_crawl.config.SETTINGS` gives,
-and every instruction that names a command, module or file names one that exists."""
+and every instruction that names a command, module or file names one that exists:
+README.md and every page under docs/ are checked for references a user of a fresh
+clone cannot follow, links that lead nowhere, and paths, modules and ``ipr-crawl``
+commands that are not in the tree."""
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import io
 import re
 from pathlib import Path
 
@@ -13,6 +19,53 @@ from ipr_crawl.config import DEFAULTS, SETTINGS, FrontierConfig, RevisitConfig, 
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
+PAGES = [README, *sorted((REPO / "docs").rglob("*.md"))]
+
+
+def _name(page: Path) -> str:
+    return page.relative_to(REPO).as_posix()
+
+
+def _prose(text: str) -> str:
+    """The text outside fenced code blocks."""
+    return re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+
+
+def _anchors(page: Path) -> set[str]:
+    """GitHub's anchors of a Markdown page's headings."""
+    found: set[str] = set()
+    for heading in re.findall(r"^#{1,6} +(.+?) *$", _prose(page.read_text(encoding="utf-8")), re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        n = 0
+        while (slug if n == 0 else f"{slug}-{n}") in found:
+            n += 1
+        found.add(slug if n == 0 else f"{slug}-{n}")
+    return found
+
+
+def _resolves(dotted: str) -> bool:
+    """``ipr_crawl.a.b.Name``: a module, or an attribute of the longest importable prefix."""
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj: object = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for attr in parts[i:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+def _commands() -> set[str]:
+    from ipr_crawl.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+        main(["--help"])
+    return set(re.search(r"\{([a-z,-]+)\}", out.getvalue()).group(1).split(","))
 
 
 def test_readme_settings_table_is_generated_from_the_settings_table() -> None:
@@ -35,3 +88,50 @@ def test_every_default_passes_its_own_validation() -> None:
 def test_non_finite_numbers_are_refused_by_name(name: str, value: object) -> None:
     with pytest.raises(ValueError, match=re.escape(name)):
         read(Settings({name: value}), name)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_name)
+def test_no_readme_reference_a_user_cannot_follow(page: Path) -> None:
+    """No folder outside the clone, no file of the project's own notes, no seed file
+    numbers or issue numbers: the papers are cited, the data described."""
+    text = page.read_text(encoding="utf-8")
+    assert "../shared" not in text, "describe the data, or point at ipr_crawl/data/SOURCES.md"
+    assert "/work/" not in text
+    for note in ("ALGORITHMS.md", "DESIGN.md", "STYLE.md"):
+        assert note not in text, f"{note} is not in this repository"
+    seeds = re.findall(r"(?<![\d.,])\b00[0-4]\b(?![A-Za-z%])", text)
+    assert not seeds, "seed file numbers: cite the paper instead"
+    assert not re.search(r"\bissue \d+\b", text, re.I)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_name)
+def test_every_link_leads_somewhere(page: Path) -> None:
+    for target in re.findall(r"\]\(([^)\s]+)\)", _prose(page.read_text(encoding="utf-8"))):
+        if re.match(r"[a-z]+:", target):
+            continue
+        path, _, anchor = target.partition("#")
+        dest = (page.parent / path).resolve() if path else page
+        assert dest.exists(), f"{target}: no such file"
+        if anchor and dest.suffix == ".md":
+            assert anchor in _anchors(dest), f"{target}: no such heading"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_name)
+def test_every_path_module_and_command_named_exists(page: Path) -> None:
+    text = page.read_text(encoding="utf-8")
+    prose = _prose(text)
+    top = r"(?:ipr_crawl|middlewares|tests|benchmarks|scripts|settings|docs)/"
+    for path in re.findall(rf"`({top}[^`\s]*)`", prose):
+        path = path.split("::")[0]
+        found = list(REPO.glob(path)) if "*" in path else [REPO / path] if (REPO / path).exists() else []
+        assert found, f"{path}: not in the tree"
+    for script in re.findall(rf"\bpython3? ({top}\S+\.py)", text):
+        assert (REPO / script).is_file(), f"{script}: not in the tree"
+    for module in re.findall(r"python3? -m ([\w.]+)", text):
+        assert importlib.util.find_spec(module) is not None, f"python -m {module}: no such module"
+    for dotted in re.findall(r"`(ipr_crawl\.[\w.]+)", prose):
+        assert _resolves(dotted.rstrip(".")), f"{dotted}: no such module or attribute"
+    named = set(re.findall(r"`ipr-crawl ([a-z][a-z-]*)", prose))
+    for block in re.findall(r"^```[^\n]*\n(.*?)^```", text, re.S | re.M):
+        named |= set(re.findall(r"^\s*ipr-crawl ([a-z][a-z-]*)", block, re.M))
+    assert named <= _commands(), f"ipr-crawl {sorted(named - _commands())}: no such command"
