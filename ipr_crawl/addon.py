@@ -173,7 +173,9 @@ class Addon:
             cls = None
         from ipr_crawl.scheduler import IprScheduler
 
-        if isinstance(cls, type) and issubclass(cls, IprScheduler):
+        # (not issubclass: Scrapy's BaseScheduler metaclass answers True for any class
+        # with a scheduler's methods)
+        if isinstance(cls, type) and IprScheduler in cls.__mro__:
             return
         raise SettingError(
             f"SCHEDULER={value!r} replaces ipr-crawl's scheduler, so the add-on would do nothing: "

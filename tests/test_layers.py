@@ -40,7 +40,7 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
         {"scheduler", "config", "meta", "ordering", "revisit", "middlewares"}, {"scrapy", "twisted", "itemadapter"},
     ),
     "spiders": ({"spiders", "scheduler", "config", "meta", "ordering"}, {"scrapy", "twisted", "w3lib"}),
-    "addon": ({"config", "scheduler", "middlewares", "spiders"}, {"scrapy"}),
+    "addon": ({"config", "scheduler", "middlewares", "spiders", "store"}, {"scrapy"}),
     "cli": ({"evaluation", "store", "ordering", "config"}, set()),
     "__init__": ({"addon"}, set()),
 }

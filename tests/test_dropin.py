@@ -1,0 +1,154 @@
+"""Drop-in: a Scrapy project with the one ``ADDONS`` line fetches the same requests
+and keeps the same items as without it (only the order changes), and Scrapy's
+commands give the same output. Real ``scrapy`` runs of a fresh project
+(:mod:`userproject`) against a real shop site on loopback (:mod:`shopsite`)."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from procs import start_server
+from userproject import fetched, items, make_project, scrapy
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def shop(tmp_path: Path):
+    proc, m = start_server([sys.executable, str(REPO / "tests" / "shopsite.py")], r"serving shop at (\S+)")
+    base = m[1].rstrip("/")
+    try:
+        yield make_project(tmp_path / "project", base), base
+    finally:
+        proc.kill()
+        proc.communicate(timeout=10)
+
+
+def _crawl(root: Path, spider: str, out: Path, addon: bool, **settings: object):
+    run = scrapy(root, "crawl", spider, "-O", f"{out}:jsonlines", addon=addon,
+                 settings={"IPR_DATA_DIR": out.parent / f"redis-{out.stem}", **settings})
+    assert run.returncode == 0, run.stderr[-4000:]
+    return run
+
+
+@pytest.mark.parametrize("spider", ["shop", "shopcrawl", "shopmap"])
+def test_same_requests_and_items_as_without_the_addon(shop, tmp_path: Path, spider: str) -> None:
+    root, base = shop
+    plain = _crawl(root, spider, tmp_path / "plain.jsonl", addon=False)
+    ours = _crawl(root, spider, tmp_path / "ours.jsonl", addon=True)
+    assert "ipr-crawl: crawl 'shop." + spider + "'" in ours.stderr  # the add-on was on
+    assert "ipr-crawl" not in plain.stderr
+    assert fetched(ours.stderr) == fetched(plain.stderr)
+    assert items(tmp_path / "ours.jsonl") == items(tmp_path / "plain.jsonl")
+    assert items(tmp_path / "ours.jsonl")  # the comparison is not vacuous
+    if spider == "shop":
+        got = fetched(ours.stderr)
+        assert got[("200", "POST", f"{base}/search")] == 3  # POST pagination: one URL, three bodies
+        assert got[("200", "POST", f"{base}/api/products")] == 2
+        assert got[("200", "GET", f"{base}/flaky")] == 1  # after one retry of its 503
+        assert f"Retrying <GET {base}/flaky>" in ours.stderr and f"Retrying <GET {base}/flaky>" in plain.stderr
+        redirect = f"Redirecting (302) to <GET {base}/product/20> from <GET {base}/go/20>"
+        assert redirect in ours.stderr and redirect in plain.stderr
+        assert got[("200", "GET", f"{base}/product/20")] == 1
+        feed = [json.loads(x) for x in items(tmp_path / "ours.jsonl")]
+        assert {"error": f"{base}/missing"} in feed  # errback output kept
+        assert {x.get("category") for x in feed} >= {"books", "music", "search", "api", "direct"}  # meta items
+        assert all(x["seen"].startswith("2026-01-01") for x in feed if x.get("category") == "books")
+        for stats in (ours.stderr, plain.stderr):
+            assert "'offsite/filtered': 1" in stats
+        assert "offsite.invalid" not in "".join(line for line in ours.stderr.splitlines() if "Crawled" in line)
+        assert "ipr/frontier/ignored" not in ours.stderr and "downloader/exception_count" not in ours.stderr
+        assert "'ipr/frontier/local'" not in ours.stderr  # everything was storable
+        assert re.search(r"'scheduler/enqueued': \d+", ours.stderr) and "'scheduler/dequeued/redis'" in ours.stderr
+
+
+def test_unstorable_meta_stays_in_memory_with_one_warning(shop, tmp_path: Path) -> None:
+    root, base = shop
+    spider = root / "shop" / "spiders" / "odd.py"
+    spider.write_text(
+        "import scrapy, threading\n"
+        "class OddSpider(scrapy.Spider):\n"
+        "    name = 'odd'\n"
+        f"    start_urls = ['{base}/cat/books']\n"
+        "    def parse(self, response):\n"
+        "        for href in response.css('a.p::attr(href)').getall():\n"
+        "            yield response.follow(href, self.parse_product, meta={'lock': threading.Lock()})\n"
+        "    def parse_product(self, response):\n"
+        "        yield {'url': response.url, 'lock': type(response.meta['lock']).__name__}\n"
+    )
+    ours = _crawl(root, "odd", tmp_path / "ours.jsonl", addon=True)
+    plain = _crawl(root, "odd", tmp_path / "plain.jsonl", addon=False)
+    assert items(tmp_path / "ours.jsonl") == items(tmp_path / "plain.jsonl")
+    assert len(items(tmp_path / "ours.jsonl")) == 6
+    warnings = [line for line in ours.stderr.splitlines() if "WARNING: ipr-crawl" in line and "meta['lock']" in line]
+    assert len(warnings) == 1, warnings
+    assert "'ipr/frontier/local': 6" in ours.stderr
+
+
+def test_commands_give_the_same_output(shop, tmp_path: Path) -> None:
+    root, base = shop
+    url = f"{base}/product/4"
+    for args in (
+        ("fetch", "--nolog", url),
+        ("shell", url, "-c", "(response.status, response.css('h1::text').get())"),
+        ("parse", "--nolog", "--spider", "shop", "-c", "parse_product", url),
+    ):
+        plain = scrapy(root, *args, addon=False, timeout=120)
+        ours = scrapy(root, *args, addon=True, timeout=120)
+        assert plain.returncode == ours.returncode == 0, (args, ours.stderr[-2000:])
+        assert ours.stdout == plain.stdout and "Product 4" in ours.stdout, args
+    check_plain = scrapy(root, "check", "shop", addon=False, timeout=120)
+    check_ours = scrapy(root, "check", "shop", addon=True, timeout=120)
+    assert check_plain.returncode == check_ours.returncode == 0, check_ours.stderr[-2000:]
+    assert re.search(r"Ran [1-9]\d* contracts", check_ours.stderr)
+    assert check_ours.stderr.split("Ran ")[1].split(" in ")[0] == check_plain.stderr.split("Ran ")[1].split(" in ")[0]
+    assert not (root / ".scrapy" / "ipr").exists() or not any((root / ".scrapy" / "ipr").iterdir())
+
+
+def test_runspider_and_a_rerun(shop, tmp_path: Path) -> None:
+    root, base = shop
+    first = _crawl(root, "shop", tmp_path / "one.jsonl", addon=True, IPR_DATA_DIR=tmp_path / "redis")
+    again = _crawl(root, "shop", tmp_path / "two.jsonl", addon=True, IPR_DATA_DIR=tmp_path / "redis")
+    assert "finished before" not in first.stderr
+    warning = [line for line in again.stderr.splitlines() if "finished before" in line]
+    assert len(warning) == 1 and "IPR_RESET" in warning[0] and "ipr-crawl reset --crawl-id shop.shop" in warning[0]
+    assert len(items(tmp_path / "two.jsonl")) < len(items(tmp_path / "one.jsonl"))
+    fresh = _crawl(root, "shop", tmp_path / "three.jsonl", addon=True, IPR_DATA_DIR=tmp_path / "redis", IPR_RESET=True)
+    assert "reset (IPR_RESET)" in fresh.stderr
+    assert items(tmp_path / "three.jsonl") == items(tmp_path / "one.jsonl")
+    flush = _crawl(root, "shop", tmp_path / "four.jsonl", addon=True, IPR_DATA_DIR=tmp_path / "redis",
+                   SCHEDULER_FLUSH_ON_START=True)
+    assert items(tmp_path / "four.jsonl") == items(tmp_path / "one.jsonl")
+    assert "reset (SCHEDULER_FLUSH_ON_START)" in flush.stderr
+
+
+def test_bad_settings_and_overrides_say_so_in_one_line(shop, tmp_path: Path) -> None:
+    root, _ = shop
+    cases = {
+        "IPR_LEASE_SECS=inf": ("IPR_LEASE_SECS='inf' must be a finite number",),
+        "IPR_REDIS_URL=redis://127.0.0.1:1/0": ("cannot reach Redis at redis://127.0.0.1:1/0",),
+        "SCHEDULER=scrapy_redis.scheduler.Scheduler": ("SCHEDULER='scrapy_redis.scheduler.Scheduler' replaces",),
+        "IPR_ORDERING=best": ("IPR_ORDERING='best' is not an ordering",),
+    }
+    for setting, expected in cases.items():
+        key, _, value = setting.partition("=")
+        run = scrapy(root, "crawl", "shop", settings={key: value, "LOG_LEVEL": "INFO", "IPR_DATA_DIR": tmp_path / "r"})
+        assert run.returncode != 0, setting
+        errors = [line for line in run.stderr.splitlines() if " ERROR: " in line]
+        assert len(errors) == 1 and all(e in errors[0] for e in expected), (setting, errors)
+        assert "Traceback" not in run.stderr, setting
+
+
+def test_jobdir_and_dupefilter_are_explained(shop, tmp_path: Path) -> None:
+    root, _ = shop
+    run = scrapy(root, "crawl", "shop", settings={
+        "JOBDIR": tmp_path / "job", "DUPEFILTER_CLASS": "scrapy.dupefilters.BaseDupeFilter",
+        "DEPTH_PRIORITY": 1, "IPR_DATA_DIR": tmp_path / "r", "LOG_LEVEL": "INFO",
+    })
+    assert run.returncode == 0, run.stderr[-3000:]
+    for needle in ("JOBDIR=", "DUPEFILTER_CLASS=", "DEPTH_PRIORITY=1 has no effect"):
+        assert sum(needle in line and "WARNING" in line for line in run.stderr.splitlines()) == 1, needle
