@@ -33,7 +33,7 @@ def add_history_parser(sub: Any) -> None:
     p = sub.add_parser(
         "history",
         help="print one URL's revisit state and change events",
-        description="Print one URL's revisit state (001 §4.1: T, U, m, t_c) and its events "
+        description="Print one URL's revisit state (Tamura & Kitsuregawa 2008, §4.1: T, U, m, t_c) and its events "
         "from a crawl's change stream.",
     )
     p.add_argument("url")

@@ -135,3 +135,14 @@ def test_every_path_module_and_command_named_exists(page: Path) -> None:
     for block in re.findall(r"^```[^\n]*\n(.*?)^```", text, re.S | re.M):
         named |= set(re.findall(r"^\s*ipr-crawl ([a-z][a-z-]*)", block, re.M))
     assert named <= _commands(), f"ipr-crawl {sorted(named - _commands())}: no such command"
+
+
+def test_library_cites_papers_not_project_notes() -> None:
+    """Docstrings, help texts and script headers cite what a reader can look up
+    (author, year, section), not the project's seed file numbers or notes."""
+    bad = []
+    for path in [*(REPO / "ipr_crawl").rglob("*.py"), *(REPO / "ipr_crawl").rglob("*.lua"), *(REPO / "middlewares").glob("*.py")]:
+        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if re.search(r"\b00[0-4](?:'s)? (?:§|Fig)|\(00[0-4]\)|seed ``00|\.\./shared|DESIGN\.md|ALGORITHMS\.md|\bissue \d", line):
+                bad.append(f"{path.relative_to(REPO)}:{lineno}: {line.strip()}")
+    assert not bad, "\n".join(bad)

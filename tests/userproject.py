@@ -42,20 +42,23 @@ class Product:
 '''
 
 PIPELINES = '''
+import asyncio
 import sqlite3
 
 from itemadapter import ItemAdapter
 
 
 class SqlitePipeline:
-    """Commits every item at once (SQLITE_PATH): what a kill -9 cannot take back."""
+    """Commits every item (SQLITE_PATH) after SQLITE_DELAY seconds (a database round
+    trip): once committed, a kill -9 cannot take it back."""
 
-    def __init__(self, path):
+    def __init__(self, path, delay):
         self.path = path
+        self.delay = delay
 
     @classmethod
     def from_crawler(cls, crawler):
-        return cls(crawler.settings.get("SQLITE_PATH"))
+        return cls(crawler.settings.get("SQLITE_PATH"), crawler.settings.getfloat("SQLITE_DELAY"))
 
     def open_spider(self, spider=None):
         self.db = sqlite3.connect(self.path) if self.path else None
@@ -66,7 +69,9 @@ class SqlitePipeline:
         if self.db is not None:
             self.db.close()
 
-    def process_item(self, item, spider=None):
+    async def process_item(self, item, spider=None):
+        if self.delay:
+            await asyncio.sleep(self.delay)
         if self.db is not None:
             url = ItemAdapter(item).get("url")
             self.db.execute("INSERT INTO items VALUES (?, 1) ON CONFLICT(url) DO UPDATE SET n = n + 1", (url,))
@@ -82,6 +87,7 @@ import scrapy
 from scrapy.http import JsonRequest
 from scrapy.linkextractors import LinkExtractor
 from scrapy.spiders import CrawlSpider, Rule, SitemapSpider
+from scrapy_redis.spiders import RedisCrawlSpider, RedisSpider
 
 from shop.items import Product
 
@@ -163,6 +169,32 @@ class ShopSitemapSpider(SitemapSpider):
     sitemap_urls = [BASE + "/sitemap.xml"]
 
     def parse(self, response):
+        yield {{"url": response.url, "name": response.css("h1::text").get()}}
+
+
+class RedisShopSpider(RedisSpider):
+    """scrapy-redis's RedisSpider: start URLs from the Redis list redisshop:start_urls."""
+
+    name = "redisshop"
+    allowed_domains = ["127.0.0.1"]
+
+    def parse(self, response):
+        for href in response.css("a::attr(href)").getall():
+            if "/cat/" in href or "/product/" in href:
+                yield response.follow(href, self.parse)
+        if "/product/" in response.url:
+            yield {{"url": response.url, "name": response.css("h1::text").get()}}
+
+
+class RedisShopCrawlSpider(RedisCrawlSpider):
+    name = "redisshopcrawl"
+    allowed_domains = ["127.0.0.1"]
+    rules = (
+        Rule(LinkExtractor(allow=r"/cat/")),
+        Rule(LinkExtractor(allow=r"/product/"), callback="parse_item"),
+    )
+
+    def parse_item(self, response):
         yield {{"url": response.url, "name": response.css("h1::text").get()}}
 
 

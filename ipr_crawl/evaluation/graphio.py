@@ -2,7 +2,7 @@
 crawl experiments need: reachable sets, a default seed, the HTTP path of each
 page, and exact PageRank.
 
-File formats (those of ``../shared/data/graphs``, see its SOURCES.md):
+File formats (those of ``tests/data/*.tsv.gz``, see tests/data/SOURCES.md):
 
 * edge list ``NAME.tsv.gz`` (gzip or plain text, UTF-8): optional ``#`` header
   lines, one of which may be ``# Nodes: N Edges: M``; then one

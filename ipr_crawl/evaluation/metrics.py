@@ -1,5 +1,5 @@
 """Crawl-ordering quality measures of Yamada, Takahashi, Taura & Chikayama 2004,
-§4.3 (criteria A and B; see ../shared/ALGORITHMS.md §3).
+§4.3 (criteria A and B).
 
 Pure functions over node ids and a final PageRank computed on the whole graph
 (e.g. :func:`ipr_crawl.evaluation.graphio.pagerank`).  No Scrapy or Redis imports.
@@ -110,7 +110,7 @@ def criterion_c(fetch_order: Sequence[int], pagerank: dict[int, float], universe
 
 
 def degree_thresholds(out: dict[int, list[int]], nodes: Iterable[int], fraction: float = 0.001) -> tuple[int, int]:
-    """Authority and hub thresholds of Matsukubo & Hayashi (003 §4): the smallest
+    """Authority and hub thresholds of Matsukubo & Hayashi (§4): the smallest
     in-degree (out-degree) among the top ``fraction`` of pages by in-degree
     (out-degree). Returns ``(in-degree threshold, out-degree threshold)``."""
     nodes = list(nodes)

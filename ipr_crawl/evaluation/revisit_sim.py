@@ -2,8 +2,8 @@
 
 Drives the SAME functions the downloader middleware uses
 (:func:`ipr_crawl.revisit.access` and :func:`~ipr_crawl.revisit.next_due`)
-over a change log in the format of ``../shared/data/changes`` (``page_url,
-change_time_utc_iso8601`` and ``page_url,first_seen,last_seen``), as 001 §5.1
+over a change log in the format of ``tests/data/emacswiki_*.csv.gz`` (``page_url,
+change_time_utc_iso8601`` and ``page_url,first_seen,last_seen``), as Tamura & Kitsuregawa 2008, §5.1
 did with its feed logs:
 
 - time runs in buckets of ``--resolution`` (1 day): changes of one bucket are one
@@ -15,12 +15,12 @@ did with its feed logs:
   and then fetches the latest version; visits go on while they fall inside the
   window;
 - per page: version coverage = versions fetched / true versions, access
-  efficiency = versions fetched / accesses (first access included) (001 §5.1).
+  efficiency = versions fetched / accesses (first access included) (Tamura & Kitsuregawa 2008, §5.1).
 
 Reported per policy: coverage and efficiency averaged over the pages with at
-least one change in their window, over the pages with at least two (001's
+least one change in their window, over the pages with at least two (Tamura & Kitsuregawa 2008's
 population: URLs updated several times) and over all pages, total accesses, versions fetched, versions missed;
-per mean-change-interval bucket (001 Fig. 6-8: 1-day buckets below 30 days,
+per mean-change-interval bucket (Tamura & Kitsuregawa 2008, Fig. 6-8: 1-day buckets below 30 days,
 10-day buckets to 100 days, 30-day buckets beyond; interval = window days /
 change buckets) and per month (Fig. 9: versions that appeared in the month and
 how many were fetched, accesses in the month).
@@ -186,7 +186,7 @@ def simulate_page(
     """Visit one page from ``first_seen`` to ``last_seen`` (s) under ``policy``
     (see the module doc for the rules). With ``use_last_modified`` each changed
     access passes the bucket of the latest change as the Last-Modified instant
-    (001 §4.1.3)."""
+    (Tamura & Kitsuregawa 2008, §4.1.3)."""
     t = bucket(first_seen, resolution)
     end = last_seen
     cd = sorted({bucket(c, resolution) for c in changes if first_seen < c <= last_seen})
@@ -216,7 +216,7 @@ def simulate_page(
 
 
 def interval_bucket(days: float) -> tuple[float, float]:
-    """001 Fig. 6-8 buckets of a mean change interval (days): 1-day buckets below
+    """Tamura & Kitsuregawa 2008, Fig. 6-8 buckets of a mean change interval (days): 1-day buckets below
     30, 10-day buckets in [30, 100), 30-day buckets from 100.
 
     >>> interval_bucket(7.5), interval_bucket(42), interval_bucket(250)
@@ -456,7 +456,7 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def plot(result: dict[str, Any], path: str, title: str = "") -> None:
-    """001 Fig. 5-9 for every policy in one PNG."""
+    """Tamura & Kitsuregawa 2008, Fig. 5-9 for every policy in one PNG."""
     matplotlib = import_eval("matplotlib")
 
     matplotlib.use("Agg")
@@ -514,7 +514,7 @@ def add_revisit_sim_parser(sub: Any) -> None:
     """Register ``ipr-crawl revisit-sim`` on an argparse sub-parser set."""
     p = sub.add_parser(
         "revisit-sim",
-        help="replay a real change log through the revisit policies (001 §5.1)",
+        help="replay a real change log through the revisit policies (Tamura & Kitsuregawa 2008, §5.1)",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -524,7 +524,7 @@ def add_revisit_sim_parser(sub: Any) -> None:
     p.add_argument("--resolution", default="1d", help="time bucket (default 1d)")
     p.add_argument("--start", help="observe from this date/instant (UTC)")
     p.add_argument("--end", help="observe until this date/instant (UTC)")
-    p.add_argument("--last-modified", action="store_true", help="feed the latest change as Last-Modified (001 §4.1.3)")
+    p.add_argument("--last-modified", action="store_true", help="feed the latest change as Last-Modified (Tamura & Kitsuregawa 2008, §4.1.3)")
     p.add_argument("--min-interval", default="0", help="lower bound on every interval (default: one bucket)")
     p.add_argument("--max-interval", default="0", help="upper bound on every interval (default: none)")
     p.add_argument("--json", help="write the result here")

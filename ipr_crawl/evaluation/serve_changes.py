@@ -2,7 +2,7 @@
 
 ``ipr-crawl serve-changes --changes C.csv.gz --pages P.csv.gz --port N
 [--start DATE] [--speed X] [--resolution 1d] [--noise]`` serves every page of
-the log (format of ``../shared/data/changes``) at its URL's path (``/host/path``
+the log (the change-log format of ``tests/data``) at its URL's path (``/host/path``
 when the log has several hosts) while the page exists at the simulated time
 (404 before ``first_seen`` and after ``last_seen``). The body is derived from
 the page's version number (how many changes happened up to the clock): the

@@ -10,11 +10,11 @@ Per ordering it reports, at 1, 2, 5, 10, 20, 30, 50 and 100 % of the pages
 reachable from the seed: criterion A for the top 0.1 %, 1 %, 10 % of the
 reachable pages by true PageRank; criterion B = sum of the true PageRank of the
 pages fetched (the graph's total is 1) and ``B_reachable`` (the same over the
-reachable set's total); the authorities and hubs acquired (003: pages whose
+reachable set's total); the authorities and hubs acquired (Matsukubo & Hayashi: pages whose
 in-/out-degree reaches the smallest of the top 0.1 %). At the end: criterion C
 normalised by its worst case; Kendall τ between the ordering's final scores and
 the true PageRank on the fetched pages; pages per second of priority
-determination, split as in 000's Fig. 10 into link extension (the same
+determination, split as in Yamada et al. 2004, Fig. 10 into link extension (the same
 ``record_page`` calls replayed in the same order under ``bf``, which only
 extends the graph) and score computation (the rest). Two reference rows:
 ``limit`` (descending true PageRank) and ``oracle`` (always the discovered URL of
@@ -69,7 +69,7 @@ class Replay:
 
     ``urls`` gives hosts (``site_of``) and BLC tie keys (``tie_key`` of the URL);
     without it every node is its own site and the BLC tie key is 0.
-    ``tie_rule``: ``same-site`` | ``other-site`` | ``none`` (000 §4.2).
+    ``tie_rule``: ``same-site`` | ``other-site`` | ``none`` (Yamada et al. 2004, §4.2).
     """
 
     def __init__(self, graph: Graph, urls: dict[int, str] | None, tie_rule: str = "same-site") -> None:
@@ -515,7 +515,7 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--json", help="write the figures here")
     p.add_argument("--plot", help="write criterion B and A(1%%) curves here (PNG)")
     p.add_argument("--tie-rule", default="same-site", choices=("same-site", "other-site", "none"))
-    p.add_argument("--pr-interval", type=int, help="pr: pages between PageRank steps (default: 1%% of reachable, ~100 steps as in 000)")
+    p.add_argument("--pr-interval", type=int, help="pr: pages between PageRank steps (default: 1%% of reachable, ~100 steps as in Yamada et al. 2004)")
     p.add_argument("--propagation-cap", type=int, default=1000, help="IPR_PROPAGATION_CAP")
     p.add_argument("--redis-url", help="use this Redis instead of an embedded one")
     p.add_argument("--mode", default="in-redis", choices=("in-redis", "round-trip"),

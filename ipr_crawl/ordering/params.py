@@ -7,8 +7,8 @@ The ``IPR_*`` settings (``ipr_crawl.config``), the Redis store, the reference
 frontier and the replays all build one.
 
 Sources: IPR and its cut-offs DL1, PL, VR, AR, BLC and BF: Yamada, Takahashi, Taura
-& Chikayama 2004, §3 and §4.2; importance: Yamada et al. 2004 (importance
-ordering), §2; OPIC: Abiteboul, Preda & Cobena 2003; periodic PageRank (``pr``):
+& Chikayama 2004, §3 and §4.2; importance: Matsuoka, Suzuki, Kishi & Ogawa, §2;
+OPIC: Abiteboul, Preda & Cobena 2003; periodic PageRank (``pr``):
 Yamada et al. 2004, §4.2.
 """
 

@@ -48,7 +48,7 @@ class Node:
 
 def tie_rule_order(page_site: Hashable, sites: Sequence[Hashable], tie_rule: str) -> list[int]:
     """Indexes of a page's links in the order new URLs get discovery numbers
-    (000 §4.2's tie rule): ``"same-site"`` puts links on ``page_site`` first,
+    (Yamada et al. 2004, §4.2's tie rule): ``"same-site"`` puts links on ``page_site`` first,
     ``"other-site"`` the others first, ``"none"`` keeps document order; order
     within a class is document order. ``sites``: each link's site.
 

@@ -2,7 +2,7 @@
 
 A node of the collected graph is identified by a 64-bit BLAKE2b hash of its
 canonical URL (w3lib's :func:`~w3lib.url.canonicalize_url`, fragment dropped),
-8 bytes instead of Scrapy's 40-character hex fingerprints (DESIGN.md, sizes).
+8 bytes instead of Scrapy's 40-character hex fingerprints.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Content fingerprints deciding "changed" or "unchanged" (001 §3 (3)).
+"""Content fingerprints deciding "changed" or "unchanged" (Tamura & Kitsuregawa 2008, §3 (3)).
 
 Pure functions, no Scrapy or Redis imports. Three modes (``IPR_REVISIT_HASH``):
 
@@ -10,7 +10,7 @@ Pure functions, no Scrapy or Redis imports. Three modes (``IPR_REVISIT_HASH``):
   2-shingles (bigrams); two versions are the same when their fingerprints differ
   in at most ``IPR_REVISIT_SIMHASH_DISTANCE`` bits (default 4), so a changed
   counter or date on a page of a few hundred words is not a change (the
-  near-duplicate detection 001 §3 names: simhash, w-shingling). On very short
+  near-duplicate detection Tamura & Kitsuregawa 2008, §3 names: simhash, w-shingling). On very short
   pages one changed word moves many bits: such pages behave as in ``text`` mode.
 
 A digest is a string: ``"b:<hex>"``, ``"t:<hex>"`` or ``"s:<16 hex digits>"``, so

@@ -5,7 +5,7 @@ Pure logic, no Scrapy or Redis imports: the downloader middleware
 (:mod:`ipr_crawl.evaluation.revisit_sim`) drive the SAME functions below. Every time is in
 seconds (POSIX seconds for instants); intervals are seconds.
 
-Source: Tamura & Kitsuregawa 2008 (seed ``001``), §4 (ALGORITHMS.md §2).
+Source: Tamura & Kitsuregawa 2008, §4.
 Per URL only a few numbers are kept (:class:`RevisitState`): ``T`` (time since
 the first access), ``U`` (sum of access intervals in which no change was
 detected), ``m`` (intervals with a change), ``t_c,min``, ``t_c,avg = (T - U)/m``,
@@ -13,11 +13,11 @@ the last interval, validators and the content hash.
 
 Estimators (:func:`parse_policy` specs):
 
-- ``mle-min``, ``mle-avg``, ``mle-mix`` (001 §4.1, eq. 4 and 5): mean change
+- ``mle-min``, ``mle-avg``, ``mle-mix`` (Tamura & Kitsuregawa 2008, §4.1, eq. 4 and 5): mean change
   interval ``t_c / log(T/U)`` with ``t_c`` = ``t_c,min``, ``t_c,avg`` or
   ``sqrt(t_c,min * t_c,avg)``; multiplier clamped to ``[mu_low, mu_high]``, times
   ``alpha``; ``mu_high * tau_prev`` while no change was ever seen; ``tau_2`` fixed.
-- ``aimd`` (001 §4.2, eq. 6): unchanged ``tau += d``, changed ``tau *= r``; the
+- ``aimd`` (Tamura & Kitsuregawa 2008, §4.2, eq. 6): unchanged ``tau += d``, changed ``tau *= r``; the
   ``pair`` variant adds ``d`` only after two unchanged accesses in a row.
 - ``nutch-adaptive`` (Apache Nutch ``AdaptiveFetchSchedule``): unchanged
   ``tau *= 1 + inc``, changed ``tau *= 1 - dec``, clamped to ``[min, max]``.
@@ -63,13 +63,13 @@ __all__ = [
 
 DAY = 86400.0
 
-#: Classification of one access (001 §3 (3)); ``new`` is the first access.
+#: Classification of one access (Tamura & Kitsuregawa 2008, §3 (3)); ``new`` is the first access.
 CHANGE_CLASSES = ("new", "changed", "unchanged", "not_modified")
 
 
 @dataclass
 class RevisitState:
-    """What is kept per URL (001 §4.1.1): a few numbers, not the history.
+    """What is kept per URL (Tamura & Kitsuregawa 2008, §4.1.1): a few numbers, not the history.
 
     ``first`` and ``last`` are the instants of the first and the latest access
     (s); ``T = last - first``. ``U`` (s) sums the intervals without a detected
@@ -133,7 +133,7 @@ class RevisitState:
 # -- policies ------------------------------------------------------------------------
 @dataclass(frozen=True)
 class MlePolicy:
-    """MLE.min / MLE.avg / MLE.mix of 001 §4.1 (eq. 5). Times in seconds."""
+    """MLE.min / MLE.avg / MLE.mix of Tamura & Kitsuregawa 2008, §4.1 (eq. 5). Times in seconds."""
 
     estimator: str = "mix"  # "min" | "avg" | "mix"
     mu_low: float = 0.1
@@ -145,7 +145,7 @@ class MlePolicy:
 
 @dataclass(frozen=True)
 class AimdPolicy:
-    """AIMD of 001 §4.2 (eq. 6): ``+d`` unchanged, ``*r`` changed; ``pair``: ``+d``
+    """AIMD of Tamura & Kitsuregawa 2008, §4.2 (eq. 6): ``+d`` unchanged, ``*r`` changed; ``pair``: ``+d``
     only after two unchanged accesses in a row. ``tau2`` is the first interval."""
 
     d: float = DAY
@@ -234,7 +234,7 @@ def parse_policy(spec: str) -> Policy:
     """Parse a policy spec (the grammar of ``IPR_REVISIT_POLICY`` and ``--policies``).
 
     - ``mle-min|mle-avg|mle-mix[:MU_LOW-MU_HIGH][:TAU2][:xALPHA]``; defaults
-      ``0.1-10``, ``15d``, ``x1`` (001's deployed setting).
+      ``0.1-10``, ``15d``, ``x1`` (the setting Tamura & Kitsuregawa 2008 deployed).
     - ``aimd[:D][:R][:TAU2][:pair]``; defaults ``1d``, ``0.5``, ``15d``.
     - ``nutch-adaptive[:INC][:DEC][:MIN][:MAX][:TAU2]``; defaults ``0.4``,
       ``0.2``, ``60s``, ``365d``, ``30d`` (Nutch's).
@@ -375,7 +375,7 @@ def observe(
     """The state after an access at ``now`` (s) that did (not) detect a change.
 
     ``modified_at`` is the Last-Modified instant (s) when the response had one
-    (001 §4.1.3): if it lies inside ``(previous access, now]`` the changed
+    (Tamura & Kitsuregawa 2008, §4.1.3): if it lies inside ``(previous access, now]`` the changed
     interval is ``modified_at - previous`` and ``now - modified_at`` counts into
     ``U``; otherwise the whole interval is the changed interval.
     ``interval`` (s) is the interval the policy chose before this access
@@ -423,7 +423,7 @@ def update(
 def next_interval(policy: Policy, state: RevisitState, changed: bool | None = None) -> float:
     """The interval (s) from the latest access to the next one.
 
-    After the first access it is the policy's ``tau2``. Otherwise MLE uses 001
+    After the first access it is the policy's ``tau2``. Otherwise MLE uses Tamura & Kitsuregawa 2008's rule
     eq. 5 on ``(T, U, m, t_c,min)``; AIMD and nutch-adaptive adjust the previous
     chosen interval ``state.interval`` (or ``tau2`` if none) by whether the latest
     access saw a change (``changed``; default: inferred from ``unchanged_run``).
@@ -519,7 +519,7 @@ def parse_http_date(value: str | bytes | None) -> float | None:
 
 # -- time buckets ---------------------------------------------------------------------------
 def bucket(t: float, resolution: float) -> float:
-    """Start of the time bucket holding ``t`` (001 §3 (5): the long-term queue's
+    """Start of the time bucket holding ``t`` (Tamura & Kitsuregawa 2008, §3 (5): the long-term queue's
     buckets); ``t`` itself when ``resolution <= 0``."""
     if resolution <= 0:
         return t

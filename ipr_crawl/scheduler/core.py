@@ -1,7 +1,7 @@
 """``IprScheduler``: Scrapy's scheduler backed by the Redis frontier.
 
 ``next_request`` leases requests from the frontier in small batches (one
-round trip per batch, DESIGN.md step 3); a response (recorded by the link-graph
+round trip per batch); a response (recorded by the link-graph
 spider middleware), a final failure (the frontier downloader middleware) or a
 request handed back at close settles the lease; leases older than
 ``IPR_LEASE_SECS`` return to the frontier. The crawl is over when the frontier,
@@ -107,7 +107,9 @@ def scrapy_redis_client(settings: Any) -> redis.Redis:
     ignored for it)."""
     from scrapy_redis.connection import get_redis_from_settings
 
-    copy = settings.copy()
+    from scrapy.settings import Settings
+
+    copy = Settings(settings.copy_to_dict())
     params = dict(copy.getdict("REDIS_PARAMS"))
     params.pop("decode_responses", None)
     copy.set("REDIS_PARAMS", params, priority="cmdline")
@@ -455,7 +457,7 @@ class IprScheduler(BaseScheduler):
 
     def maybe_pagerank_step(self) -> None:
         """``pr`` ordering: one power iteration over the collected graph every
-        ``IPR_PR_INTERVAL_PAGES`` first fetches (000 §4.2), computed in Python."""
+        ``IPR_PR_INTERVAL_PAGES`` first fetches (Yamada et al. 2004, §4.2), computed in Python."""
         self._pages_since_pr += 1
         if self._pages_since_pr < self.config.params.pr_interval_pages:
             return

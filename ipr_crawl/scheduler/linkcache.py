@@ -1,4 +1,4 @@
-"""Per-process caches of the link-graph middleware's hot path (issue 6's profile).
+"""Per-process caches of the link-graph middleware's hot path (found by profiling a crawl).
 
 A documentation site links the same sidebar URLs from every page: most links of a
 page are to URLs the crawl already knows. :class:`LinkIds` keeps, per crawling

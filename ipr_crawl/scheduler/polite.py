@@ -4,7 +4,7 @@ Scrapy's downloader keeps one slot per host (``download_slot`` meta, else the ho
 name) and sends at most one request per ``DOWNLOAD_DELAY`` through it. A frontier
 that hands out only the globally best URLs may hand out a run of URLs of one host;
 they wait in that host's slot queue while the other hosts idle, and the crawl runs
-at one host's pace (DESIGN.md, Politeness).
+at one host's pace.
 
 :class:`PolitePop` (``IPR_POLITE_POP``) hands out the first leased request, in lease
 order, whose slot is *free*: fewer than ``SLOT_DEPTH`` (2) requests waiting in the slot's queue

@@ -1,5 +1,5 @@
 """The refresher: moves due revisits into the frontier and decides how long a
-crawl with revisits stays open (001 §3 (6); DESIGN.md, Revisits).
+crawl with revisits stays open (Tamura & Kitsuregawa 2008, §3 (6)).
 
 :class:`IprScheduler` owns one :class:`Refresher` when ``IPR_REVISIT_ENABLED``:
 it calls :meth:`Refresher.refresh` before each lease batch (due URLs go to the

@@ -2,9 +2,9 @@
 
 ``scrapy crawl graph -a start_urls=URL[,URL...]`` follows ``<a href>``,
 ``<frame src>`` (and ``<iframe src>``: links inside a frame count as links of the
-framing page) and ``<meta http-equiv=refresh>`` (Matsukubo & Hayashi, 003 §3.1),
+framing page) and ``<meta http-equiv=refresh>`` (Matsukubo & Hayashi, §3.1),
 on the hosts and ports of its start URLs unless ``IPR_GRAPH_STAY_ON_HOSTS`` is
-off. The link filters of ALGORITHMS.md §1.3 are settings, off by default:
+off. The link filters of the link filters of Matsukubo & Hayashi are settings, off by default:
 ``IPR_GRAPH_HTTP_ONLY``, ``IPR_GRAPH_SKIP_QUERY`` (query strings and ``cgi``)
 and ``IPR_GRAPH_EXTENSIONS`` (only these file extensions; a path without one
 is kept). It yields no items: the link graph lives in the frontier.

@@ -2,7 +2,7 @@
 
 Keys (all under the crawl's hash tag, listed in :mod:`ipr_crawl.store.frontier`):
 ``revisit`` (hash: node id -> msgpack ``[url, *RevisitState.to_list()]``),
-``due`` (zset: node id -> next visit, s since the epoch: 001's long-term queue),
+``due`` (zset: node id -> next visit, s since the epoch: Tamura & Kitsuregawa 2008's long-term queue),
 ``revisit_out`` (zset: revisits in flight -> when they are due again if lost),
 ``revisit_req`` (hash: node id -> request payload of its revisits) and
 ``changes`` (stream, capped with ``XADD MAXLEN ~``: one event per access).

@@ -3,10 +3,10 @@
 -- KEYS[1] meta  KEYS[2] node  KEYS[3] frontier  KEYS[4] lease  KEYS[5] req
 -- ARGV[1] ordering: ipr | blc | ifs | bf | opic | importance | pr | lsf
 -- ARGV[2] IPR cut-off: dl1 | pl | vr | ar
--- ARGV[3] initial score added to s_p at its first fetch (ipr; 000 §3: 1)
+-- ARGV[3] initial score added to s_p at its first fetch (ipr; Yamada et al. 2004, §3: 1)
 -- ARGV[4] cut-off parameter: L (pl), theta (vr), threshold (ar)
 -- ARGV[5] cap on score updates beyond the direct targets (pl, vr, ar)
--- ARGV[6..9] importance a, b, c, d (004 §2)
+-- ARGV[6..9] importance a, b, c, d (Matsuoka et al., §2)
 -- ARGV[10] lease member to acknowledge, or ''
 -- ARGV[11] page id (8 bytes)  ARGV[12] page tie key (site hash for importance/lsf)
 -- ARGV[13] n = number of distinct out-links (the caller bounds it)
@@ -14,7 +14,7 @@
 --   ('' payload: none is stored, as in a replay)
 -- Rules at p's first fetch (a page fetched before is re-recorded: out-links
 -- replaced, new URLs registered, no score update):
---   ipr (000 §3): s_p += initial, beta = s_p / n to every target (DL1), then
+--   ipr (Yamada et al. 2004, §3): s_p += initial, beta = s_p / n to every target (DL1), then
 --     pl: breadth-first from the fetched targets, L more updates, each fetched
 --         node passing the share it received on, split over its out-links;
 --     vr: a fetched node q passes a share beta on when beta / s_q >= theta
@@ -24,7 +24,7 @@
 --   blc, ifs: every target's back-link count (in-degree) += 1.
 --   opic (Abiteboul et al. 2003): history a_p += cash s_p; cash s_p / n to every
 --     target; s_p = 0.
---   importance (004 §2): f = log2(a*same-site + b*other-site links + 1); every
+--   importance (Matsuoka et al., §2): f = log2(a*same-site + b*other-site links + 1); every
 --     target j gets X(j) += (c if same site else d) * f.
 --   pr: none (scores come from the periodic PageRank step); bf, lsf: none.
 -- Returns {new URLs, 1 if first fetch else 0, frontier entries re-scored,

@@ -1,6 +1,6 @@
 -- replay_record: record the given pages, in the given order, from the `graph`
 -- hash (no pops): the link-extension part of priority determination when run
--- under the `bf` ordering (000 Fig. 10), timed by `ipr-crawl simulate`.
+-- under the `bf` ordering (Yamada et al. 2004, Fig. 10), timed by `ipr-crawl simulate`.
 -- KEYS as replay.lua; ARGV[1..9] ordering parameters; ARGV[10..] page ids.
 -- Returns the number of pages recorded. Cost: O(sum of out-degrees).
 local K = {meta = KEYS[1], node = KEYS[2], frontier = KEYS[3], lease = KEYS[4], req = KEYS[5]}

@@ -1,4 +1,4 @@
--- revisit_record: after an access to a URL, store its revisit state (001 §4.1:
+-- revisit_record: after an access to a URL, store its revisit state (Tamura & Kitsuregawa 2008, §4.1:
 -- T, U, m, t_c,min, last interval, validators, hash), schedule its next visit in
 -- the due set (or stop revisiting it), optionally settle its lease (a response
 -- that will not reach record_page: 304, unchanged), and append one change event

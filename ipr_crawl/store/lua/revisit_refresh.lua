@@ -1,4 +1,4 @@
--- revisit_refresh: the refresher (001 §3 (6)): URLs whose due time has come move
+-- revisit_refresh: the refresher (Tamura & Kitsuregawa 2008, §3 (6)): URLs whose due time has come move
 -- from the due set into the forced queue (served before the frontier), as
 -- enqueue.lua puts dont_filter requests there (token 'F' .. 8-byte counter).
 -- A moved URL leaves `due` for `revisit_out` (scored by when it is due again if

@@ -1,0 +1,106 @@
+"""At-least-once for items, measured with kill -9, and scrapy-redis projects.
+
+- A page is recorded as done only once every item it yielded has left the item
+  pipelines, so a crawl killed with SIGKILL again and again, then run to its end,
+  has committed every item the same crawl commits when never killed.
+- A scrapy-redis project (``REDIS_URL``, ``RedisSpider``/``RedisCrawlSpider``,
+  ``RedisPipeline``) keeps one server for the frontier, its start URLs and its items.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import TEST_DATA, kill_embedded_redis
+from procs import RedisServer, start_server
+from userproject import items, make_project, scrapy
+
+REPO = Path(__file__).resolve().parent.parent
+HARVARD = TEST_DATA / "harvard500.tsv.gz"
+
+
+def _committed(db: Path) -> set[str]:
+    with sqlite3.connect(db) as conn:
+        return {row[0] for row in conn.execute("SELECT url FROM items")}
+
+
+def test_kill_9_loops_lose_no_item(graph_server, tmp_path: Path) -> None:
+    served = graph_server(HARVARD)
+    root = make_project(tmp_path / "project", "http://127.0.0.1:9")
+    common = {
+        "ITEM_PIPELINES": '{"shop.pipelines.SqlitePipeline": 100}', "SQLITE_DELAY": 0.05,
+        "IPR_LEASE_SECS": 3, "LOG_LEVEL": "INFO", "CONCURRENT_REQUESTS": 8, "DOWNLOAD_DELAY": 0.03,
+        "RANDOMIZE_DOWNLOAD_DELAY": False,
+    }
+    clean = scrapy(root, "crawl", "wiki", "-a", f"start_url={served.seed_url}", settings={
+        **common, "SQLITE_PATH": tmp_path / "clean.db", "IPR_DATA_DIR": tmp_path / "clean-redis",
+    })
+    kill_embedded_redis(tmp_path / "clean-redis")
+    assert clean.returncode == 0, clean.stderr[-3000:]
+    expected = _committed(tmp_path / "clean.db")
+    assert len(expected) > 100
+
+    rng = random.Random(7)
+    data = tmp_path / "killed-redis"
+    cmd = [sys.executable, "-m", "scrapy", "crawl", "wiki", "-a", f"start_url={served.seed_url}"]
+    for key, value in {**common, "SQLITE_PATH": tmp_path / "killed.db", "IPR_DATA_DIR": data}.items():
+        cmd += ["-s", f"{key}={value}"]
+    kills = 0
+    try:
+        for _ in range(3):
+            proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            time.sleep(rng.uniform(2.5, 4.5))
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+                kills += 1
+            proc.communicate(timeout=60)
+        assert kills >= 2, "the crawl ended before it could be killed: nothing was tested"
+        before_last = _committed(tmp_path / "killed.db")
+        assert before_last < expected  # it was killed mid-crawl
+        last = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=300)
+        assert last.returncode == 0, last.stderr[-3000:]
+    finally:
+        kill_embedded_redis(data)
+    got = _committed(tmp_path / "killed.db")
+    assert expected <= got, f"{len(expected - got)} items lost: {sorted(expected - got)[:5]}"
+
+
+@pytest.fixture
+def shop_and_redis(tmp_path: Path):
+    proc, m = start_server([sys.executable, str(REPO / "tests" / "shopsite.py")], r"serving shop at (\S+)")
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    try:
+        yield make_project(tmp_path / "project", m[1].rstrip("/")), m[1].rstrip("/"), server
+    finally:
+        server.kill(signal.SIGTERM)
+        proc.kill()
+        proc.communicate(timeout=10)
+
+
+@pytest.mark.parametrize("spider", ["redisshop", "redisshopcrawl"])
+def test_scrapy_redis_spider_and_pipeline_share_one_server(shop_and_redis, tmp_path: Path, spider: str) -> None:
+    root, base, server = shop_and_redis
+    client = server.client()
+    client.lpush(f"{spider}:start_urls", f"{base}/")
+    settings = {
+        "REDIS_URL": server.url, "ITEM_PIPELINES": '{"scrapy_redis.pipelines.RedisPipeline": 300}',
+        "MAX_IDLE_TIME_BEFORE_CLOSE": 3, "LOG_LEVEL": "INFO",
+    }
+    ours = scrapy(root, "crawl", spider, "-O", f"{tmp_path / 'ours.jsonl'}:jsonlines", settings=settings)
+    assert ours.returncode == 0, ours.stderr[-3000:]
+    assert f"(REDIS_URL, scrapy-redis's connection)" in ours.stderr
+    assert client.hget(f"ipr:{{shop.{spider}}}:meta", "schema") is not None  # the frontier is on that server
+    assert client.llen(f"{spider}:items") == len(items(tmp_path / "ours.jsonl")) == 11  # RedisPipeline too
+    client.lpush(f"{spider}:start_urls", f"{base}/")
+    plain = scrapy(root, "crawl", spider, "-O", f"{tmp_path / 'plain.jsonl'}:jsonlines", addon=False,
+                   settings={**settings, "ITEM_PIPELINES": "{}"})
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    assert items(tmp_path / "ours.jsonl") == items(tmp_path / "plain.jsonl")
