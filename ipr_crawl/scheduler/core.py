@@ -105,9 +105,8 @@ def scrapy_redis_client(settings: Any) -> redis.Redis:
     (``scrapy_redis.connection.get_redis_from_settings``) connects to, with replies
     as bytes (the frontier's values are binary; ``REDIS_DECODE_RESPONSES`` is
     ignored for it)."""
-    from scrapy_redis.connection import get_redis_from_settings
-
     from scrapy.settings import Settings
+    from scrapy_redis.connection import get_redis_from_settings
 
     copy = Settings(settings.copy_to_dict())
     params = dict(copy.getdict("REDIS_PARAMS"))
