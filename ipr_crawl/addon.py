@@ -80,9 +80,9 @@ class OneLineErrors(logging.Filter):
         if self.keep_traceback:
             return True
         if exc is None:
-            # Scrapy's CoreStats fails on a spider that never opened: a consequence, not news.
-            return not (self.refused is not None and "CoreStats.spider_closed" in str(record.msg % record.args
-                                                                                     if record.args else record.msg))
+            # After a refusal, the errors of a crawl that never started (Scrapy's
+            # CoreStats, the scraper's and the engine's close) are consequences, not news.
+            return not (self.refused is not None and record.levelno >= logging.ERROR)
         if exc is self.refused:
             return False  # said once already
         self.refused = exc

@@ -141,6 +141,43 @@ def test_bad_settings_and_overrides_say_so_in_one_line(shop, tmp_path: Path) -> 
         errors = [line for line in run.stderr.splitlines() if " ERROR: " in line]
         assert len(errors) == 1 and all(e in errors[0] for e in expected), (setting, errors)
         assert "Traceback" not in run.stderr, setting
+    # a crawl written with another ordering
+    first = scrapy(root, "crawl", "shop", settings={"IPR_ORDERING": "bf", "IPR_DATA_DIR": tmp_path / "o", "LOG_LEVEL": "INFO"})
+    assert first.returncode == 0, first.stderr[-3000:]
+    second = scrapy(root, "crawl", "shop", settings={"IPR_DATA_DIR": tmp_path / "o", "LOG_LEVEL": "INFO"})
+    errors = [line for line in second.stderr.splitlines() if " ERROR: " in line]
+    assert second.returncode != 0 and len(errors) == 1 and "is ordered by 'bf', not 'ipr:dl1'" in errors[0], errors
+    assert "Traceback" not in second.stderr
+    debug = scrapy(root, "crawl", "shop", settings={"IPR_DATA_DIR": tmp_path / "o", "LOG_LEVEL": "DEBUG"})
+    assert debug.returncode != 0 and "Traceback" in debug.stderr  # LOG_LEVEL=DEBUG keeps it
+
+
+def test_runspider_and_bench(shop, tmp_path: Path) -> None:
+    root, base = shop
+    spider = tmp_path / "single.py"
+    spider.write_text(
+        "import scrapy\n"
+        "class Single(scrapy.Spider):\n"
+        "    name = 'single'\n"
+        f"    start_urls = ['{base}/']\n"
+        "    def parse(self, response):\n"
+        "        for href in response.css('a::attr(href)').getall():\n"
+        "            if '/cat/' in href or '/product/' in href:\n"
+        "                yield response.follow(href, self.parse)\n"
+        "        yield {'url': response.url}\n"
+    )
+    outs = {}
+    for addon in (True, False):
+        out = tmp_path / f"single-{addon}.jsonl"
+        run = scrapy(root, "runspider", str(spider), "-O", f"{out}:jsonlines", addon=addon,
+                     settings={"IPR_DATA_DIR": tmp_path / "rs"})
+        assert run.returncode == 0, run.stderr[-3000:]
+        assert ("ipr-crawl: crawl 'shop.single'" in run.stderr) == addon
+        outs[addon] = items(out)
+    assert outs[True] == outs[False] and len(outs[True]) == 14  # the index, 2 categories, 11 products
+    bench = scrapy(root, "bench", settings={"CLOSESPIDER_TIMEOUT": 2}, timeout=120)
+    assert bench.returncode == 0, bench.stderr[-3000:]
+    assert "ipr-crawl: off for `scrapy bench`" in bench.stderr and "Spider closed (closespider_timeout)" in bench.stderr
 
 
 def test_jobdir_and_dupefilter_are_explained(shop, tmp_path: Path) -> None:
