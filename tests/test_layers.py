@@ -107,3 +107,14 @@ def test_the_rule_catches_a_violation(tmp_path: Path) -> None:
 def test_every_layer_folder_has_a_rule() -> None:
     folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert folders <= set(RULES), folders - set(RULES)
+
+
+@pytest.mark.parametrize("path", [
+    "ipr_crawl.Addon", "ipr_crawl.addon.Addon", "ipr_crawl.scheduler.IprScheduler",
+    "ipr_crawl.middlewares.linkgraph.LinkGraphMiddleware", "ipr_crawl.middlewares.frontier.FrontierDownloaderMiddleware",
+    "ipr_crawl.middlewares.conditional.ConditionalGetMiddleware", "ipr_crawl.spiders.graph.GraphSpider",
+])
+def test_public_import_paths_users_have_keep_working(path: str) -> None:
+    from scrapy.utils.misc import load_object
+
+    assert isinstance(load_object(path), type)
