@@ -37,10 +37,15 @@ def add_history_parser(sub: Any) -> None:
         "from a crawl's change stream.",
     )
     p.add_argument("url")
-    p.add_argument("--crawl-id", required=True, help="IPR_CRAWL_ID of the crawl (default of a crawl: the spider name)")
+    _add_crawl_arguments(p)
+    p.set_defaults(func=_run_history)
+
+
+def _add_crawl_arguments(p: argparse.ArgumentParser) -> None:
+    """``--crawl-id``, ``--redis-url``, ``--data-dir``: where a crawl is."""
+    p.add_argument("--crawl-id", required=True, help="the crawl's IPR_CRAWL_ID (default of a crawl: BOT_NAME.spider)")
     p.add_argument("--redis-url", default="", help="IPR_REDIS_URL of the crawl; empty: the embedded server")
     p.add_argument("--data-dir", default=".scrapy/ipr", help="IPR_DATA_DIR of the embedded server (default %(default)s)")
-    p.set_defaults(func=_run_history)
 
 
 def _run_history(args: argparse.Namespace) -> int:
@@ -64,9 +69,7 @@ def add_reset_parser(sub: Any) -> None:
         description="Delete every key of one crawl (ipr:{ID}:*): its frontier, link graph, leases and "
         "revisit history. The next `scrapy crawl` of it starts afresh (as with -s IPR_RESET=True).",
     )
-    p.add_argument("--crawl-id", required=True, help="the crawl's IPR_CRAWL_ID (default of a crawl: BOT_NAME.spider)")
-    p.add_argument("--redis-url", default="", help="IPR_REDIS_URL of the crawl; empty: the embedded server")
-    p.add_argument("--data-dir", default=".scrapy/ipr", help="IPR_DATA_DIR of the embedded server (default %(default)s)")
+    _add_crawl_arguments(p)
     p.set_defaults(func=_run_reset)
 
 

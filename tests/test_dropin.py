@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -124,6 +125,14 @@ def test_runspider_and_a_rerun(shop, tmp_path: Path) -> None:
                    SCHEDULER_FLUSH_ON_START=True)
     assert items(tmp_path / "four.jsonl") == items(tmp_path / "one.jsonl")
     assert "reset (SCHEDULER_FLUSH_ON_START)" in flush.stderr
+    cli = [sys.executable, "-m", "ipr_crawl.cli", "reset", "--crawl-id", "shop.shop", "--data-dir", str(tmp_path / "redis")]
+    reset = subprocess.run(cli, cwd=root, capture_output=True, text=True, timeout=60)
+    assert reset.returncode == 0 and "keys deleted" in reset.stdout, reset.stderr
+    again = subprocess.run(cli, cwd=root, capture_output=True, text=True, timeout=60)
+    assert again.returncode == 1 and "no crawl 'shop.shop'" in again.stderr
+    after = _crawl(root, "shop", tmp_path / "five.jsonl", addon=True, IPR_DATA_DIR=tmp_path / "redis")
+    assert "finished before" not in after.stderr
+    assert items(tmp_path / "five.jsonl") == items(tmp_path / "one.jsonl")
 
 
 def test_bad_settings_and_overrides_say_so_in_one_line(shop, tmp_path: Path) -> None:
