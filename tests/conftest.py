@@ -20,6 +20,14 @@ import pytest
 from procs import start_server, stop_process
 
 REPO = Path(__file__).resolve().parent.parent
+
+# Property tests draw the same examples on every run (a CI run is reproducible);
+# HYPOTHESIS_PROFILE=explore draws new ones, to look for counter-examples.
+from hypothesis import settings as _hypothesis_settings  # noqa: E402
+
+_hypothesis_settings.register_profile("default", derandomize=True)
+_hypothesis_settings.register_profile("explore", derandomize=False)
+_hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 DATA = REPO / "ipr_crawl" / "data"
 #: Small real data sets shipped for the tests (tests/data/SOURCES.md): the default
 #: suite needs nothing outside the repository.
