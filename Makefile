@@ -31,7 +31,7 @@ clean:
 	rm -rf demo-out .scrapy .hypothesis
 
 # Scrapy 2.19's own crawl/engine/scheduler/closespider/command tests, plain and
-# with the add-on on for every crawler (conformance/README.md); ~15 min, not part of `make test`.
+# with the add-on on for every crawler (conformance/README.md); ~11 min, not part of `make test`.
 .PHONY: conformance
 conformance:
 	$(PYTHON) conformance/run.py $(ARGS)

@@ -36,6 +36,8 @@ class LinkGraphMiddleware:
         if not crawler.settings.getbool("IPR_ENABLED", True):
             raise NotConfigured("IPR_ENABLED is off")
         self.crawler = crawler
+        #: responses whose callback output is being read (ids)
+        self._open: set[int] = set()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> LinkGraphMiddleware:
@@ -50,6 +52,8 @@ class LinkGraphMiddleware:
                 yield item
             return
         held: list[Request] = []
+        self._open.add(id(response))
+        failed = False
         try:
             async for item in result:
                 if (
@@ -62,13 +66,24 @@ class LinkGraphMiddleware:
                     if is_item(item):  # recorded once it has left the pipelines
                         frontier.item_yielded(response)
                     yield item
+        except BaseException:
+            failed = True
+            raise
         finally:
+            self._open.discard(id(response))
+            # The page with the requests its callback yielded, even when it then
+            # raised (Scrapy schedules those too).
             leftover = frontier.record_page(response, held)
+            if failed:  # nothing more can be yielded here: to the engine directly
+                for request in leftover:
+                    self.crawler.engine.crawl(request)
         for request in leftover:
             yield request
 
     def process_spider_exception(self, response: Response, exception: Exception) -> None:
         frontier = frontier_of(self.crawler)
-        if frontier is not None:
+        # A callback that raised: its page is recorded here, unless its output is
+        # still being read (process_spider_output records it with what it yielded).
+        if frontier is not None and id(response) not in self._open:
             frontier.record_page(response, [])
         return None

@@ -198,3 +198,24 @@ def test_jobdir_and_dupefilter_are_explained(shop, tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr[-3000:]
     for needle in ("JOBDIR=", "DUPEFILTER_CLASS=", "DEPTH_PRIORITY=1 has no effect"):
         assert sum(needle in line and "WARNING" in line for line in run.stderr.splitlines()) == 1, needle
+
+
+def test_requests_yielded_before_a_callback_raises_are_kept(shop, tmp_path: Path) -> None:
+    root, base = shop
+    (root / "shop" / "spiders" / "raiser.py").write_text(
+        "import scrapy\n"
+        "class Raiser(scrapy.Spider):\n"
+        "    name = 'raiser'\n"
+        f"    start_urls = ['{base}/cat/books']\n"
+        "    def parse(self, response):\n"
+        "        for href in response.css('a.p::attr(href)').getall():\n"
+        "            yield response.follow(href, self.parse_product)\n"
+        "        raise ValueError('after yielding')\n"
+        "    def parse_product(self, response):\n"
+        "        yield {'url': response.url}\n"
+    )
+    runs = {addon: _crawl(root, "raiser", tmp_path / f"r-{addon}.jsonl", addon=addon) for addon in (True, False)}
+    assert items(tmp_path / "r-True.jsonl") == items(tmp_path / "r-False.jsonl")
+    assert len(items(tmp_path / "r-True.jsonl")) == 6
+    assert fetched(runs[True].stderr) == fetched(runs[False].stderr)
+    assert "ValueError: after yielding" in runs[True].stderr

@@ -160,6 +160,7 @@ class IprScheduler(BaseScheduler):
         self._local: deque[Request] = deque()
         self._local_seen: set[bytes] = set()
         self._local_warned: set[str] = set()
+        self._local_logged = False
         #: records parsed pages (the link-graph middleware's calls)
         self.recorder = PageRecorder(self)
 
@@ -437,8 +438,15 @@ class IprScheduler(BaseScheduler):
                 "this process's memory (not shared with other processes, lost if this one dies); "
                 "so will every request like it", request, what,
             )
+        if self.crawler.settings.getbool("SCHEDULER_DEBUG") and not self._local_logged:  # Scrapy's own line
+            self._local_logged = True
+            logger.warning(
+                "Unable to serialize request: %(request)s - reason: %(reason)s - no more unserializable "
+                "requests will be logged (stats being collected)", {"request": request, "reason": reason},
+            )
         self._local.append(request)
         self._stats_inc("ipr/frontier/local")
+        self._stats_inc("scheduler/unserializable")
         self._count_enqueued(1, "memory")
         return True
 
