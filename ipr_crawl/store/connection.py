@@ -72,15 +72,7 @@ def connect(
         except Exception as exc:
             raise FrontierUnavailable(f"cannot start the embedded Redis in {data_dir}: {exc}") from exc
         where = f"embedded Redis ({path})"
-    try:
-        client.ping()
-    except redis.AuthenticationError as exc:
-        raise FrontierUnavailable(
-            f"Redis at {where} refused the password (or needs one): put it in the URL, "
-            f"redis://:PASSWORD@host:port/db or redis://USER:PASSWORD@host:port/db ({exc})"
-        ) from exc
-    except redis.RedisError as exc:
-        raise FrontierUnavailable(f"cannot reach Redis at {where}: {exc}") from exc
+    _ping(client, where, "put it in the URL, redis://:PASSWORD@host:port/db or redis://USER:PASSWORD@host:port/db ")
     if retry is not None:
         if not redis_url:
             from ipr_crawl.store.retry import embedded_reviver
@@ -103,13 +95,19 @@ def adopt(client: redis.Redis, where: str, retry: Any = None) -> redis.Redis:
 
     Raises :class:`FrontierUnavailable` naming ``where`` when it does not answer.
     """
-    try:
-        probe = redis.Redis(connection_pool=client.connection_pool, socket_connect_timeout=5)
-        probe.ping()
-    except redis.AuthenticationError as exc:
-        raise FrontierUnavailable(f"Redis at {where} refused the password (or needs one): {exc}") from exc
-    except redis.RedisError as exc:
-        raise FrontierUnavailable(f"cannot reach Redis at {where}: {exc}") from exc
+    _ping(redis.Redis(connection_pool=client.connection_pool, socket_connect_timeout=5), where)
     if retry is not None:
         client.set_retry(retry)
     return client
+
+
+def _ping(client: redis.Redis, where: str, password_hint: str = "") -> None:
+    """PING ``client``; :class:`FrontierUnavailable` naming ``where`` when its server
+    does not answer or refuses the password."""
+    try:
+        client.ping()
+    except redis.AuthenticationError as exc:
+        hint = f": {password_hint.strip()}" if password_hint else ""
+        raise FrontierUnavailable(f"Redis at {where} refused the password (or needs one){hint} ({exc})") from exc
+    except redis.RedisError as exc:
+        raise FrontierUnavailable(f"cannot reach Redis at {where}: {exc}") from exc
