@@ -130,8 +130,8 @@ SETTINGS: tuple[Setting, ...] = (
     S("IPR_REVISIT_RESOLUTION_SECS", 0.0, "float", "due times in buckets of this many seconds (the paper: 86400); "
       "0: exact", low=0.0, unit="s"),
     S("IPR_REVISIT_MIN_SECS", 3600.0, "float", "no revisit sooner than this after an access", low=0.0, unit="s"),
-    S("IPR_REVISIT_MAX_SECS", 0.0, "float", "no revisit later than this after an access; 0: no bound", low=0.0,
-      unit="s"),
+    S("IPR_REVISIT_MAX_SECS", 90 * 86400.0, "float", "no revisit later than this after an access (90 days); 0: no "
+      "bound", low=0.0, unit="s"),
     S("IPR_REVISIT_HORIZON_SECS", 0.0, "float", "`continuous`: close when nothing is due within this (0: wait for "
       "the next due time however far); `run-once`: also fetch what falls due within this after the start",
       low=0.0, unit="s"),
@@ -427,6 +427,7 @@ class RevisitConfig:
         )
         if cfg.max_interval and cfg.max_interval < cfg.min_interval:
             raise SettingError(
-                f"IPR_REVISIT_MAX_SECS={cfg.max_interval!r} is below IPR_REVISIT_MIN_SECS={cfg.min_interval!r}"
+                f"IPR_REVISIT_MAX_SECS={cfg.max_interval!r} is below IPR_REVISIT_MIN_SECS={cfg.min_interval!r} "
+                "(raise it, or set 0 for no upper bound)"
             )
         return cfg

@@ -8,7 +8,9 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scrapy.settings import Settings
 
+from ipr_crawl.config import DEFAULTS, RevisitConfig
 from ipr_crawl.revisit.fingerprint import digest, same_version, simhash64, visible_text
 from ipr_crawl.revisit.policy import (
     DAY,
@@ -17,6 +19,7 @@ from ipr_crawl.revisit.policy import (
     MlePolicy,
     NutchAdaptivePolicy,
     RevisitState,
+    access,
     bucket,
     first_access,
     format_duration,
@@ -284,6 +287,112 @@ def test_next_due(now, tau, res):
         assert steps == max(1, math.floor(tau / res + 0.5))
     assert next_due(now, tau, 0.0, min_interval=tau * 2) == now + tau * 2
     assert next_due(now, tau, 0.0, max_interval=tau / 2) == now + tau / 2
+
+
+# -- growth earned by observed time (the burst-of-304s issue) ------------------------------------
+DEFAULT_POLICY = DEFAULTS["IPR_REVISIT_POLICY"]
+
+
+def test_a_burst_of_304s_does_not_push_the_next_visit_out():
+    """Four accesses within 15 s (t, t+5, t+10, t+15), all unchanged: the interval
+    used to go 15 -> 150 -> 1,500 -> 15,000 days (next visit decades away)."""
+    cfg = RevisitConfig.from_settings(Settings())
+    policy = parse_policy(DEFAULT_POLICY)
+    t0 = 1.7e9
+    state, tau = access(policy, None, t0, changed=False)
+    taus = [tau]
+    for k in (5, 10, 15):
+        state, tau = access(policy, state, t0 + k, changed=False)
+        taus.append(tau)
+        due = next_due(t0 + k, tau, cfg.resolution, cfg.min_interval, cfg.max_interval)
+        assert due - (t0 + k) <= 90 * DAY
+    assert taus[0] == 15 * DAY
+    # at most (mu_high - 1) x the previous interval per share of it observed: 15 s seen
+    # of the 7.5 days that count as on time -> a few minutes, not decades
+    bound = 15 * DAY + (policy.mu_high - 1) * 15 * DAY * 15 / (0.5 * 15 * DAY)
+    assert all(15 * DAY <= t <= bound * (1 + 1e-12) for t in taus), [t / DAY for t in taus]
+    assert state.interval == taus[-1] < 15 * DAY + 300
+
+
+def test_repeated_accesses_in_one_bucket_do_not_grow_the_interval():
+    """With IPR_REVISIT_RESOLUTION_SECS every access of one day has the same instant:
+    no time observed, no growth (it used to multiply by mu_high per access)."""
+    for spec in (DEFAULT_POLICY, "aimd:1d:0.5", "nutch-adaptive"):
+        policy = parse_policy(spec)
+        state, tau = access(policy, None, 0.0, changed=False)
+        state, tau = access(policy, state, tau, changed=False)
+        for _ in range(3):
+            state, again = access(policy, state, state.last, changed=False)
+            assert again == tau, spec
+
+
+def test_default_max_interval_is_finite_and_zero_still_means_no_bound():
+    assert DEFAULTS["IPR_REVISIT_MAX_SECS"] == 90 * DAY
+    cfg = RevisitConfig.from_settings(Settings())
+    assert 0 < cfg.max_interval == 90 * DAY < math.inf
+    assert next_due(0.0, 15000 * DAY, cfg.resolution, cfg.min_interval, cfg.max_interval) == 90 * DAY
+    assert RevisitConfig.from_settings(Settings({"IPR_REVISIT_MAX_SECS": 0})).max_interval == 0
+    assert next_due(0.0, 15000 * DAY, 0.0, 3600.0, 0.0) == 15000 * DAY
+
+
+def test_a_normal_series_grows_as_before():
+    """Accesses at their due times: the policy's own steps, unbounded by the guard
+    (15 -> 150 -> 1,500 -> 15,000 days for MLE on a page that never changes)."""
+    policy = parse_policy(DEFAULT_POLICY)
+    state, tau = access(policy, None, 0.0, changed=False)
+    t, taus = 0.0, [tau]
+    for _ in range(3):
+        t += tau
+        state, tau = access(policy, state, t, changed=False)
+        taus.append(tau)
+    assert [x / DAY for x in taus] == pytest.approx([15, 150, 1500, 15000])
+
+
+growth_policies = st.sampled_from(
+    [DEFAULT_POLICY, "mle-min:0.5-2:3d", "mle-avg:0.1-10:1d:x0.5", "aimd:1d:0.5", "aimd:2d:0.3:pair",
+     "nutch-adaptive", "nutch-adaptive:0.3:0.1:1h:100d:7d", "fixed:7d"]
+)
+
+
+@given(growth_policies, st.lists(st.tuples(st.floats(min_value=0.51, max_value=3.0), st.booleans()), min_size=1, max_size=30))
+def test_on_time_accesses_take_the_policys_step(spec, history):
+    """An access at least half its interval after the previous one (bucket rounding
+    brings it no earlier than 2/3) gets exactly what :func:`next_interval` says."""
+    policy = parse_policy(spec)
+    t = 1.0e9
+    state, tau = access(policy, None, t, changed=False)
+    for lateness, changed in history:
+        if tau < 1.0:
+            break
+        t += tau * lateness
+        expected = next_interval(policy, observe(state, t, changed), changed)
+        state, tau = access(policy, state, t, changed)
+        assert tau == expected
+
+
+@given(growth_policies, st.lists(st.tuples(st.floats(min_value=0.0, max_value=0.49), st.booleans()), min_size=1, max_size=30))
+def test_early_accesses_earn_growth_by_observed_time(spec, history):
+    """An access before half its interval: a decrease as the policy says, an increase
+    scaled by the observed share of that half interval (never beyond the step)."""
+    policy = parse_policy(spec)
+    t = 1.0e9
+    state, tau = access(policy, None, t, changed=False)
+    for share, changed in history:
+        if tau < 1.0:
+            break
+        elapsed = math.floor(tau * share)  # whole seconds: exact instants
+        want = next_interval(policy, observe(state, t + elapsed, changed), changed) if elapsed > 0 else None
+        prev = tau
+        t += elapsed
+        state, tau = access(policy, state, t, changed)
+        if want is None:  # no time passed (one time bucket): nothing grows
+            assert tau <= prev
+            continue
+        if want <= prev:
+            assert tau == want
+        else:
+            assert prev <= tau <= prev + (want - prev) * elapsed / (0.5 * prev) * (1 + 1e-9)
+            assert tau <= want
 
 
 # -- content hashes -------------------------------------------------------------------------------
