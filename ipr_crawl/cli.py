@@ -1,5 +1,6 @@
 """The ``ipr-crawl`` command: ``serve-graph``, ``demo``, ``simulate``, the revisit
-commands (``revisit-sim``, ``serve-changes``, ``history``) and ``reset``."""
+commands (``revisit-sim``, ``serve-changes``, ``history``) and an operator's commands
+on a crawl: ``status``, ``top``, ``release-leases``, ``report``, ``reset``."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_simulate_parser(sub)
     add_revisit_parsers(sub)
     add_history_parser(sub)
+    add_operator_parsers(sub)
     add_reset_parser(sub)
     args = parser.parse_args(argv)
     return int(args.func(args) or 0)
@@ -41,24 +43,149 @@ def add_history_parser(sub: Any) -> None:
     p.set_defaults(func=_run_history)
 
 
-def _add_crawl_arguments(p: argparse.ArgumentParser) -> None:
+def _add_crawl_arguments(p: argparse.ArgumentParser, required: bool = True) -> None:
     """``--crawl-id``, ``--redis-url``, ``--data-dir``: where a crawl is."""
-    p.add_argument("--crawl-id", required=True, help="the crawl's IPR_CRAWL_ID (default of a crawl: BOT_NAME.spider)")
+    p.add_argument(
+        "--crawl-id", required=required, default="",
+        help="the crawl's IPR_CRAWL_ID (a crawl's default: BOT_NAME.spider)"
+        + ("" if required else "; default: the only crawl there"),
+    )
     p.add_argument("--redis-url", default="", help="IPR_REDIS_URL of the crawl; empty: the embedded server")
     p.add_argument("--data-dir", default=".scrapy/ipr", help="IPR_DATA_DIR of the embedded server (default %(default)s)")
 
 
+def _open(args: argparse.Namespace, command: str) -> Any:
+    """The crawl's store, or None after printing why there is none (never creates one)."""
+    import sys
+
+    from ipr_crawl.store.inspect import FrontierUnavailable, NoSuchCrawl, open_crawl
+
+    try:
+        return open_crawl(args.crawl_id, args.redis_url, args.data_dir)
+    except (NoSuchCrawl, FrontierUnavailable, ValueError) as exc:
+        print(f"ipr-crawl {command}: {exc}", file=sys.stderr)
+        return None
+
+
 def _run_history(args: argparse.Namespace) -> int:
     from ipr_crawl.ordering.urls import node_id
-    from ipr_crawl.store import connect
     from ipr_crawl.store.revisit import RevisitStore, format_history
 
-    client = connect(args.redis_url, args.data_dir)
-    store = RevisitStore(client, args.crawl_id)
-    id_ = node_id(args.url)
-    print(format_history(args.url, store.load(id_), store.due_at(id_), list(store.events(args.url))))
+    frontier = _open(args, "history")
+    if frontier is None:
+        return 1
+    try:
+        store = RevisitStore(frontier.client, frontier.crawl_id)
+        id_ = node_id(args.url)
+        print(format_history(args.url, store.load(id_), store.due_at(id_), list(store.events(args.url))))
+    finally:
+        frontier.client.close()
     return 0
 
+
+def add_operator_parsers(sub: Any) -> None:
+    """Register ``status``, ``top``, ``release-leases`` and ``report``."""
+    p = sub.add_parser(
+        "status", help="counts of a crawl, its processes and their heartbeats",
+        description="Known, fetched, failed, frontier, forced and in-flight counts of a crawl; each crawler "
+        "process with its last heartbeat and its requests in flight; revisits due; pages/s over the last minute.",
+    )
+    _add_crawl_arguments(p, required=False)
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_run_status)
+    p = sub.add_parser(
+        "top", help="the best URLs of a crawl's frontier",
+        description="The N best frontier URLs, best first, with score, host, discovery depth and in-links "
+        "among the fetched pages (an O(links) scan of the collected graph).",
+    )
+    p.add_argument("n", nargs="?", type=int, default=20, help="how many (default %(default)s)")
+    _add_crawl_arguments(p, required=False)
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_run_top)
+    p = sub.add_parser(
+        "release-leases", help="hand requests leased by stopped crawlers back to the frontier",
+        description="Hand back to the frontier the requests leased by crawler processes whose heartbeat "
+        "stopped and those without a live holder (a running crawl does this itself at its next pop); "
+        "with --all, every request in flight (only when no crawler of the crawl runs).",
+    )
+    _add_crawl_arguments(p, required=False)
+    p.add_argument("--all", action="store_true", help="every lease, also of live processes")
+    p.set_defaults(func=_run_release)
+    p = sub.add_parser(
+        "report", help="a crawl's curves over time (PNG)",
+        description="Draw from what a crawl keeps: frontier size, pages per minute and the share of the "
+        "collected graph's PageRank fetched over time; for a revisit crawl, changes found and accesses per day.",
+    )
+    _add_crawl_arguments(p, required=False)
+    p.add_argument("--plot", required=True, help="PNG to write")
+    p.add_argument("--json", help="also write the curves as JSON here")
+    p.set_defaults(func=_run_report)
+
+
+def _run_status(args: argparse.Namespace) -> int:
+    import json
+
+    from ipr_crawl.store.inspect import format_status, status
+
+    store = _open(args, "status")
+    if store is None:
+        return 1
+    try:
+        st = status(store)
+    finally:
+        store.client.close()
+    print(json.dumps(st, indent=1) if args.json else format_status(st))
+    return 0
+
+
+def _run_top(args: argparse.Namespace) -> int:
+    import json
+
+    from ipr_crawl.store.inspect import format_top, top
+
+    store = _open(args, "top")
+    if store is None:
+        return 1
+    try:
+        rows = top(store, args.n)
+    finally:
+        store.client.close()
+    print(json.dumps(rows, indent=1) if args.json else format_top(rows))
+    return 0
+
+
+def _run_release(args: argparse.Namespace) -> int:
+    store = _open(args, "release-leases")
+    if store is None:
+        return 1
+    try:
+        n, forgotten = store.release("all" if args.all else "dead")
+    finally:
+        store.client.close()
+    print(f"crawl {store.crawl_id!r}: {n} leased requests went back to the frontier"
+          + (f"; processes forgotten: {', '.join(forgotten)}" if forgotten else ""))
+    return 0
+
+
+def _run_report(args: argparse.Namespace) -> int:
+    import sys
+
+    from ipr_crawl.evaluation import import_eval
+
+    import_eval("matplotlib")
+    from ipr_crawl.evaluation.report import crawl_report
+
+    store = _open(args, "report")
+    if store is None:
+        return 1
+    try:
+        print(crawl_report(store, args.plot, args.json))
+    except ValueError as exc:
+        print(f"ipr-crawl report: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        store.client.close()
+    return 0
 
 
 def add_reset_parser(sub: Any) -> None:
@@ -74,35 +201,14 @@ def add_reset_parser(sub: Any) -> None:
 
 
 def _run_reset(args: argparse.Namespace) -> int:
-    import os
-    import sys
-
-    from ipr_crawl.store import FrontierStore, FrontierUnavailable, connect, crawl_keys
-
-    try:
-        crawl_keys(args.crawl_id)
-    except ValueError as exc:
-        print(f"ipr-crawl reset: {exc}", file=sys.stderr)
-        return 2
-    if not args.redis_url and not os.path.exists(os.path.join(args.data_dir, "ipr.rdb.settings")) and not any(
-        os.path.exists(os.path.join(args.data_dir, name)) for name in ("ipr.rdb", "appendonlydir", "appendonly.aof")
-    ):
-        print(f"ipr-crawl reset: no embedded Redis data in {os.path.abspath(args.data_dir)} "
-              "(run it in the project folder, or give --data-dir or --redis-url)", file=sys.stderr)
+    store = _open(args, "reset")
+    if store is None:
         return 1
     try:
-        client = connect(args.redis_url, args.data_dir)
-    except FrontierUnavailable as exc:
-        print(f"ipr-crawl reset: {exc}", file=sys.stderr)
-        return 1
-    try:
-        dropped = FrontierStore(client, args.crawl_id).drop()
+        dropped = store.drop()
     finally:
-        client.close()
-    if not dropped:
-        print(f"ipr-crawl reset: no crawl {args.crawl_id!r} there (nothing deleted)", file=sys.stderr)
-        return 1
-    print(f"crawl {args.crawl_id!r}: {dropped} keys deleted")
+        store.client.close()
+    print(f"crawl {store.crawl_id!r}: {dropped} keys deleted")
     return 0
 
 

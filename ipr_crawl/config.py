@@ -99,8 +99,16 @@ SETTINGS: tuple[Setting, ...] = (
       "first, `other-site` first, or `none` (document order)", choices=TIE_RULES),
     S("IPR_MAX_LINKS_PER_PAGE", 10000, "int", "distinct out-links recorded per page (bounds one record call); "
       "the rest counted in `ipr/links/over_cap`", low=1),
-    S("IPR_LEASE_SECS", 600.0, "float", "a leased request not settled within this goes back to the frontier",
+    S("IPR_LEASE_SECS", 600.0, "float", "a leased request not settled within this goes back to the frontier, "
+      "even while its process lives (the upper bound; a dead process's leases go back sooner, see next)",
       low=0.001, unit="s"),
+    S("IPR_HEARTBEAT_SECS", 5.0, "float", "each crawler process renews its heartbeat this often; the leases of a "
+      "process silent for 2 × this go back to the frontier at the next pop of any process", low=0.05, unit="s"),
+    S("IPR_LOGSTATS_INTERVAL", None, "float", "an INFO line with the frontier's size, requests in flight, pages "
+      "recorded per minute and the best URL, this often; 0: never", low=0.0, unit="s",
+      shown_default="LOGSTATS_INTERVAL"),
+    S("IPR_TIMELINE_SECS", 10.0, "float", "one sample of the crawl's counts this often (for `ipr-crawl status` and "
+      "`report`), in Redis, the last 20,000 kept; 0: none", low=0.0, unit="s"),
     S("IPR_POP_BATCH_SIZE", 8, "int", "requests leased per Redis round trip (1 gives the exact order)", low=1),
     S("IPR_RECORD_PIPELINED", True, "bool", "send a parsed page's record call without waiting for its reply; the "
       "reply is read at the next record or pop (off: wait for each reply)"),
@@ -176,6 +184,8 @@ def read(settings: Any, name: str) -> Any:
             if value not in spec.choices:
                 raise SettingError(f"{name}={raw!r}: allowed " + ", ".join(spec.choices))
         return value
+    if raw is None and spec.default is None:  # "unset": the caller's fallback applies
+        return None
     getter = getattr(settings, "get" + spec.kind)
     try:
         value = getter(name, spec.default)
@@ -257,6 +267,9 @@ class FrontierConfig:
     polite_scan: int = 1000
     polite_min_ratio: float = 0.0
     record_pipelined: bool = True
+    heartbeat_secs: float = 5.0
+    logstats_interval: float = 60.0
+    timeline_secs: float = 10.0
 
     @property
     def ordering(self) -> str:
@@ -329,6 +342,12 @@ class FrontierConfig:
             polite_buffer_size=read(settings, "IPR_POLITE_BUFFER_SIZE"),
             polite_scan=read(settings, "IPR_POLITE_SCAN"),
             polite_min_ratio=read(settings, "IPR_POLITE_MIN_RATIO"),
+            heartbeat_secs=read(settings, "IPR_HEARTBEAT_SECS"),
+            logstats_interval=(
+                read(settings, "IPR_LOGSTATS_INTERVAL") if settings.get("IPR_LOGSTATS_INTERVAL") is not None
+                else settings.getfloat("LOGSTATS_INTERVAL", 60.0)
+            ),
+            timeline_secs=read(settings, "IPR_TIMELINE_SECS"),
         )
 
 

@@ -149,10 +149,9 @@ def test_resume_after_a_killed_crawl(graph_server, crawl, tmp_path):
     cmd = [sys.executable, "-m", "scrapy", "crawl", "graph", "-a", f"start_urls={served.seed_url}",
            "-s", f"IPR_DATA_DIR={data}", "-s", f"LOG_FILE={log1}", "-s", "DOWNLOAD_DELAY=0.02",
            "-s", "IPR_REDIS_APPENDFSYNC=always",
-           # Leases are fixed at pop time: the first run's must be short for the
-           # second run to get them back (IPR_LEASE_SECS of the second run does
-           # not shorten them).
-           "-s", "IPR_LEASE_SECS=3"]
+           # The default IPR_LEASE_SECS (600 s): the dead run's leases come back
+           # because its heartbeat stops, within 2 x IPR_HEARTBEAT_SECS.
+           "-s", "IPR_HEARTBEAT_SECS=1"]
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.time() + 60
@@ -170,10 +169,12 @@ def test_resume_after_a_killed_crawl(graph_server, crawl, tmp_path):
     killed = re.findall(r"Crawled \(200\) <GET (\S+)>", log1.read_text())
     assert 60 <= len(killed) < 500
     try:
-        second = crawl(served.seed_url, tmp_path / "run2.log", {"IPR_DATA_DIR": data, "IPR_LEASE_SECS": 3}, timeout=90)
+        second = crawl(served.seed_url, tmp_path / "run2.log", {"IPR_DATA_DIR": data, "IPR_HEARTBEAT_SECS": 1},
+                       timeout=90)
     finally:
         kill_embedded_redis(data)  # the killed run's server, if the second run left it
-    assert "expired leases went back to the frontier" in second.log
+    assert re.search(r"requests leased by \S+ went back to the frontier: heartbeat silent", second.log), second.log[-3000:]
+    assert "IPR_LEASE_SECS" not in second.log  # nothing waited for a lease to expire
     assert second.returncode == 0, second.stderr[-3000:]
     assert "resumed" in second.log and "closed (finished)" in second.log
     both = [back[canonical_url(u)] for u in killed + second.fetched]

@@ -41,6 +41,7 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
     ),
     "spiders": ({"spiders", "scheduler", "config", "meta", "ordering"}, {"scrapy", "twisted", "w3lib"}),
     "addon": ({"config", "scheduler", "middlewares", "spiders", "store"}, {"scrapy"}),
+    "commands": ({"config", "store"}, {"scrapy"}),
     "cli": ({"evaluation", "store", "ordering", "config"}, set()),
     "__init__": ({"addon"}, set()),
 }

@@ -150,6 +150,7 @@ def test_a_simulated_year_matches_revisit_sim(emacswiki, tmp_path, change_server
     stats, log = crawl(
         index, redis_client, crawl_id, tmp_path / "crawl.log",
         IPR_REVISIT_POLICY=policy, IPR_REVISIT_CLOCK=f"virtual:{YEAR_START}", IPR_REVISIT_UNTIL=LAST_DAY,
+        IPR_REVISIT_MAX_SECS=0,  # revisit-sim below runs without a bound too
         IPR_REVISIT_USE_LAST_MODIFIED=use_lm,
     )
     wall = time.monotonic() - started

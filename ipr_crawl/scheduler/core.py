@@ -3,8 +3,10 @@
 ``next_request`` leases requests from the frontier in small batches (one
 round trip per batch); a response (recorded by the link-graph
 spider middleware), a final failure (the frontier downloader middleware) or a
-request handed back at close settles the lease; leases older than
-``IPR_LEASE_SECS`` return to the frontier. The crawl is over when the frontier,
+request handed back at close settles the lease. Each lease names its holder, this
+process, which beats (:mod:`ipr_crawl.scheduler.heartbeat`); the leases of a holder
+silent for 2 × ``IPR_HEARTBEAT_SECS`` return to the frontier at the next pop, and
+any lease older than ``IPR_LEASE_SECS``. The crawl is over when the frontier,
 the forced queue and the in-flight set are all empty, across every process of
 the crawl.
 """
@@ -31,6 +33,7 @@ from ipr_crawl.config import FrontierConfig, RevisitConfig
 from ipr_crawl.meta import LEASE_META, lease_of
 from ipr_crawl.ordering.urls import node_id, tie_for
 from ipr_crawl.scheduler.codec import PayloadError, Unstorable, decode_request, encode_request
+from ipr_crawl.scheduler.heartbeat import Heartbeat, new_holder_id
 from ipr_crawl.scheduler.identity import RequestIdentity
 from ipr_crawl.scheduler.polite import PolitePop
 from ipr_crawl.scheduler.recording import PageRecorder
@@ -163,6 +166,11 @@ class IprScheduler(BaseScheduler):
         self._local_logged = False
         #: records parsed pages (the link-graph middleware's calls)
         self.recorder = PageRecorder(self)
+        #: this process's name on its leases (host:pid:random)
+        self.holder = new_holder_id()
+        self.heartbeat: Heartbeat | None = None
+        self._logstats: Any = None
+        self._logstats_last: tuple[float, int] | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> IprScheduler:
@@ -243,11 +251,54 @@ class IprScheduler(BaseScheduler):
                 RevisitStore(client, cfg.crawl_id, self.revisit_config.events_maxlen), self.store, self.revisit_config
             )
             self.revisit_observer = RevisitObserver(self.revisits, self.revisit_config, spider)
+        self._start_heartbeat(spider)
         _by_crawler[self.crawler] = self
+
+    def _start_heartbeat(self, spider: Spider) -> None:
+        from twisted.internet import reactor, task
+
+        def lost_holder() -> None:
+            reactor.callFromThread(self.wake)
+
+        cfg = self.config
+        self.heartbeat = Heartbeat(
+            self.store, self.holder, cfg.heartbeat_secs,
+            {"host": self.holder.rsplit(":", 2)[0], "pid": os.getpid(), "spider": spider.name, "started": time.time()},
+            on_lost_holder=lost_holder, timeline_secs=cfg.timeline_secs,
+        )
+        self.heartbeat.start()
+        if cfg.logstats_interval > 0:
+            self._logstats = task.LoopingCall(self.guard, self.log_frontier)
+            self._logstats.start(cfg.logstats_interval, now=False)
+
+    def log_frontier(self) -> None:
+        """The periodic INFO line (``IPR_LOGSTATS_INTERVAL``): frontier size, requests in
+        flight and by how many processes, pages recorded per minute by the whole crawl,
+        and the best frontier URL with its score."""
+        from ipr_crawl.store.inspect import top
+
+        counts = self.store.counts()
+        now = time.monotonic()
+        rate = ""
+        if self._logstats_last is not None:
+            t0, fetched0 = self._logstats_last
+            rate = f"{(counts['fetched'] - fetched0) * 60 / max(now - t0, 1e-9):.0f} pages/min recorded, "
+        self._logstats_last = (now, counts["fetched"])
+        best = top(self.store, 1, in_links=False)
+        head = f"best {best[0]['score']:.4g} {best[0]['url']}" if best else "frontier empty"
+        alive = self.store.client.zcount(self.store.keys["holders"], f"({int(time.time() * 1000)}", "+inf")
+        logger.info(
+            "ipr-crawl: %d in frontier (+%d forced), %d in flight (%d processes), %s%d fetched in all; %s",
+            counts["frontier"], counts["forced"], counts["in_flight"], alive, rate, counts["fetched"], head,
+        )
 
     def close(self, reason: str) -> None:
         if getattr(self, "store", None) is None:  # open() failed
             return
+        if self._logstats is not None and self._logstats.running:
+            self._logstats.stop()
+        if self.heartbeat is not None:
+            self.heartbeat.stop()
         try:
             self._close_store(reason)
         except REDIS_DOWN as exc:
@@ -340,6 +391,14 @@ class IprScheduler(BaseScheduler):
                 len(self._local), reason,
             )
             self._stats_set("ipr/frontier/local_lost", len(self._local))
+        if self.heartbeat is not None:
+            # leases this process took and never settled (requests the engine dropped
+            # at close): back to the frontier now, not after IPR_LEASE_SECS
+            released, _ = self.store.release("holder", self.holder)
+            if released:
+                self._stats_inc("ipr/lease/released", released)
+                logger.info("ipr-crawl: %d requests leased by this process and not settled went back to "
+                            "the frontier", released)
         counts = self.store.counts()
         for name, value in counts.items():
             self._stats_set(f"ipr/frontier/{name}", value)
@@ -358,17 +417,30 @@ class IprScheduler(BaseScheduler):
         return pending > 0
 
     def _log_wait(self) -> None:
-        """Say why an idle crawl stays open: requests leased by other (or dead) processes."""
+        """Say why an idle crawl stays open: what holds the requests in flight."""
         self._last_wait_log = time.monotonic()
         counts = self.store.counts()
         if counts["frontier"] or counts["forced"] or not counts["in_flight"]:
             return
-        deadline = self.store.earliest_lease_deadline()
-        wait = max(0.0, (deadline or time.time()) - time.time())
+        parts = []
+        for h in self.store.holders():
+            if not h["in_flight"] or h["holder"] == self.holder:
+                continue
+            if not h["holder"]:
+                oldest = self.store.oldest_lease() or time.time()
+                parts.append(
+                    f"{h['in_flight']} without a live holder (they go back at the latest in "
+                    f"{max(0.0, oldest + self.config.lease_secs - time.time()):.0f} s, IPR_LEASE_SECS)"
+                )
+            elif h["alive"]:
+                parts.append(f"{h['in_flight']} held by process {h['holder']} (alive, last heartbeat "
+                             f"{max(0.0, time.time() - (h['last_beat'] or time.time())):.0f} s ago)")
+            else:
+                parts.append(f"{h['in_flight']} held by process {h['holder']}, whose heartbeat stopped "
+                             "(handed back at the next pop)")
         logger.info(
-            "ipr-crawl: waiting for %d requests in flight elsewhere (or leased by a process "
-            "that died); the first lease expires in %.0f s (IPR_LEASE_SECS)",
-            counts["in_flight"], wait,
+            "ipr-crawl: waiting for %d requests in flight elsewhere: %s", counts["in_flight"],
+            "; ".join(parts) or "held by this process",
         )
 
     @_guarded(False)
@@ -539,11 +611,21 @@ class IprScheduler(BaseScheduler):
             self._stats_inc("ipr/revisit/refreshed", self.revisits.refresh())
         expired, items = self.store.pop(
             count or self.config.pop_batch_size, self.config.lease_secs, self.config.requeue_batch_size,
-            scan, busy or (), offset, min_ratio,
+            scan, busy or (), offset, min_ratio, holder=self.holder,
         )
+        reclaimed, lost = self.store.last_lost
+        if lost:
+            self._stats_inc("ipr/lease/lost_holders", len(lost))
+            self._stats_inc("ipr/lease/reclaimed", reclaimed)
+            logger.info(
+                "ipr-crawl: %d requests leased by %s went back to the frontier: heartbeat silent for "
+                "more than %.0f s (2 × IPR_HEARTBEAT_SECS)", reclaimed, ", ".join(lost), 2 * self.config.heartbeat_secs,
+            )
+        expired -= reclaimed
         if expired:
             self._stats_inc("ipr/lease/expired", expired)
-            logger.info("ipr-crawl: %d expired leases went back to the frontier", expired)
+            logger.info("ipr-crawl: %d leases older than IPR_LEASE_SECS=%g went back to the frontier",
+                        expired, self.config.lease_secs)
         undecodable: list[tuple[bytes, bytes]] = []
         for member, payload in items:
             try:

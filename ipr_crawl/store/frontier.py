@@ -9,6 +9,7 @@ ordering's parameters in :class:`ipr_crawl.ordering.OrderingParams`.
 from __future__ import annotations
 
 import importlib.resources
+import json
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -89,8 +90,14 @@ class FrontierStore:
         self._record_head: list[Any] = params.lua_args()
         self._scripts = {
             name: client.register_script(script_source(name))
-            for name in ("record_page", "enqueue", "pop", "ack", "set_scores", "replay", "replay_record")
+            for name in (
+                "record_page", "enqueue", "pop", "ack", "set_scores", "replay", "replay_record",
+                "release_holder", "sample",
+            )
         }
+        #: what the last :meth:`pop` handed back from holders whose heartbeat was gone:
+        #: (leases, [holder ids])
+        self.last_lost: tuple[int, list[str]] = (0, [])
         self._record_keys = self._k("meta", "node", "frontier", "lease", "req")
         # send_record_page's connection and its call whose reply is not read yet
         self._record_conn: redis.connection.AbstractConnection | None = None
@@ -115,6 +122,9 @@ class FrontierStore:
             version = int(schema) if schema is not None else None
         except ValueError:
             version = None
+        if version == 3:
+            self._upgrade_from_3()
+            version = SCHEMA_VERSION
         if version != SCHEMA_VERSION:
             raise IncompatibleCrawl(
                 f"crawl {self.crawl_id!r} was written with schema {schema!r}; this is "
@@ -128,6 +138,20 @@ class FrontierStore:
                 "its scores mean something else. Use another IPR_CRAWL_ID or the same IPR_ORDERING"
             )
         return True
+
+    def _upgrade_from_3(self) -> None:
+        """Schema 3 -> 4: a lease's score was its deadline, now it is when it was taken.
+        Leases in flight are counted as taken now (they have no holder: the lease time
+        bounds them)."""
+        c: Any = self.client
+        now = int(time.time() * 1000)
+        members = c.zrange(self.keys["lease"], 0, -1)
+        pipe = c.pipeline(transaction=True)
+        if members:
+            pipe.zadd(self.keys["lease"], dict.fromkeys(members, now))
+        pipe.hset(self.keys["meta"], "schema", SCHEMA_VERSION)
+        pipe.execute()
+        logger.info("ipr-crawl: crawl %r upgraded from schema 3 to %d", self.crawl_id, SCHEMA_VERSION)
 
     def _k(self, *names: str) -> list[str]:
         return [self.keys[n] for n in names]
@@ -255,26 +279,115 @@ class FrontierStore:
 
     def pop(
         self, count: int, lease_secs: float, requeue_cap: int = 100, scan: int = 0, busy: Sequence[str] = (),
-        offset: int = 0, min_ratio: float = 0.0,
+        offset: int = 0, min_ratio: float = 0.0, holder: str = "",
     ) -> tuple[int, list[tuple[bytes, bytes | None]]]:
-        """Lease up to ``count`` requests (pop.lua).
+        """Lease up to ``count`` requests (pop.lua) for ``holder`` (a process that
+        beats, :meth:`beat`; ``""``: leases bounded by ``lease_secs`` only).
+
+        First, in the same atomic call, the leases of holders whose heartbeat
+        deadline has passed go back (recorded in :attr:`last_lost`), then leases
+        taken more than ``lease_secs`` ago, whoever holds them (at most
+        ``requeue_cap`` of each).
 
         ``scan > 0`` (polite pop, :mod:`ipr_crawl.scheduler.polite`): at most one frontier request
         per download slot, among the first ``scan`` entries and the ``scan`` from rank
         ``offset`` (modulo the frontier's size), none for the slots in ``busy``;
         with ``min_ratio`` r > 0 only among the entries whose priority is at least r x
         the best entry's (when that is positive; ``IPR_POLITE_MIN_RATIO``).
-        Returns ``(expired leases moved back, [(lease member, payload or None)])``.
+        Returns ``(leases moved back, expired or lost, [(lease member, payload or None)])``.
         """
         now_ms = int(time.time() * 1000)
-        args: list[Any] = [self._lua_ordering, now_ms, now_ms + int(lease_secs * 1000), count, requeue_cap]
+        args: list[Any] = [self._lua_ordering, now_ms, int(lease_secs * 1000), count, requeue_cap, holder]
         if scan > 0:
             args += [scan, offset, repr(float(min_ratio)), *busy]
         res = self._scripts["pop"](
             keys=self._k("meta", "node", "frontier", "lease", "req", "forced"), args=args,
         )
-        items = [(res[i], res[i + 1] or None) for i in range(1, len(res), 2)]
-        return int(res[0]), items
+        reclaimed = int(res[1])
+        self.last_lost = (reclaimed, [h.decode() for h in res[2]])
+        items = [(res[i], res[i + 1] or None) for i in range(3, len(res), 2)]
+        return int(res[0]) + reclaimed, items
+
+    # -- holders: processes that lease, and their heartbeats -----------------------
+    def beat(self, holder: str, ttl_secs: float, info: dict[str, Any] | None = None) -> bool:
+        """Renew ``holder``'s heartbeat: it counts as alive for ``ttl_secs`` more
+        (``info``, JSON-able, is stored beside it). Returns False when the holder was
+        not registered, i.e. on its first beat or after it was declared lost (its
+        leases then went to others)."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zadd(self.keys["holders"], {holder: int((time.time() + ttl_secs) * 1000)})
+        if info is not None:
+            pipe.hset(self.keys["holders_info"], holder, json.dumps(info))
+        return not int(pipe.execute()[0])
+
+    def release(self, mode: str, holder: str = "") -> tuple[int, list[str]]:
+        """Hand leases back (release_holder.lua): ``mode`` ``"holder"`` (those of
+        ``holder``, which is forgotten: a crawler closing), ``"dead"`` (of holders whose
+        heartbeat is gone, and leases without a live holder) or ``"all"`` (every
+        lease: only when no crawler of the crawl runs). Returns ``(leases moved back,
+        holders forgotten)``."""
+        if mode not in ("holder", "dead", "all") or (mode == "holder") != bool(holder):
+            raise ValueError(f"release: mode {mode!r} with holder {holder!r}")
+        n, forgotten = self._scripts["release_holder"](
+            keys=self._k("meta", "node", "frontier", "lease", "req", "forced"),
+            args=[self._lua_ordering, int(time.time() * 1000), mode, holder],
+        )
+        return int(n), [h.decode() for h in forgotten]
+
+    def holders(self) -> list[dict[str, Any]]:
+        """Every registered holder: ``holder``, ``alive``, ``last_beat`` (s since the
+        epoch), ``in_flight`` (its leases) and what it stored (host, pid, spider,
+        started, heartbeat_secs). Leases without a registered holder are under
+        holder ``""``. O(leases in flight)."""
+        c: Any = self.client
+        now = time.time()
+        entries = c.zrange(self.keys["holders"], 0, -1, withscores=True)
+        infos = c.hgetall(self.keys["holders_info"])
+        held: dict[str, int] = {}
+        for holder in c.hvals(self.keys["lease_by"]):
+            held[holder.decode()] = held.get(holder.decode(), 0) + 1
+        out = []
+        for raw, deadline in entries:
+            name = raw.decode()
+            info = json.loads(infos.get(raw, b"{}") or b"{}")
+            ttl = 2 * float(info.get("heartbeat_secs", 0) or 0)
+            out.append({
+                "holder": name, **info, "alive": deadline / 1000 > now,
+                "last_beat": deadline / 1000 - ttl if ttl else None,
+                "in_flight": held.pop(name, 0),
+            })
+        in_flight = c.zcard(self.keys["lease"])
+        unowned = in_flight - sum(h["in_flight"] for h in out)
+        if unowned > 0:
+            out.append({"holder": "", "alive": False, "last_beat": None, "in_flight": unowned})
+        return out
+
+    def sample(self, interval_secs: float, maxlen: int = 20000) -> bool:
+        """Append one sample of the crawl's counts to the ``timeline`` stream, unless
+        a process of the crawl did so less than ``interval_secs`` ago (sample.lua).
+        Returns whether it wrote one."""
+        keys = self._k("meta", "node", "frontier", "lease", "forced", "due", "timeline")
+        return bool(self._scripts["sample"](
+            keys=keys, args=[int(time.time() * 1000), int(interval_secs * 1000), maxlen],
+        ))
+
+    def timeline(self) -> list[dict[str, float]]:
+        """The samples of :meth:`sample`, oldest first: ``t`` (s since the epoch),
+        ``fetched``, ``failed``, ``known``, ``frontier``, ``forced``, ``in_flight``,
+        ``holders`` (alive), ``due`` (revisits scheduled)."""
+        c: Any = self.client
+        out = []
+        for _, fields in c.xrange(self.keys["timeline"]):
+            row = {k.decode(): float(v) for k, v in fields.items()}
+            row["t"] = row["t"] / 1000.0
+            out.append(row)
+        return out
+
+    def fetch_order(self) -> list[bytes]:
+        """Ids of the fetched pages in the order they were first recorded."""
+        c: Any = self.client
+        raw = c.get(self.keys["order"]) or b""
+        return [raw[i : i + ID_SIZE] for i in range(0, len(raw) - ID_SIZE + 1, ID_SIZE)]
 
     def ack(self, mode: str, leases: Sequence[tuple[bytes, bytes]]) -> int:
         """Settle leases without a page (ack.lua): ``mode`` is ``"fail"`` or ``"release"``.
@@ -377,8 +490,8 @@ class FrontierStore:
         x = power_step(len(ids), src, dst, previous, damping)
         return len(ids), self.set_scores([(ids[i], float(x[i])) for i in range(len(ids))])
 
-    def earliest_lease_deadline(self) -> float | None:
-        """Deadline (s since the epoch) of the oldest lease in flight, or None."""
+    def oldest_lease(self) -> float | None:
+        """When the oldest lease in flight was taken (s since the epoch), or None."""
         first = self.client.zrange(self.keys["lease"], 0, 0, withscores=True)
         return float(first[0][1]) / 1000.0 if first else None
 

@@ -3,33 +3,41 @@
 One crawl is one keyspace ``ipr:{<crawl id>}:*`` (one hash tag, so the multi-key
 scripts stay atomic in one Redis Cluster slot). Keys:
 
-=============== ====== ==========================================================
-``meta``        hash   schema version, ordering, counters (seq, fetched, failed)
-``node``        hash   8-byte node id -> packed record (:mod:`ipr_crawl.store.record`):
-                       37 bytes, then a fetched page's out-links, 8 bytes per edge
-``frontier``    zset   seq.id member, score = -priority
-``lease``       zset   members in flight, score = lease deadline (ms since epoch)
-``forced``      zset   dont_filter requests (retries, ...), FIFO
-``req``         hash   node id or forced token -> request payload (scheduler/codec.py)
-``sites``       zset   larger-sites-first: sites by pending URLs (``site:<hash>`` queues)
-``graph``       hash   replays only: a graph to replay (:mod:`ipr_crawl.store.replay`)
-``revisit``     hash   node id -> revisit state of a fetched URL (store/revisit.py)
-``due``         zset   node id, score = next visit (s since the epoch)
-``revisit_req`` hash   node id -> request payload used for its revisits
-``revisit_out`` zset   revisits in flight, score = when due again if the response never comes
-``changes``     stream change events (new, changed, unchanged, not_modified, gone), capped
-=============== ====== ==========================================================
+================= ====== ==========================================================
+``meta``          hash   schema version, ordering, counters (seq, fetched, failed)
+``node``          hash   8-byte node id -> packed record (:mod:`ipr_crawl.store.record`):
+                         37 bytes, then a fetched page's out-links, 8 bytes per edge
+``frontier``      zset   seq.id member, score = -priority
+``lease``         zset   members in flight, score = when leased (ms since the epoch)
+``lease_by``      hash   lease member -> the holder id of the process that leased it
+``holders``       zset   holder id (host:pid:random) -> heartbeat deadline (ms since the epoch)
+``holders_info``  hash   holder id -> JSON: host, pid, spider, started, heartbeat seconds
+``order``         string the fetch order: fetched node ids, 8 bytes each, appended
+``timeline``      stream one sample of the counts per interval (store.FrontierStore.sample), capped
+``forced``        zset   dont_filter requests (retries, ...), FIFO
+``req``           hash   node id or forced token -> request payload (scheduler/codec.py)
+``sites``         zset   larger-sites-first: sites by pending URLs (``site:<hash>`` queues)
+``graph``         hash   replays only: a graph to replay (:mod:`ipr_crawl.store.replay`)
+``revisit``       hash   node id -> revisit state of a fetched URL (store/revisit.py)
+``due``           zset   node id, score = next visit (s since the epoch)
+``revisit_req``   hash   node id -> request payload used for its revisits
+``revisit_out``   zset   revisits in flight, score = when due again if the response never comes
+``changes``       stream change events (new, changed, unchanged, not_modified, gone), capped
+================= ====== ==========================================================
 """
 
 from __future__ import annotations
 
 __all__ = ["SCHEMA_VERSION", "KEY_NAMES", "crawl_keys"]
 
-#: 3: payloads carry their download slot (codec format 2); 2: out-links kept in the
+#: 4: leases are scored by when they were taken (not by a deadline) and name
+#: their holder; 3: payloads carry their download slot (codec format 2); 2: out-links kept in the
 #: node record; 1: a separate `out` hash.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 KEY_NAMES = (
     "meta", "node", "frontier", "lease", "forced", "req", "sites", "graph",
+    # leases, their holders, what the operator sees (status, report)
+    "lease_by", "holders", "holders_info", "order", "timeline",
     # revisits (store/revisit.py)
     "revisit", "due", "revisit_req", "changes", "revisit_out",
 )

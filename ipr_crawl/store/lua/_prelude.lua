@@ -57,6 +57,17 @@ end
 -- A lease member is a node member (16 bytes) or a forced-queue token ('F' .. 8 bytes).
 local function is_token(m) return #m == 9 end
 
+-- Keys beside `lease` (same hash tag): `lease_by` (lease member -> holder id) and
+-- `holders` (holder id -> heartbeat deadline, ms), store/keys.py.
+local function lease_by_key(lease) return lease .. '_by' end
+local function holders_key(lease) return string.sub(lease, 1, -6) .. 'holders' end
+
+-- Settle lease `m` (it no longer has a holder); 1 if it was in flight.
+local function lease_settle(lease, m)
+  redis.call('HDEL', lease_by_key(lease), m)
+  return redis.call('ZREM', lease, m)
+end
+
 local function site_name(r) return string.format('%.0f', r.tie) end
 local function site_key(meta_key, site) return string.sub(meta_key, 1, -5) .. 'site:' .. site end
 local function sites_key(meta_key) return string.sub(meta_key, 1, -5) .. 'sites' end
@@ -70,6 +81,37 @@ local function frontier_add(meta_key, frontier, ordering, r, m)
       redis.call('ZINCRBY', sites_key(meta_key), -1, site)
     end
   end
+end
+
+-- A lease that will not be settled by its holder goes back: a forced-queue token
+-- to the forced queue (at its own place), a node still unfetched to the frontier.
+local function lease_requeue(meta, node, frontier, lease, forced, ordering, m)
+  if lease_settle(lease, m) == 0 then return 0 end
+  if is_token(m) then
+    local hi, lo = struct.unpack('>I4I4', string.sub(m, 2))
+    redis.call('ZADD', forced, hi * TWO32 + lo, m)
+  else
+    local id = string.sub(m, 9)
+    local r = rec_get(node, id)
+    if r and r.st == 0 then frontier_add(meta, frontier, ordering, r, m) end
+  end
+  return 1
+end
+
+-- Hand back every lease of the holders in `dead` (a set: holder id -> true) and
+-- forget those holders. Cost: O(leases in flight), paid once per holder lost.
+local function reclaim_holders(meta, node, frontier, lease, forced, ordering, dead)
+  local by = redis.call('HGETALL', lease_by_key(lease))
+  local n = 0
+  for i = 1, #by, 2 do
+    if dead[by[i + 1]] then n = n + lease_requeue(meta, node, frontier, lease, forced, ordering, by[i]) end
+  end
+  local holders = holders_key(lease)
+  for h, _ in pairs(dead) do
+    redis.call('ZREM', holders, h)
+    redis.call('HDEL', holders .. '_info', h)
+  end
+  return n
 end
 
 -- Take a node out of the frontier (and its site queue for lsf); 1 if it was there.

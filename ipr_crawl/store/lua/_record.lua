@@ -10,7 +10,7 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
   local ordering, cutoff, initial, param, cap = P.ordering, P.cutoff, P.initial, P.param, P.cap
 
   if lease_member ~= '' then
-    redis.call('ZREM', lease, lease_member)
+    lease_settle(lease, lease_member)
     if is_token(lease_member) then redis.call('HDEL', req, lease_member) end
   end
 
@@ -43,6 +43,9 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
   if first then
     p.st = 2
     redis.call('HINCRBY', meta, 'fetched', 1)
+    -- the fetch order, 8 bytes per page (`order`, store/keys.py): the report's
+    -- PageRank-over-time curve
+    redis.call('APPEND', string.sub(meta, 1, -5) .. 'order', pid)
     if ordering == 'ipr' then
       p.s = p.s + initial
       if n > 0 then share = p.s / n end

@@ -10,7 +10,7 @@ local ordering, mode = ARGV[1], ARGV[2]
 local settled = 0
 for i = 3, #ARGV, 2 do
   local m, id = ARGV[i], ARGV[i + 1]
-  if redis.call('ZREM', lease, m) == 1 then
+  if lease_settle(lease, m) == 1 then
     settled = settled + 1
     if is_token(m) then
       if mode == 'release' then

@@ -12,7 +12,7 @@ local meta, node, frontier, lease, req, forced = KEYS[1], KEYS[2], KEYS[3], KEYS
 local ordering, id, payload = ARGV[1], ARGV[2], ARGV[4]
 local lease_member = ARGV[6]
 if lease_member ~= '' then
-  redis.call('ZREM', lease, lease_member)
+  lease_settle(lease, lease_member)
   if is_token(lease_member) then redis.call('HDEL', req, lease_member) end
 end
 local r = rec_get(node, id)

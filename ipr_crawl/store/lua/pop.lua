@@ -1,54 +1,73 @@
--- pop: lease up to `count` requests: first move expired leases back, then take
--- the forced queue (FIFO), then the frontier (highest priority, then lowest seq;
--- lsf: the site with most queued URLs, then lowest seq in it).
+-- pop: lease up to `count` requests: first hand back the leases of holders whose
+-- heartbeat is gone and leases older than the lease time, then take the forced
+-- queue (FIFO), then the frontier (highest priority, then lowest seq; lsf: the site
+-- with most queued URLs, then lowest seq in it).
 -- KEYS[1] meta  KEYS[2] node  KEYS[3] frontier  KEYS[4] lease  KEYS[5] req  KEYS[6] forced
--- ARGV[1] ordering  ARGV[2] now (ms)  ARGV[3] lease deadline (ms)  ARGV[4] count
--- ARGV[5] cap on expired leases moved back in this call
--- ARGV[6] polite scan S (optional; 0 or absent: plain pop): take from the frontier at
+-- ARGV[1] ordering  ARGV[2] now (ms)  ARGV[3] lease time (ms, IPR_LEASE_SECS): a
+--   lease taken before now - this goes back whoever holds it
+-- ARGV[4] count  ARGV[5] cap on expired leases (and on lost holders) handled in this call
+-- ARGV[6] holder id of the caller ('' none: only the lease time bounds its leases);
+--   a holder is alive while its entry in `holders` (score = heartbeat deadline, ms,
+--   written by FrontierStore.beat) is in the future
+-- ARGV[7] polite scan S (optional; 0 or absent: plain pop): take from the frontier at
 --   most ONE request per download slot, among its first S entries (best first) and
---   the S entries from rank ARGV[7] (mod the frontier's size; a caller moves this
+--   the S entries from rank ARGV[8] (mod the frontier's size; a caller moves this
 --   window on so that hosts whose URLs rank low are found too), skipping the busy
---   slots ARGV[9..]. ARGV[8] min ratio r (IPR_POLITE_MIN_RATIO): when r > 0 and the
+--   slots ARGV[10..]. ARGV[9] min ratio r (IPR_POLITE_MIN_RATIO): when r > 0 and the
 --   best entry's priority p is > 0, both windows hold only entries of priority >= r*p
 --   (r = 1: the best's ties only). A request's slot is Scrapy's
 --   Downloader.get_slot_key (meta download_slot, else its URL's host name), stored at
 --   the head of its payload by scheduler/codec.py. Not for lsf.
--- Returns {expired moved back, member1, payload1, member2, payload2, ...}; a
--- payload is false when no request body is stored (a replay, or lost: the
--- caller decides). Cost: O((count + cap) log F); polite scan: + O(S) payload reads.
+-- Returns {expired leases moved back, leases of lost holders moved back, {lost
+-- holder ids}, member1, payload1, member2, payload2, ...}; a payload is false when
+-- no request body is stored (a replay, or lost: the caller decides).
+-- Cost: O((count + cap) log F); a lost holder: + O(leases in flight), once;
+-- polite scan: + O(S) payload reads.
 local meta, node, frontier, lease, req, forced = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local ordering = ARGV[1]
-local deadline = tonumber(ARGV[3])
+local now = tonumber(ARGV[2])
 local count = tonumber(ARGV[4])
-local scan = tonumber(ARGV[6] or '0') or 0
+local cap = tonumber(ARGV[5])
+local holder = ARGV[6] or ''
+local scan = tonumber(ARGV[7] or '0') or 0
 
-local expired = redis.call('ZRANGEBYSCORE', lease, '-inf', ARGV[2], 'LIMIT', 0, tonumber(ARGV[5]))
-for _, m in ipairs(expired) do
-  redis.call('ZREM', lease, m)
-  if is_token(m) then
-    local hi, lo = struct.unpack('>I4I4', string.sub(m, 2))
-    redis.call('ZADD', forced, hi * TWO32 + lo, m)
-  else
-    local id = string.sub(m, 9)
-    local r = rec_get(node, id)
-    if r and r.st == 0 then frontier_add(meta, frontier, ordering, r, m) end
-  end
+-- The caller is alive whatever its heartbeat says (its beat is late, not gone).
+local lost = {}
+for _, h in ipairs(redis.call('ZRANGEBYSCORE', holders_key(lease), '-inf', '(' .. ARGV[2], 'LIMIT', 0, cap)) do
+  if h ~= holder then lost[#lost + 1] = h end
+end
+local reclaimed = 0
+if #lost > 0 then
+  local dead = {}
+  for _, h in ipairs(lost) do dead[h] = true end
+  reclaimed = reclaim_holders(meta, node, frontier, lease, forced, ordering, dead)
+  redis.call('HINCRBY', meta, 'holders_lost', #lost)
 end
 
-local result = {#expired}
+local expired = redis.call('ZRANGEBYSCORE', lease, '-inf', string.format('%.0f', now - tonumber(ARGV[3])), 'LIMIT', 0, cap)
+for _, m in ipairs(expired) do
+  lease_requeue(meta, node, frontier, lease, forced, ordering, m)
+end
+
+local result = {#expired, reclaimed, lost}
 local taken = 0
+local by = lease_by_key(lease)
+local function take(m)
+  redis.call('ZADD', lease, ARGV[2], m)
+  if holder ~= '' then redis.call('HSET', by, m, holder) end
+end
 if count > 0 then
   local tokens = redis.call('ZRANGE', forced, 0, count - 1)
   for _, m in ipairs(tokens) do
     redis.call('ZREM', forced, m)
-    redis.call('ZADD', lease, deadline, m)
+    take(m)
     result[#result + 1] = m
     result[#result + 1] = redis.call('HGET', req, m)
     taken = taken + 1
   end
 end
 local function lease_it(m)
-  redis.call('ZADD', lease, deadline, m)
+  take(m)
   result[#result + 1] = m
   result[#result + 1] = redis.call('HGET', req, string.sub(m, 9))
   taken = taken + 1
@@ -70,7 +89,7 @@ if ordering == 'lsf' then
   end
 elseif scan > 0 and taken < count then
   local busy = {}
-  for i = 9, #ARGV do busy[ARGV[i]] = true end
+  for i = 10, #ARGV do busy[ARGV[i]] = true end
   -- The download slot at the head of a payload (scheduler/codec.py, format 2:
   -- byte 2, slot length n, n bytes of slot), computed in Python when the request
   -- was stored: no script parses a payload.
@@ -81,7 +100,7 @@ elseif scan > 0 and taken < count then
   end
   -- `size` entries are eligible: all, or those of priority >= r * the best's
   local size = redis.call('ZCARD', frontier)
-  local ratio = tonumber(ARGV[8] or '0') or 0
+  local ratio = tonumber(ARGV[9] or '0') or 0
   if ratio > 0 and size > 0 then
     local best = -tonumber(redis.call('ZRANGE', frontier, 0, 0, 'WITHSCORES')[2])
     if best > 0 then
@@ -90,7 +109,7 @@ elseif scan > 0 and taken < count then
   end
   local entries = {}
   if size > 0 then entries = redis.call('ZRANGE', frontier, 0, math.min(scan, size) - 1) end
-  local from = size > 0 and (tonumber(ARGV[7]) or 0) % size or 0
+  local from = size > 0 and (tonumber(ARGV[8]) or 0) % size or 0
   if from >= scan then
     local last = math.min(from + scan, size) - 1
     for _, m in ipairs(redis.call('ZRANGE', frontier, from, last)) do entries[#entries + 1] = m end
@@ -102,7 +121,7 @@ elseif scan > 0 and taken < count then
     if not busy[slot] then
       busy[slot] = true
       redis.call('ZREM', frontier, m)
-      redis.call('ZADD', lease, deadline, m)
+      take(m)
       result[#result + 1] = m
       result[#result + 1] = payload
       taken = taken + 1

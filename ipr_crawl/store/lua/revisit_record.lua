@@ -27,6 +27,7 @@ local settled = 0
 local m = ARGV[5]
 if m ~= '' then
   settled = redis.call('ZREM', lease, m)
+  redis.call('HDEL', lease .. '_by', m)  -- its holder (_prelude.lua's lease_by_key)
   -- a forced-queue token ('F' .. 8 bytes) owns its payload in `req`
   if #m == 9 then redis.call('HDEL', req, m) end
 end

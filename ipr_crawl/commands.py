@@ -1,0 +1,108 @@
+"""``scrapy frontier status|top|release-leases [SPIDER]``: the ``ipr-crawl`` operator
+commands inside a Scrapy project, which find the crawl the way ``scrapy crawl`` does.
+
+The store: ``IPR_REDIS_URL``; else scrapy-redis's ``REDIS_URL`` (or ``REDIS_HOST`` and
+``REDIS_PORT``); else the project's embedded store (``IPR_DATA_DIR``, default
+``.scrapy/ipr`` of the project). The crawl: ``--crawl-id``, else ``IPR_CRAWL_ID``, else
+``BOT_NAME.SPIDER`` when a spider is named, else the only crawl in the store. A store
+or crawl that does not exist is an error naming the folder and the crawl id; nothing is
+created. Registered through the ``scrapy.commands`` entry point (pyproject.toml).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from scrapy.commands import ScrapyCommand
+from scrapy.exceptions import NotConfigured, UsageError
+from scrapy.utils.project import data_path
+
+from ipr_crawl.config import default_crawl_id
+from ipr_crawl.store.inspect import (
+    FrontierUnavailable,
+    NoSuchCrawl,
+    format_status,
+    format_top,
+    open_crawl,
+    status,
+    top,
+)
+
+__all__ = ["FrontierCommand", "store_location"]
+
+ACTIONS = ("status", "top", "release-leases")
+
+
+def store_location(settings: Any) -> tuple[str, str]:
+    """``(redis URL or "", embedded data folder)`` of a project's crawls (see module doc)."""
+    url = str(settings.get("IPR_REDIS_URL") or "")
+    if not url and settings.get("REDIS_URL"):
+        url = str(settings.get("REDIS_URL"))
+    elif not url and (settings.get("REDIS_HOST") or settings.get("REDIS_PORT")):
+        url = f"redis://{settings.get('REDIS_HOST') or 'localhost'}:{settings.getint('REDIS_PORT', 6379)}/0"
+    data_dir = str(settings.get("IPR_DATA_DIR") or "")
+    if not data_dir:
+        try:
+            data_dir = data_path("ipr", createdir=False)
+        except NotConfigured:
+            data_dir = ".scrapy/ipr"
+    return url, data_dir
+
+
+class FrontierCommand(ScrapyCommand):
+    """``scrapy frontier``: see the module doc."""
+
+    requires_project = True
+    requires_crawler_process = False
+    default_settings = {"LOG_ENABLED": False}
+
+    def syntax(self) -> str:
+        return "status|top|release-leases [SPIDER] [options]"
+
+    def short_desc(self) -> str:
+        return "Show or operate the ipr-crawl frontier of a spider's crawl"
+
+    def long_desc(self) -> str:
+        return (
+            "status: counts, processes and heartbeats, pages/s; top: the best frontier URLs; "
+            "release-leases: hand back requests leased by stopped crawlers. The crawl and its "
+            "store are found as `scrapy crawl SPIDER` finds them."
+        )
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        super().add_options(parser)
+        parser.add_argument("--crawl-id", default="", help="the crawl (default: IPR_CRAWL_ID, else BOT_NAME.SPIDER)")
+        parser.add_argument("-n", type=int, default=20, help="top: how many URLs (default 20)")
+        parser.add_argument("--json", action="store_true", help="print JSON")
+        parser.add_argument("--all", action="store_true", help="release-leases: every lease, also of live processes")
+
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        assert self.settings is not None
+        if not args or args[0] not in ACTIONS or len(args) > 2:
+            raise UsageError(f"give one of {', '.join(ACTIONS)}, then optionally a spider name")
+        action = args[0]
+        crawl_id = opts.crawl_id or str(self.settings.get("IPR_CRAWL_ID") or "")
+        if not crawl_id and len(args) == 2:
+            crawl_id = default_crawl_id(self.settings, args[1])
+        url, data_dir = store_location(self.settings)
+        try:
+            store = open_crawl(crawl_id, url, data_dir)
+        except (NoSuchCrawl, FrontierUnavailable, ValueError) as exc:
+            print(f"scrapy frontier {action}: {exc}")
+            self.exitcode = 1
+            return
+        try:
+            if action == "status":
+                st = status(store)
+                print(json.dumps(st, indent=1) if opts.json else format_status(st))
+            elif action == "top":
+                rows = top(store, opts.n)
+                print(json.dumps(rows, indent=1) if opts.json else format_top(rows))
+            else:
+                n, forgotten = store.release("all" if opts.all else "dead")
+                print(f"crawl {store.crawl_id!r}: {n} leased requests went back to the frontier"
+                      + (f"; processes forgotten: {', '.join(forgotten)}" if forgotten else ""))
+        finally:
+            store.client.close()

@@ -1,0 +1,125 @@
+"""The crawler process's heartbeat: its leases stay its own while it beats.
+
+Every ``IPR_HEARTBEAT_SECS`` a daemon thread renews this process's entry in the
+crawl's ``holders`` set with a deadline 2 × that ahead
+(:meth:`~ipr_crawl.store.FrontierStore.beat`). The frontier's pop script hands the
+leases of a holder whose deadline has passed back to the frontier, so the requests of
+a process killed with SIGKILL are fetched again within about 2 × ``IPR_HEARTBEAT_SECS``
+plus one pop, instead of after ``IPR_LEASE_SECS``.
+
+A thread, not the reactor, beats: a spider callback that blocks the reactor for
+longer than the heartbeat (a slow parse, a synchronous call) does not make a living
+process look dead, while a process that is gone stops beating at once. Pooled
+Redis connections are shared with the reactor thread (redis-py's client is
+thread-safe). The same thread writes the crawl's timeline samples
+(:meth:`~ipr_crawl.store.FrontierStore.sample`) and, when it sees another holder's
+heartbeat gone, wakes the engine so that a pop hands that holder's leases back now
+(the engine of an idle crawl would otherwise ask only every 5 s).
+
+URLFrontier (crawler-commons, 2020) gives a lease a fixed 30 s; Frontera and
+scrapy-redis have no leases (a request popped by a process that dies is lost).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import redis
+
+from ipr_crawl.store import FrontierStore
+
+__all__ = ["Heartbeat", "new_holder_id"]
+
+logger = logging.getLogger(__name__)
+
+
+def new_holder_id() -> str:
+    """``host:pid:random``: unique per process start (a restarted process is a new holder)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class Heartbeat:
+    """Beats for ``holder`` every ``interval`` s on a daemon thread until :meth:`stop`.
+
+    ``on_lost_holder()`` is called (from the thread) when another holder's heartbeat is
+    found gone; ``timeline_secs`` > 0 also writes a timeline sample that often.
+    """
+
+    def __init__(
+        self,
+        store: FrontierStore,
+        holder: str,
+        interval: float,
+        info: dict[str, Any],
+        on_lost_holder: Callable[[], None] | None = None,
+        timeline_secs: float = 0.0,
+    ) -> None:
+        self.store = store
+        self.holder = holder
+        self.interval = interval
+        self.info = {**info, "heartbeat_secs": interval}
+        self.on_lost_holder = on_lost_holder
+        self.timeline_secs = timeline_secs
+        self.beats = 0
+        #: times this process found itself declared lost (its leases went to others)
+        self.lapses = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._failing = False
+
+    def start(self) -> None:
+        """Register the holder (one beat, in the caller's thread: Redis errors raise)
+        and start the thread."""
+        self.store.beat(self.holder, 2 * self.interval, self.info)
+        self.beats = 1
+        self._thread = threading.Thread(target=self._run, name=f"ipr-heartbeat-{self.holder}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop beating (the holder's entry stays until :meth:`FrontierStore.release`)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=max(5.0, 2 * self.interval))
+            self._thread = None
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.beat_once()
+                if self._failing:
+                    logger.info("ipr-crawl: heartbeat to Redis restored")
+                self._failing = False
+            except redis.RedisError as exc:
+                if not self._failing:
+                    logger.warning(
+                        "ipr-crawl: heartbeat to Redis failed (%s); if it stays silent for %.0f s, other "
+                        "processes hand this one's leased requests back", exc, 2 * self.interval,
+                    )
+                self._failing = True
+
+    def beat_once(self) -> None:
+        """One beat: renew, note a lapse, write a timeline sample when due, and look for
+        holders whose heartbeat is gone."""
+        was_alive = self.store.beat(self.holder, 2 * self.interval, self.info)
+        self.beats += 1
+        if not was_alive:
+            self.lapses += 1
+            logger.warning(
+                "ipr-crawl: this process's heartbeat was silent for more than %.0f s (2 × IPR_HEARTBEAT_SECS) "
+                "and another process handed its leased requests back: pages it fetches now may be fetched "
+                "twice. A reactor blocked that long, or an overloaded machine? Raise IPR_HEARTBEAT_SECS",
+                2 * self.interval,
+            )
+        if self.timeline_secs > 0:
+            self.store.sample(self.timeline_secs)
+        if self.on_lost_holder is not None and self.store.client.zcount(
+            self.store.keys["holders"], "-inf", f"({int(time.time() * 1000)}"
+        ):
+            self.on_lost_holder()

@@ -1,0 +1,214 @@
+"""What a crawl holds, for an operator: ``status``, ``top``, and opening a crawl that
+must exist.
+
+Read-only except :func:`open_crawl`'s connection (and it never creates a crawl: a
+missing one raises :class:`NoSuchCrawl` naming where it looked). Used by the
+``ipr-crawl status|top|release-leases|report|history|reset`` commands, ``scrapy
+frontier``, and the scheduler's periodic log line.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+import msgpack
+
+from ipr_crawl.ordering.params import OrderingParams, parse_ordering
+from ipr_crawl.store.connection import FrontierUnavailable, connect, redact
+from ipr_crawl.store.frontier import FrontierStore
+from ipr_crawl.store.keys import crawl_keys
+from ipr_crawl.store.record import RECORD_SIZE, parse_record
+
+__all__ = ["NoSuchCrawl", "crawls", "open_crawl", "payload_summary", "status", "top"]
+
+
+class NoSuchCrawl(LookupError):
+    """The crawl (or the embedded store) does not exist where the caller looked."""
+
+
+def embedded_store_exists(data_dir: str) -> bool:
+    """Whether ``data_dir`` holds an embedded server's data (``ipr.rdb`` or its AOF)."""
+    return any(
+        os.path.exists(os.path.join(data_dir, name))
+        for name in ("ipr.rdb", "ipr.rdb.settings", "appendonlydir", "appendonly.aof")
+    )
+
+
+def crawls(client: Any) -> list[str]:
+    """The crawl ids of a Redis (keys ``ipr:{<id>}:meta``), sorted."""
+    found = set()
+    for key in client.scan_iter(match="ipr:{*}:meta", count=1000):
+        text = key.decode("utf-8", "replace")
+        found.add(text[len("ipr:{") : text.rindex("}:meta")])
+    return sorted(found)
+
+
+def open_crawl(crawl_id: str, redis_url: str = "", data_dir: str = ".scrapy/ipr") -> FrontierStore:
+    """The :class:`FrontierStore` of an existing crawl, with the ordering it was written
+    with. ``crawl_id`` ``""``: the only crawl there.
+
+    Raises :class:`NoSuchCrawl` (naming the folder or URL and the crawls found) when
+    there is no embedded store in ``data_dir`` (none is created), no such crawl, or
+    several and no id; :class:`~ipr_crawl.store.FrontierUnavailable` when Redis
+    cannot be reached; :class:`ValueError` for a malformed id.
+    """
+    if crawl_id:
+        crawl_keys(crawl_id)  # ValueError for a malformed id
+    where = redact(redis_url) if redis_url else f"the embedded store in {os.path.abspath(data_dir)}"
+    if not redis_url and not embedded_store_exists(data_dir):
+        raise NoSuchCrawl(
+            f"no embedded store in {os.path.abspath(data_dir)} (no ipr.rdb): run this in the Scrapy "
+            "project's folder (its .scrapy/ipr), or give --data-dir (IPR_DATA_DIR) or --redis-url (IPR_REDIS_URL)"
+        )
+    client = connect(redis_url, data_dir)
+    try:
+        present = crawls(client)
+        if not crawl_id:
+            if len(present) != 1:
+                raise NoSuchCrawl(
+                    f"{len(present)} crawls in {where}" + (f" ({', '.join(present)})" if present else "")
+                    + ": give --crawl-id"
+                )
+            crawl_id = present[0]
+        if crawl_id not in present:
+            raise NoSuchCrawl(
+                f"no crawl {crawl_id!r} in {where}; crawls there: {', '.join(present) or 'none'}"
+            )
+        label: Any = client.hget(crawl_keys(crawl_id)["meta"], "ordering")
+        ordering, cutoff = parse_ordering(label.decode() if label else "ipr")
+        return FrontierStore(client, crawl_id, OrderingParams(ordering=ordering, cutoff=cutoff))
+    except BaseException:
+        client.close()
+        raise
+
+
+def payload_summary(payload: bytes | None) -> dict[str, Any]:
+    """``url``, ``depth`` (Scrapy's ``meta["depth"]``, None if absent) and ``slot`` of
+    a stored request payload (format 2 of :mod:`ipr_crawl.scheduler.codec`: byte 2,
+    slot length n, n bytes of slot, the request as msgpack). Empty for a payload
+    that is missing or not that format."""
+    if not payload or payload[0] != 2 or len(payload) < 2:
+        return {}
+    n = payload[1]
+    try:
+        data = msgpack.unpackb(payload[2 + n :], raw=False, strict_map_key=False)
+    except (ValueError, msgpack.UnpackException):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    meta = data.get("meta") or {}
+    return {
+        "url": data.get("url", ""), "slot": payload[2 : 2 + n].decode("utf-8", "replace"),
+        "depth": meta.get("depth") if isinstance(meta, dict) else None,
+    }
+
+
+def top(store: FrontierStore, n: int, in_links: bool = True) -> list[dict[str, Any]]:
+    """The ``n`` best frontier entries, best first: ``url``, ``host``, ``score`` (the
+    ordering's score of the node record), ``priority`` (the frontier's order key),
+    ``seq`` (discovery number), ``depth`` and ``in_links`` (links to it among the
+    fetched pages; with ``in_links`` False: None, and no O(edges) scan)."""
+    c: Any = store.client
+    entries = c.zrange(store.keys["frontier"], 0, max(0, n - 1), withscores=True) if n > 0 else []
+    ids = [m[8:] for m, _ in entries]
+    if not ids:
+        return []
+    pipe = c.pipeline(transaction=False)
+    pipe.hmget(store.keys["node"], ids)
+    pipe.hmget(store.keys["req"], ids)
+    raws, payloads = pipe.execute()
+    counts: dict[Any, int] | None = None
+    if in_links:
+        wanted = dict.fromkeys(ids, 0)
+        for _, raw in c.hscan_iter(store.keys["node"], count=2000):
+            if len(raw) > RECORD_SIZE:
+                for target in parse_record(raw)[1]:
+                    if target in wanted:
+                        wanted[target] += 1
+        counts = wanted
+    out = []
+    for (_member, zscore), id_, raw, payload in zip(entries, ids, raws, payloads):
+        record = parse_record(raw)[0] if raw else None
+        summary = payload_summary(payload)
+        url = summary.get("url", "")
+        out.append({
+            "url": url, "host": urlsplit(url).hostname or "" if url else "",
+            "score": record.s if record else None, "priority": -zscore,
+            "seq": int(record.seq) if record else None, "depth": summary.get("depth"),
+            "in_links": counts[id_] if counts is not None else None, "id": id_.hex(),
+        })
+    return out
+
+
+def status(store: FrontierStore, revisits: bool = True) -> dict[str, Any]:
+    """Counts of a crawl: ``known``, ``fetched``, ``failed``, ``frontier``, ``forced``,
+    ``in_flight``; ``holders`` (:meth:`FrontierStore.holders`: each process, alive or
+    not, its last heartbeat and its requests in flight); ``revisits_due`` (due now)
+    and ``revisits_scheduled``; ``pages_per_sec`` over the last minute of the
+    timeline (None without two samples in it); ``ordering``; ``time`` (s since the epoch)."""
+    now = time.time()
+    out: dict[str, Any] = {"crawl_id": store.crawl_id, "ordering": store.params.label, "time": now}
+    out.update(store.counts())
+    out["holders"] = store.holders()
+    if revisits:
+        out["revisits_due"] = store.client.zcount(store.keys["due"], "-inf", now)
+        out["revisits_scheduled"] = store.client.zcard(store.keys["due"])
+    samples = [s for s in _last_samples(store, 120) if s["t"] >= now - 60 - 15]
+    if len(samples) >= 2 and samples[-1]["t"] > samples[0]["t"]:
+        first, last = samples[0], samples[-1]
+        out["pages_per_sec"] = (last["fetched"] - first["fetched"]) / (last["t"] - first["t"])
+    else:
+        out["pages_per_sec"] = None
+    return out
+
+
+def _last_samples(store: FrontierStore, count: int) -> list[dict[str, float]]:
+    c: Any = store.client
+    rows = []
+    for _, fields in reversed(c.xrevrange(store.keys["timeline"], count=count)):
+        row = {k.decode(): float(v) for k, v in fields.items()}
+        row["t"] /= 1000.0
+        rows.append(row)
+    return rows
+
+
+def format_status(st: dict[str, Any]) -> str:
+    """``status`` as text lines."""
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(st["time"]))
+    rate = "no samples in the last minute" if st["pages_per_sec"] is None else f"{st['pages_per_sec']:.1f} pages/s"
+    lines = [
+        f"crawl {st['crawl_id']!r} ordered by {st['ordering']} at {when}",
+        f"  known {st['known']:,}  fetched {st['fetched']:,}  failed {st['failed']:,}",
+        f"  frontier {st['frontier']:,}  forced {st['forced']:,}  in flight {st['in_flight']:,}",
+        f"  last minute: {rate}",
+    ]
+    if "revisits_due" in st:
+        lines.append(f"  revisits due now {st['revisits_due']:,} of {st['revisits_scheduled']:,} scheduled")
+    alive = [h for h in st["holders"] if h["alive"]]
+    lines.append(f"  processes alive: {len(alive)}")
+    for h in st["holders"]:
+        if not h["holder"]:
+            lines.append(f"    (no live holder)  in flight {h['in_flight']}")
+            continue
+        beat = "never" if h["last_beat"] is None else f"{max(0.0, st['time'] - h['last_beat']):.1f} s ago"
+        state = "alive" if h["alive"] else "LOST (heartbeat stopped; its leases go back at the next pop)"
+        lines.append(f"    {h['holder']}  {state}  spider {h.get('spider', '?')}  last heartbeat {beat}  "
+                     f"in flight {h['in_flight']}")
+    return "\n".join(lines)
+
+
+def format_top(rows: list[dict[str, Any]]) -> str:
+    """``top`` as a table."""
+    lines = [f"{'#':>4} {'score':>12} {'depth':>5} {'in':>5}  {'host':<24} url"]
+    for i, r in enumerate(rows, 1):
+        score = "-" if r["score"] is None else f"{r['score']:.6g}"
+        depth = "-" if r["depth"] is None else str(r["depth"])
+        inl = "-" if r["in_links"] is None else str(r["in_links"])
+        lines.append(f"{i:>4} {score:>12} {depth:>5} {inl:>5}  {r['host'][:24]:<24} {r['url']}")
+    return "\n".join(lines)
+
+
+__all__ += ["FrontierUnavailable", "embedded_store_exists", "format_status", "format_top"]

@@ -1,0 +1,147 @@
+"""Lease holders and heartbeats against a real redis-server: the leases of a process
+whose heartbeat is gone go back at the next pop of another; a living process keeps
+its own; an operator's release; the schema 3 -> 4 upgrade; the timeline and fetch
+order the status and report commands read."""
+
+from __future__ import annotations
+
+import time
+
+import msgpack
+
+from ipr_crawl.store import FrontierStore, Link
+from ipr_crawl.store.inspect import payload_summary, status, top
+
+
+def nid(n: int) -> bytes:
+    return n.to_bytes(8, "big")
+
+
+def payload(n: int) -> bytes:
+    return b"\x01req-%d" % n
+
+
+def _store(redis_client, crawl_id, n: int = 6) -> FrontierStore:
+    store = FrontierStore(redis_client, crawl_id, "ipr")
+    store.open()
+    for i in range(n):
+        store.enqueue(nid(i), 0, payload(i), False)
+    return store
+
+
+def test_leases_of_a_silent_holder_go_back_at_the_next_pop(redis_client, crawl_id):
+    store = _store(redis_client, crawl_id)
+    assert store.beat("dead", 0.05, {"pid": 1}) is False  # first beat: not registered before
+    assert store.beat("live", 60) is False
+    _, dead_items = store.pop(3, 600, holder="dead")
+    _, live_items = store.pop(1, 600, holder="live")
+    assert store.pop(0, 600, holder="live") == (0, [])  # "dead" still beats (50 ms)
+    time.sleep(0.1)
+    requeued, items = store.pop(0, 600, holder="live")
+    assert requeued == 3 and items == []
+    assert store.last_lost == (3, ["dead"])
+    assert store.counts()["in_flight"] == 1  # "live"'s lease stays
+    # the same requests are leased again, best first, with their payloads
+    _, again = store.pop(3, 600, holder="live")
+    assert sorted(m for m, _ in again) == sorted(m for m, _ in dead_items)
+    assert {p for _, p in again} == {p for _, p in dead_items}
+    # the lost holder is forgotten: counted once
+    assert store.pop(0, 600, holder="live") == (0, [])
+    assert int(redis_client.hget(store.keys["meta"], "holders_lost")) == 1
+    assert [h["holder"] for h in store.holders()] == ["live"]
+    assert store.holders()[0]["in_flight"] == 4
+    assert live_items[0][0] not in {m for m, _ in again}
+
+
+def test_a_caller_whose_own_beat_is_late_keeps_its_leases(redis_client, crawl_id):
+    store = _store(redis_client, crawl_id)
+    store.beat("slow", 0.05)
+    store.pop(2, 600, holder="slow")
+    time.sleep(0.1)
+    assert store.pop(0, 600, holder="slow") == (0, [])
+    assert store.counts()["in_flight"] == 2
+    assert store.beat("slow", 60) is True  # still registered: no lapse
+
+
+def test_a_lost_holder_that_beats_again_learns_it(redis_client, crawl_id):
+    store = _store(redis_client, crawl_id)
+    store.beat("a", 0.05)
+    store.beat("b", 60)
+    store.pop(2, 600, holder="a")
+    time.sleep(0.1)
+    store.pop(0, 600, holder="b")
+    assert store.beat("a", 60) is False  # its leases went to others
+
+
+def test_settling_forgets_the_holder_of_a_lease(redis_client, crawl_id):
+    store = _store(redis_client, crawl_id)
+    store.beat("h", 60)
+    _, items = store.pop(4, 600, holder="h")
+    store.record_page(items[0][0][8:], 0, [Link(nid(99), 0, payload(99))], lease=items[0][0])
+    store.ack("fail", [(items[1][0], items[1][0][8:])])
+    store.ack("release", [(items[2][0], items[2][0][8:])])
+    store.enqueue(nid(50), 0, payload(50), False, lease=items[3][0])
+    assert redis_client.hlen(store.keys["lease_by"]) == 0
+    assert store.counts()["in_flight"] == 0
+
+
+def test_release_modes(redis_client, crawl_id):
+    store = _store(redis_client, crawl_id, 8)
+    store.beat("live", 60)
+    store.beat("gone", 0.01)
+    store.pop(2, 600, holder="live")
+    store.pop(2, 600, holder="gone")
+    store.pop(2, 600)  # no holder: bounded by the lease time only
+    time.sleep(0.05)
+    n, forgotten = store.release("dead")
+    assert (n, forgotten) == (4, ["gone"])
+    assert store.counts()["in_flight"] == 2
+    n, forgotten = store.release("holder", "live")
+    assert (n, forgotten) == (2, ["live"])
+    assert store.counts() | {} == store.counts() and store.counts()["in_flight"] == 0
+    assert store.counts()["frontier"] == 8
+    store.beat("x", 60)
+    store.pop(3, 600, holder="x")
+    assert store.release("all") == (3, ["x"])
+    assert redis_client.zcard(store.keys["holders"]) == 0
+
+
+def test_schema_3_crawl_is_upgraded(redis_client, crawl_id):
+    store = _store(redis_client, crawl_id)
+    store.pop(2, 600)
+    far = int((time.time() + 3600) * 1000)
+    for m in redis_client.zrange(store.keys["lease"], 0, -1):
+        redis_client.zadd(store.keys["lease"], {m: far})  # schema 3 kept deadlines
+    redis_client.hset(store.keys["meta"], "schema", 3)
+    again = FrontierStore(redis_client, crawl_id, "ipr")
+    assert again.open() is True
+    assert int(redis_client.hget(store.keys["meta"], "schema")) == 4
+    assert all(s <= time.time() * 1000 for _, s in redis_client.zrange(store.keys["lease"], 0, -1, withscores=True))
+    time.sleep(0.05)
+    assert again.pop(0, 0.01)[0] == 2
+
+
+def test_timeline_fetch_order_status_and_top(redis_client, crawl_id):
+    store = _store(redis_client, crawl_id, 0)
+    store.enqueue(nid(1), 0, b"\x02\x01a\x81\xa3url\xb2http://a.test/seed", False)
+    store.beat("h", 60, {"spider": "s", "heartbeat_secs": 30})
+    assert store.sample(60) is True
+    assert store.sample(60) is False  # at most one per interval
+    _, [(m, p)] = store.pop(1, 600, holder="h")
+    assert payload_summary(p) == {"url": "http://a.test/seed", "slot": "a", "depth": None}
+    links = [Link(nid(i), 0, b"\x02\x01a" + msgpack.packb({"url": f"http://a.test/{i}", "meta": {"depth": 1}}))
+             for i in range(2, 5)]
+    store.record_page(nid(1), 0, links, lease=m)
+    store.record_page(nid(2), 0, [Link(nid(3), 0, b"")])
+    assert store.fetch_order() == [nid(1), nid(2)]
+    redis_client.hdel(store.keys["meta"], "sampled_at")
+    assert store.sample(60) is True
+    rows = store.timeline()
+    assert [r["fetched"] for r in rows] == [0, 2]
+    assert rows[-1]["known"] == 4 and rows[-1]["frontier"] == 2 and rows[-1]["holders"] == 1
+    st = status(store)
+    assert (st["fetched"], st["frontier"], st["in_flight"]) == (2, 2, 0)
+    assert [h["holder"] for h in st["holders"]] == ["h"] and st["holders"][0]["alive"]
+    best = top(store, 5)
+    assert best[0]["url"] == "http://a.test/3" and best[0]["in_links"] == 2 and best[0]["depth"] == 1
+    assert best[0]["host"] == "a.test" and len(best) == 2
