@@ -206,7 +206,8 @@ def test_dropped_response_settles_its_lease(harness):
     assert isinstance(out, IgnoreRequest)
     assert h.redis.zcard(h.store.keys["lease"]) == 0
     assert not h.redis.hexists(h.store.keys["req"], member)
-    assert h.store.due_at(node_id(url)) == T0 + 15 * DAY + 150 * DAY  # U/T = 1: mu_high * tau_prev
+    # U/T = 1: mu_high * tau_prev = 150 d, capped by IPR_REVISIT_MAX_SECS (default 90 d)
+    assert h.store.due_at(node_id(url)) == T0 + 15 * DAY + 90 * DAY
 
 
 def test_gone_and_redirect_stop_revisits(harness):
