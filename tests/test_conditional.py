@@ -318,3 +318,18 @@ def test_a_lost_revisit_is_due_again_after_the_retry_time(harness):
     assert h.refresher.refresh() == 0  # not moved twice
     h.refresher.clock.advance_to(T0 + 15 * DAY + 7200)  # the response never came
     assert h.refresher.refresh() == 1
+
+
+def test_visits_scheduled_beyond_the_max_are_pulled_in_at_start(harness, caplog):
+    """A URL an earlier version pushed out by decades (a burst of 304s) is due at
+    IPR_REVISIT_MAX_SECS after the next start, not in 2067."""
+    h = harness(IPR_REVISIT_MAX_SECS=0)
+    url = "http://site.test/far"
+    h.fetch(url, b"v1")
+    far = T0 + 15_000 * DAY
+    h.redis.zadd(h.store.keys["due"], {node_id(url): far})
+    h.close()
+    with caplog.at_level("INFO"):
+        again = harness(IPR_REVISIT_MAX_SECS=90 * DAY)
+    assert again.store.due_at(node_id(url)) == T0 + 90 * DAY
+    assert "1 revisits were scheduled later than IPR_REVISIT_MAX_SECS" in caplog.text

@@ -30,6 +30,7 @@ import time
 from typing import Protocol
 
 from ipr_crawl.config import RevisitConfig
+from ipr_crawl.revisit.policy import FixedPolicy
 from ipr_crawl.store.revisit import RevisitStore
 
 __all__ = ["SIM_TIME_HEADER", "Clock", "Refresher", "SystemClock", "VirtualClock"]
@@ -102,6 +103,19 @@ class Refresher:
             logger.warning(
                 "ipr-crawl: IPR_REVISIT_POLICY=%s asks for intervals below IPR_REVISIT_MIN_SECS=%g; "
                 "they are raised to %g s", cfg.policy.name, floor, floor,
+            )
+        if cfg.max_interval > 0:
+            pulled = store.clamp_due(self.opened_at + cfg.max_interval)
+            if pulled:
+                logger.info(
+                    "ipr-crawl: %d revisits were scheduled later than IPR_REVISIT_MAX_SECS=%g s from now "
+                    "(by an earlier version or setting); moved to that bound", pulled, cfg.max_interval,
+                )
+        if cfg.max_interval > 0 and isinstance(cfg.policy, FixedPolicy) and cfg.policy.interval > cfg.max_interval:
+            logger.warning(
+                "ipr-crawl: IPR_REVISIT_POLICY=%s asks for intervals above IPR_REVISIT_MAX_SECS=%g; "
+                "they are lowered to %g s (set IPR_REVISIT_MAX_SECS=0 for no bound)",
+                cfg.policy.name, cfg.max_interval, cfg.max_interval,
             )
         self._last_refresh = -1e18
         self._swept = False

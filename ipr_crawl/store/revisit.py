@@ -114,6 +114,15 @@ class RevisitStore:
         moved, first = self._refresh(keys=keys, args=args)
         return int(moved), (float(first) if first else None)
 
+    def clamp_due(self, latest: float) -> int:
+        """Move every visit scheduled after ``latest`` (s) to ``latest``; returns how
+        many moved (a bound lowered since they were scheduled)."""
+        c: Any = self.client
+        late = c.zrangebyscore(self.keys["due"], f"({latest!r}", "+inf")
+        if late:
+            c.zadd(self.keys["due"], dict.fromkeys(late, latest))
+        return len(late)
+
     def unschedule(self, ids: list[bytes]) -> int:
         """Stop revisiting these nodes (e.g. URLs that redirect); returns how many were scheduled."""
         if not ids:
