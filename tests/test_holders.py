@@ -145,3 +145,27 @@ def test_timeline_fetch_order_status_and_top(redis_client, crawl_id):
     best = top(store, 5)
     assert best[0]["url"] == "http://a.test/3" and best[0]["in_links"] == 2 and best[0]["depth"] == 1
     assert best[0]["host"] == "a.test" and len(best) == 2
+
+
+def test_a_busy_process_keeps_beating_from_its_thread(redis_client, crawl_id):
+    """A callback that holds the CPU (and the GIL) for 5 heartbeat intervals does not
+    make its process look dead: the heartbeat thread still runs."""
+    from ipr_crawl.scheduler.heartbeat import Heartbeat
+
+    store = _store(redis_client, crawl_id)
+    beat = Heartbeat(store, "busy", 0.2, {"spider": "s"})
+    beat.start()
+    try:
+        store.pop(2, 600, holder="busy")
+        store.beat("other", 60)
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:  # a CPU-bound callback
+            sum(range(1000))
+        assert store.pop(0, 600, holder="other") == (0, [])
+        assert store.last_lost == (0, [])
+        assert beat.beats >= 3 and beat.lapses == 0
+    finally:
+        beat.stop()
+    time.sleep(0.5)  # stopped: silent for more than 2 x 0.2 s
+    assert store.pop(0, 600, holder="other")[0] == 2
+    assert store.last_lost == (2, ["busy"])
