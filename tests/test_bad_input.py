@@ -46,7 +46,7 @@ def bad_crawl(badsite, tmp_path_factory):
         "IPR_GRAPH_STAY_ON_HOSTS": False,  # the server is the proxy for every host
         "IPR_MAX_LINKS_PER_PAGE": MAX_LINKS,
         "URLLENGTH_LIMIT": 16384,
-        "IPR_LEASE_SECS": 20,
+        # (the default IPR_LEASE_SECS: a 20 s lease let a slow 50 MB download expire and go out twice under load)
         "RETRY_TIMES": 1,
         "DOWNLOAD_TIMEOUT": 30,
         "CLOSESPIDER_TIMEOUT": 300,
