@@ -40,16 +40,20 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import IO, Any
 
 from ipr_crawl.evaluation import import_eval
+from ipr_crawl.revisit.budget import YEAR, RateHistogram, access_rate, solve_nu
 from ipr_crawl.revisit.policy import (
     DAY,
+    HarmonicPolicy,
+    Multiplier,
     Policy,
     access,
     bucket,
+    estimated_rate,
     next_due,
     parse_duration,
     parse_policy,
@@ -215,6 +219,113 @@ def simulate_page(
     return PageResult(len(starts), fetched, len(visits), len(cd), window, visits, starts, got)
 
 
+def simulate_budget(
+    windows: Sequence[tuple[Page, float, float]],
+    policy: HarmonicPolicy,
+    resolution: float = DAY,
+    use_last_modified: bool = False,
+    min_interval: float = 0.0,
+    max_interval: float = 0.0,
+    refresh: float = DAY,
+    true_rates: Sequence[float] | None = None,
+    weights: Sequence[float] | None = None,
+) -> list[PageResult]:
+    """Every page under one budget policy at once (the budget couples them): accesses
+    in time order; every ``refresh`` s of simulated time ``nu`` is solved again, as the
+    crawl's refresher does, over the pages being observed then, from a
+    :class:`~ipr_crawl.revisit.budget.RateHistogram` of their estimated rates (or, the
+    bound, from ``true_rates``: each page's mean rate over its window, which then also
+    replaces the estimate in its intervals). ``weights``: per window (default 1).
+    Returns one :class:`PageResult` per window, in order. The rules of a visit are
+    :func:`simulate_page`'s."""
+    import heapq
+
+    mult = Multiplier()
+    pol = replace(policy, multiplier=mult)
+    n = len(windows)
+    w = list(weights) if weights is not None else [1.0] * n
+    lmv = "sim" if use_last_modified else ""
+    hist = RateHistogram()
+    keys: list[tuple[int, int] | None] = [None] * n
+    cds: list[list[float]] = []
+    starts: list[list[float]] = []
+    got: list[list[bool]] = []
+    visits: list[list[float]] = [[] for _ in range(n)]
+    states: list[Any] = [None] * n
+    seen = [0] * n
+    fetched = [1] * n
+    heap: list[tuple[float, int]] = []
+    for i, (page, w0, w1) in enumerate(windows):
+        t = bucket(w0, resolution)
+        cd = sorted({bucket(c, resolution) for c in page.changes if w0 < c <= w1})
+        cd = [c for c in cd if c > t]
+        cds.append(cd)
+        starts.append([t] + cd)
+        got.append([True] + [False] * len(cd))
+        heap.append((t, i))
+    heapq.heapify(heap)
+    active = 0
+    next_solve = -math.inf
+
+    def rate_of(i: int) -> float:
+        return true_rates[i] if true_rates is not None else estimated_rate(states[i])
+
+    def tau_of(i: int, tau: float) -> float:
+        if true_rates is None:
+            return tau
+        rho = access_rate(true_rates[i], w[i], pol.nu)
+        return 1 / rho if rho > 0 else math.inf
+
+    # Spend control (as the refresher does): the accesses the budget allowed so far
+    # over those spent, applied to the next solve, so that pages that cannot spend
+    # their share (their window ends first, intervals rounded to buckets) do not
+    # leave the budget unspent.
+    allowed = spent = 0.0
+    last_solve: float | None = None
+    rate_now = 0.0
+    while heap:
+        t, i = heapq.heappop(heap)
+        if t >= next_solve and len(hist):
+            if last_solve is not None:
+                allowed += rate_now * (t - last_solve)
+            rate_now = pol.budget.total_rate(active)
+            gain = min(2.0, max(0.5, allowed / spent)) if spent and allowed else 1.0
+            mult.nu = solve_nu(hist.groups(), rate_now * gain)
+            last_solve = t
+            next_solve = t + refresh
+        spent += 1
+        if states[i] is None:
+            states[i], tau = access(pol, None, t, False, weight=w[i], last_modified=lmv)
+            active += 1
+        else:
+            k = bisect.bisect_right(cds[i], t)
+            changed = k > seen[i]
+            lm = cds[i][k - 1] if (changed and use_last_modified) else None
+            states[i], tau = access(pol, states[i], t, changed, modified_at=lm, weight=w[i], last_modified=lmv)
+            if changed:
+                got[i][k] = True
+                fetched[i] += 1
+                seen[i] = k
+        visits[i].append(t)
+        old_key = keys[i]
+        if old_key is not None:
+            hist.discard(old_key)
+        keys[i] = hist.add(rate_of(i), w[i])
+        t_next = next_due(t, tau_of(i, tau), resolution, min_interval, max_interval)
+        if t_next > windows[i][2]:
+            hist.discard(hist.key(rate_of(i), w[i]))
+            keys[i] = None
+            active -= 1
+        else:
+            heapq.heappush(heap, (t_next, i))
+    results = []
+    for i, (_, _, w1) in enumerate(windows):
+        window = bucket(w1, resolution) - starts[i][0]
+        results.append(PageResult(len(starts[i]), fetched[i], len(visits[i]), len(cds[i]), window, visits[i],
+                                  starts[i], got[i]))
+    return results
+
+
 def interval_bucket(days: float) -> tuple[float, float]:
     """Tamura & Kitsuregawa 2008, Fig. 6-8 buckets of a mean change interval (days): 1-day buckets below
     30, 10-day buckets in [30, 100), 30-day buckets from 100.
@@ -279,7 +390,7 @@ def _windows(pages: Iterable[Page], start: float | None, end: float | None) -> I
 
 def simulate(
     pages: Sequence[Page],
-    policies: Sequence[str],
+    policies: Sequence[str | Policy],
     resolution: float = DAY,
     start: float | None = None,
     end: float | None = None,
@@ -299,15 +410,25 @@ def simulate(
         "policies": {},
     }
     months: dict[float, str] = {}
+    page_years = sum(w1 - w0 for _, w0, w1 in windows) / YEAR
     for spec in policies:
-        policy = parse_policy(spec)
+        policy = parse_policy(spec) if isinstance(spec, str) else spec
+        spec = policy.name if not isinstance(spec, str) else spec
         bar = _Progress(spec, len(windows), progress) if progress is not None else None
         cov_all = eff_all = cov_ch = eff_ch = cov_multi = eff_multi = 0.0
         n_changed = n_multi = accesses = fetched = true_versions = 0
         by_interval: dict[tuple[float, float], list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0, 0, 0])
         by_month: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
-        for i, (page, w0, w1) in enumerate(windows):
-            r = simulate_page(policy, w0, w1, page.changes, resolution, use_last_modified, min_interval, max_interval)
+        if isinstance(policy, HarmonicPolicy):
+            results: Iterable[PageResult] = simulate_budget(
+                windows, policy, resolution, use_last_modified, min_interval, max_interval,
+            )
+        else:
+            results = (
+                simulate_page(policy, w0, w1, page.changes, resolution, use_last_modified, min_interval, max_interval)
+                for page, w0, w1 in windows
+            )
+        for i, r in enumerate(results):
             cov, eff = r.coverage, r.efficiency
             cov_all += cov
             eff_all += eff
@@ -349,6 +470,7 @@ def simulate(
             "coverage_multi": cov_multi / n_multi if n_multi else None,
             "efficiency_multi": eff_multi / n_multi if n_multi else None,
             "pages": n,
+            "accesses_per_page_year": accesses / page_years if page_years else None,
             "pages_changed": n_changed,
             "pages_multi": n_multi,
             "accesses": accesses,

@@ -48,11 +48,23 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ipr_crawl.revisit.budget import (
+    PRIOR_CHANGES,
+    PRIOR_TIME,
+    YEAR,
+    Budget,
+    access_rate,
+    change_rate,
+    parse_budget,
+)
+
 __all__ = [
     "CHANGE_CLASSES",
     "DAY",
     "AimdPolicy",
     "FixedPolicy",
+    "HarmonicPolicy",
+    "Multiplier",
     "MlePolicy",
     "NutchAdaptivePolicy",
     "Policy",
@@ -60,6 +72,8 @@ __all__ = [
     "access",
     "bucket",
     "earned_growth",
+    "estimated_rate",
+    "harmonic_interval",
     "first_access",
     "format_duration",
     "next_due",
@@ -195,7 +209,39 @@ class FixedPolicy:
         return self.interval
 
 
-Policy = MlePolicy | AimdPolicy | NutchAdaptivePolicy | FixedPolicy
+class Multiplier:
+    """The budget's Lagrange multiplier ``nu``, shared by every URL of a crawl and set
+    by whoever solves it (the refresher, the simulator); None until first solved."""
+
+    def __init__(self, nu: float | None = None) -> None:
+        self.nu = nu
+
+
+@dataclass(frozen=True)
+class HarmonicPolicy:
+    """Revisits under a budget (:mod:`ipr_crawl.revisit.budget`; Kolobov, Peres, Lu &
+    Horvitz 2019): the next interval is ``1 / rho`` for the URL's estimated change
+    rate and weight and the crawl's multiplier ``multiplier.nu``. Until ``nu`` is
+    first solved, every URL is taken at the prior rate and the budget split evenly
+    (``N/y``: one visit every year/N; ``N/d``: ``tau2``)."""
+
+    budget: Budget
+    tau2: float = 15 * DAY
+    multiplier: Multiplier = field(default_factory=Multiplier, compare=False)
+    name: str = field(default="", compare=False)
+
+    def initial_nu(self) -> float:
+        """``nu`` at which a URL of the prior rate and weight 1 gets the even share."""
+        lam = PRIOR_CHANGES / PRIOR_TIME
+        rho = self.budget.amount / YEAR if self.budget.per == "y" else 1 / self.tau2
+        return lam / (rho * (rho + lam))
+
+    @property
+    def nu(self) -> float:
+        return self.multiplier.nu if self.multiplier.nu is not None else self.initial_nu()
+
+
+Policy = MlePolicy | AimdPolicy | NutchAdaptivePolicy | FixedPolicy | HarmonicPolicy
 
 # -- durations and specs ---------------------------------------------------------------
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": DAY, "w": 7 * DAY, "y": 365 * DAY}
@@ -253,6 +299,9 @@ def parse_policy(spec: str) -> Policy:
     - ``nutch-adaptive[:INC][:DEC][:MIN][:MAX][:TAU2]``; defaults ``0.4``,
       ``0.2``, ``60s``, ``365d``, ``30d`` (Nutch's).
     - ``fixed:INTERVAL``.
+    - ``harmonic[:BUDGET]``: revisits under a budget, ``N/y`` (per URL per year) or
+      ``N/d`` (per day for the whole crawl); default ``4/y``
+      (:class:`HarmonicPolicy`).
 
     Optional fields may also be given as ``key=value`` (``mu``, ``tau2``,
     ``alpha``, ``d``, ``r``, ``inc``, ``dec``, ``min``, ``max``).
@@ -358,6 +407,15 @@ def _build(head: str, pos: list[str], kv: dict[str, str], raw: str) -> Policy:
         if not 0 < shortest <= longest or t2 <= 0:
             raise ValueError("need 0 < min <= max and tau2 > 0")
         return NutchAdaptivePolicy(inc, dec, shortest, longest, t2, name=raw)
+    if head == "harmonic":
+        take_kv({"tau2"})
+        if len(pos) > 1:
+            raise ValueError("harmonic takes one budget, N/d or N/y (e.g. harmonic:8/y)")
+        budget = parse_budget(pos[0] if pos else "4/y")
+        t2 = parse_duration(kv.get("tau2", "15d"))
+        if t2 <= 0:
+            raise ValueError("tau2 must be > 0")
+        return HarmonicPolicy(budget, t2, name=raw)
     if head == "fixed":
         take_kv({"tau2"})
         if len(pos) != 1:
@@ -368,7 +426,7 @@ def _build(head: str, pos: list[str], kv: dict[str, str], raw: str) -> Policy:
         return FixedPolicy(value, name=raw)
     raise ValueError(
         f"policy {raw!r}: unknown estimator {head!r}; allowed mle-min, mle-avg, mle-mix, "
-        "aimd, nutch-adaptive, fixed"
+        "aimd, nutch-adaptive, fixed, harmonic"
     )
 
 
@@ -434,7 +492,22 @@ def update(
     return state
 
 
-def next_interval(policy: Policy, state: RevisitState, changed: bool | None = None) -> float:
+def harmonic_interval(policy: HarmonicPolicy, state: RevisitState, weight: float = 1.0) -> float:
+    """``1 / rho`` (s) for the URL's estimated change rate (:func:`estimated_rate`),
+    ``weight`` and the policy's ``nu``."""
+    rho = access_rate(estimated_rate(state), weight, policy.nu)
+    return 1 / rho if rho > 0 else math.inf
+
+
+def estimated_rate(state: RevisitState) -> float:
+    """The URL's change rate (per s; :func:`ipr_crawl.revisit.budget.change_rate`),
+    with the Last-Modified estimator when the URL sends a Last-Modified."""
+    return change_rate(state.accesses, state.m, state.T, state.U, bool(state.last_modified))
+
+
+def next_interval(
+    policy: Policy, state: RevisitState, changed: bool | None = None, weight: float = 1.0
+) -> float:
     """The interval (s) from the latest access to the next one.
 
     After the first access it is the policy's ``tau2``. Otherwise MLE uses Tamura & Kitsuregawa 2008's rule
@@ -442,6 +515,8 @@ def next_interval(policy: Policy, state: RevisitState, changed: bool | None = No
     chosen interval ``state.interval`` (or ``tau2`` if none) by whether the latest
     access saw a change (``changed``; default: inferred from ``unchanged_run``).
     """
+    if isinstance(policy, HarmonicPolicy):
+        return harmonic_interval(policy, state, weight)
     if state.accesses <= 1:
         return policy.tau2
     prev = _previous_interval(policy, state)
@@ -528,7 +603,11 @@ def access(
     now: float,
     changed: bool,
     modified_at: float | None = None,
-    **validators: str,
+    *,
+    weight: float = 1.0,
+    etag: str | None = None,
+    last_modified: str | None = None,
+    digest: str | None = None,
 ) -> tuple[RevisitState, float]:
     """One access at ``now`` (s): the first one creates the state, a later one
     updates it (:func:`update`, in place); then the policy chooses the next
@@ -543,13 +622,14 @@ def access(
     >>> tau / DAY, access(parse_policy("aimd:1d:0.5:2d"), s, 2 * DAY, changed=False)[1] / DAY
     (2.0, 3.0)
     """
+    validators = {k: v for k, v in (("etag", etag), ("last_modified", last_modified), ("digest", digest)) if v is not None}
     if state is None:
         state = first_access(now, **validators)
-        tau = next_interval(policy, state)
+        tau = next_interval(policy, state, weight=weight)
     else:
         before = state.last
         update(state, now, changed, modified_at, None, **validators)
-        tau = next_interval(policy, state, changed if state.accesses > 1 else None)
+        tau = next_interval(policy, state, changed if state.accesses > 1 else None, weight)
         tau = earned_growth(tau, _previous_interval(policy, state), now - before)
     state.interval = tau
     return state, tau

@@ -79,6 +79,10 @@ class RevisitObserver:
             headers[b"If-Modified-Since"] = state.last_modified
         return headers
 
+    def weight(self, request: Request) -> float:
+        """The URL's weight in the revisit budget (``IPR_REVISIT_WEIGHT``; uniform: 1)."""
+        return 1.0
+
     def payload(self, request: Request) -> bytes:
         """The stored copy of ``request`` its revisits are made from (no validators,
         no per-fetch meta; a callback that is not a spider method becomes ``parse``)."""
@@ -120,7 +124,7 @@ class RevisitObserver:
         t = bucket(clock.now(), cfg.resolution)
         etag = _header(response, b"ETag")
         last_modified = _header(response, b"Last-Modified")
-        validators = {}
+        validators: dict[str, str] = {}
         if etag:
             validators["etag"] = etag
         if last_modified:
@@ -138,7 +142,7 @@ class RevisitObserver:
                 kind = "changed"
         changed = kind == "changed"
         modified_at = parse_http_date(last_modified) if (changed and cfg.use_last_modified) else None
-        state, tau = access(cfg.policy, state, t, changed, modified_at, **validators)
+        state, tau = access(cfg.policy, state, t, changed, modified_at, weight=self.weight(request), **validators)
         due = next_due(t, tau, cfg.resolution, cfg.min_interval, cfg.max_interval)
         drop = kind == "not_modified" or (kind == "unchanged" and cfg.skip_unchanged)
         payload = self.payload(request) if kind in ("new", "changed") else b""
