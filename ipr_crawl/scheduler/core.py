@@ -267,6 +267,8 @@ class IprScheduler(BaseScheduler):
             on_lost_holder=lost_holder, timeline_secs=cfg.timeline_secs,
         )
         self.heartbeat.start()
+        if cfg.timeline_secs > 0:
+            self.store.sample(cfg.timeline_secs)  # the timeline starts with the crawl
         if cfg.logstats_interval > 0:
             self._logstats = task.LoopingCall(self.guard, self.log_frontier)
             self._logstats.start(cfg.logstats_interval, now=False)
@@ -399,6 +401,8 @@ class IprScheduler(BaseScheduler):
                 self._stats_inc("ipr/lease/released", released)
                 logger.info("ipr-crawl: %d requests leased by this process and not settled went back to "
                             "the frontier", released)
+        if self.config.timeline_secs > 0:
+            self.store.sample(0)  # the timeline ends with the crawl as it closed
         counts = self.store.counts()
         for name, value in counts.items():
             self._stats_set(f"ipr/frontier/{name}", value)
