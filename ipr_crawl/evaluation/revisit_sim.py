@@ -654,6 +654,11 @@ def add_revisit_sim_parser(sub: Any) -> None:
     p.add_argument("--title", default="", help="plot title")
     p.add_argument("--markdown", help="write the tables here (Markdown)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("--budgets", help="compare at equal budgets instead: accesses per page per year, e.g. "
+                   "0.5/y,1/y,2/y,4/y,8/y (each policy's time scale swept to spend each; harmonic runs at "
+                   "each budget; plus the true-rate and change-time bounds)")
+    p.add_argument("--weights", help="page weights for PageRank-weighted coverage (and harmonic's w): "
+                   "the log's link graph, src_url<TAB>dst_url (.tsv or .tsv.gz)")
     p.set_defaults(func=run)
 
 
@@ -668,6 +673,8 @@ def run(args: argparse.Namespace) -> int:
     pages = load_log(args.changes, args.pages)
     if not args.quiet:
         print(f"loaded {len(pages)} pages, {sum(len(p.changes) for p in pages)} changes in {time.monotonic() - t0:.1f}s", file=sys.stderr)
+    if args.budgets:
+        return _run_budgets(args, specs, pages, resolution, start, end)
     result = simulate(
         pages, specs, resolution, start, end, args.last_modified,
         parse_duration(args.min_interval), parse_duration(args.max_interval),
@@ -684,4 +691,29 @@ def run(args: argparse.Namespace) -> int:
     if args.markdown:
         with open(args.markdown, "w", encoding="utf-8") as f:
             f.write(markdown(result) + "\n")
+    return 0
+
+
+def _run_budgets(
+    args: argparse.Namespace, specs: list[str], pages: list[Page], resolution: float,
+    start: float | None, end: float | None,
+) -> int:
+    from ipr_crawl.evaluation.revisit_budget import equal_budget, format_budgets, pagerank_weights, plot_budgets
+    from ipr_crawl.revisit.budget import parse_budget
+
+    budgets = [parse_budget(b) for b in args.budgets.split(",") if b.strip()]
+    weights = pagerank_weights(pages, args.weights) if args.weights else None
+    result = equal_budget(
+        pages, specs, budgets, resolution, args.last_modified, weights, start, end,
+        progress=None if args.quiet else sys.stderr,
+    )
+    result["changes"] = args.changes
+    result["pages_file"] = args.pages
+    result["weights"] = args.weights
+    print(format_budgets(result))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=1)
+    if args.plot:
+        plot_budgets(result, args.plot, args.title)
     return 0

@@ -1,0 +1,254 @@
+"""Revisit policies compared at equal budgets (``ipr-crawl revisit-sim --budgets``).
+
+A policy's figures mean little alone: a policy that fetches more often catches more
+changes. Here every policy is brought to the same number of accesses per page per
+year (its *budget*) and compared there:
+
+- ``harmonic:B/y`` is run at each budget B as it is (the budget is its parameter;
+  :func:`~ipr_crawl.evaluation.revisit_sim.simulate_budget`);
+- every other policy is run over a grid of time scales (:func:`scaled`: every duration
+  of the policy, and MLE's multiplier, times ``s``), then once more at the scale
+  interpolated (log-log) for each budget; its row reports what that run spent;
+- two bounds: the harmonic rule fed each page's true mean change rate over its
+  window (the rate estimate is then perfect; Kolobov et al. 2019's setting), and an
+  oracle that knows the change times: it spends the budget on the changes that
+  raise the mean coverage most (each access right after a change catches it; a
+  page's share of coverage per caught version is ``1/versions``, so the oracle
+  catches the versions of the pages with the fewest versions first).
+
+Coverage and efficiency are the simulator's (over pages with at least one change;
+Tamura & Kitsuregawa 2008, §5.1); ``coverage_weighted`` weighs each page by its
+PageRank in the log's link graph (``--weights``), the importance a crawl's ordering
+gives it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import IO, Any
+
+from ipr_crawl.evaluation.revisit_sim import (
+    Page,
+    PageResult,
+    _windows,
+    simulate_budget,
+    simulate_page,
+)
+from ipr_crawl.revisit.budget import YEAR, Budget
+from ipr_crawl.revisit.policy import (
+    DAY,
+    AimdPolicy,
+    FixedPolicy,
+    HarmonicPolicy,
+    MlePolicy,
+    NutchAdaptivePolicy,
+    Policy,
+    bucket,
+    parse_policy,
+)
+
+__all__ = ["equal_budget", "oracle", "pagerank_weights", "plot_budgets", "scaled"]
+
+#: Time scales tried for each non-budget policy before interpolating.
+SCALES = (1 / 16, 1 / 4, 1.0, 4.0, 16.0, 64.0)
+
+
+def scaled(policy: Policy, s: float) -> Policy:
+    """``policy`` with every duration times ``s`` (MLE: ``tau2`` and the multiplier
+    ``alpha``; AIMD: ``d`` and ``tau2``; Nutch: min, max and ``tau2``; fixed: the
+    interval). The spec name gets ``@s``."""
+    name = f"{policy.name}@{s:.4g}"
+    if isinstance(policy, FixedPolicy):
+        return replace(policy, interval=policy.interval * s, name=name)
+    if isinstance(policy, AimdPolicy):
+        return replace(policy, d=policy.d * s, tau2=policy.tau2 * s, name=name)
+    if isinstance(policy, NutchAdaptivePolicy):
+        return replace(policy, min_interval=policy.min_interval * s, max_interval=policy.max_interval * s,
+                       tau2=policy.tau2 * s, name=name)
+    if isinstance(policy, MlePolicy):
+        return replace(policy, tau2=policy.tau2 * s, alpha=policy.alpha * s, name=name)
+    raise TypeError(f"cannot scale {policy!r}")
+
+
+def _summary(results: Sequence[PageResult], windows: Sequence[tuple[Page, float, float]],
+             weights: Sequence[float]) -> dict[str, float]:
+    years = sum(w1 - w0 for _, w0, w1 in windows) / YEAR
+    changed = [(r, w) for r, w in zip(results, weights) if r.change_buckets]
+    total_w = sum(w for _, w in changed)
+    return {
+        "accesses_per_page_year": sum(r.accesses for r in results) / years,
+        "coverage": sum(r.coverage for r, _ in changed) / len(changed),
+        "efficiency": sum(r.efficiency for r, _ in changed) / len(changed),
+        "coverage_weighted": sum(r.coverage * w for r, w in changed) / total_w,
+    }
+
+
+def oracle(windows: Sequence[tuple[Page, float, float]], budget: float, weights: Sequence[float],
+           resolution: float = DAY) -> dict[str, float]:
+    """The bound of a crawler that knows the change times (module doc), at ``budget``
+    accesses per page per year (first accesses included)."""
+    years = sum(w1 - w0 for _, w0, w1 in windows) / YEAR
+    versions = []
+    for page, w0, w1 in windows:
+        t = bucket(w0, resolution)
+        cd = {bucket(c, resolution) for c in page.changes if w0 < c <= w1}
+        versions.append(1 + len([c for c in cd if c > t]))
+    spare = budget * years - len(windows)  # every page's first access is given
+    caught = [1] * len(windows)
+    for i in sorted(range(len(windows)), key=lambda i: versions[i]):
+        if spare <= 0:
+            break
+        take = min(versions[i] - 1, int(spare))
+        caught[i] += take
+        spare -= take
+    changed = [i for i in range(len(windows)) if versions[i] > 1]
+    total_w = sum(weights[i] for i in changed)
+    spent = len(windows) + sum(c - 1 for c in caught)
+    return {
+        "accesses_per_page_year": spent / years,
+        "coverage": sum(caught[i] / versions[i] for i in changed) / len(changed),
+        "efficiency": 1.0,
+        "coverage_weighted": sum(weights[i] * caught[i] / versions[i] for i in changed) / total_w,
+    }
+
+
+def pagerank_weights(pages: Sequence[Page], links_path: str) -> list[float]:
+    """Each page's PageRank (networkx, damping 0.85) in the link graph of
+    ``links_path`` (``src_url<TAB>dst_url``, optional header), scaled to mean 1 over
+    ``pages``; a page outside the graph gets the smallest weight found."""
+    import networkx as nx
+
+    from ipr_crawl.evaluation.revisit_sim import _rows
+
+    graph = nx.DiGraph()
+    for _, row in _rows(links_path, 2):
+        graph.add_edge(row[0], row[1])
+    rank = nx.pagerank(graph, alpha=0.85) if graph.number_of_nodes() else {}
+    floor = min(rank.values()) if rank else 1.0
+    raw = [rank.get(p.url, floor) for p in pages]
+    mean = sum(raw) / len(raw) if raw else 1.0
+    return [r / mean for r in raw]
+
+
+def equal_budget(
+    pages: Sequence[Page],
+    policies: Sequence[str],
+    budgets: Sequence[Budget],
+    resolution: float = DAY,
+    use_last_modified: bool = False,
+    weights: Sequence[float] | None = None,
+    start: float | None = None,
+    end: float | None = None,
+    progress: IO[str] | None = None,
+) -> dict[str, Any]:
+    """Every policy at every budget (per page per year), and the two bounds (module
+    doc). Returns ``{"budgets": [...], "policies": {spec: {budget: figures}}}``;
+    figures: ``accesses_per_page_year``, ``coverage``, ``efficiency``,
+    ``coverage_weighted`` (and ``scale`` for scaled policies)."""
+    windows = list(_windows(pages, start, end))
+    by_page = {id(p): k for k, p in enumerate(pages)}
+    w = [weights[by_page[id(p)]] for p, _, _ in windows] if weights is not None else [1.0] * len(windows)
+    for b in budgets:
+        if b.per != "y":
+            raise ValueError(f"--budgets: give budgets per URL per year (N/y), not {b}")
+    out: dict[str, Any] = {"budgets": [b.amount for b in budgets], "policies": {}, "pages": len(windows),
+                           "last_modified": use_last_modified}
+
+    def say(text: str) -> None:
+        if progress is not None:
+            print(text, file=progress, flush=True)
+
+    def run(policy: Policy, true_rates: Sequence[float] | None = None) -> dict[str, float]:
+        if isinstance(policy, HarmonicPolicy):
+            results = simulate_budget(windows, policy, resolution, use_last_modified, true_rates=true_rates,
+                                      weights=w if weights is not None else None)
+        else:
+            results = [simulate_page(policy, w0, w1, page.changes, resolution, use_last_modified)
+                       for page, w0, w1 in windows]
+        return _summary(results, windows, w)
+
+    for spec in policies:
+        policy = parse_policy(spec)
+        rows: dict[str, Any] = {}
+        if isinstance(policy, HarmonicPolicy):
+            for b in budgets:
+                rows[f"{b.amount:g}"] = run(replace(policy, budget=b, name=f"harmonic:{b}"))
+                say(f"{spec} at {b}: {rows[f'{b.amount:g}']}")
+        else:
+            grid = [(s, run(scaled(policy, s))) for s in SCALES]
+            say(f"{spec}: grid " + ", ".join(f"x{s:g}: {r['accesses_per_page_year']:.2f}/y" for s, r in grid))
+            for b in budgets:
+                s = _interpolate_scale(grid, b.amount)
+                if s is None:
+                    rows[f"{b.amount:g}"] = None
+                    continue
+                figures = run(scaled(policy, s))
+                rows[f"{b.amount:g}"] = {**figures, "scale": s}
+                say(f"{spec} at {b} (x{s:.3g}): {figures}")
+        out["policies"][spec] = rows
+    rates = []
+    for page, w0, w1 in windows:
+        n = len([c for c in page.changes if w0 < c <= w1])
+        rates.append(max(n, 0.5) / max(w1 - w0, DAY))
+    bound: dict[str, Any] = {}
+    for b in budgets:
+        bound[f"{b.amount:g}"] = run(HarmonicPolicy(b, name=f"harmonic:{b}"), true_rates=rates)
+    out["policies"]["bound: true rates"] = bound
+    out["policies"]["bound: change times"] = {f"{b.amount:g}": oracle(windows, b.amount, w, resolution) for b in budgets}
+    return out
+
+
+def _interpolate_scale(grid: list[tuple[float, dict[str, float]]], target: float) -> float | None:
+    """The scale at which the spend would be ``target`` (log-log interpolation over the
+    grid, spend falling as the scale grows); None outside the grid's range."""
+    pts = sorted((r["accesses_per_page_year"], s) for s, r in grid)
+    for (a0, s0), (a1, s1) in zip(pts, pts[1:]):
+        if a0 <= target <= a1 and a1 > a0:
+            f = (math.log(target) - math.log(a0)) / (math.log(a1) - math.log(a0))
+            return math.exp(math.log(s0) + f * (math.log(s1) - math.log(s0)))
+    return None
+
+
+def format_budgets(result: dict[str, Any]) -> str:
+    """A table: one row per policy, coverage (weighted) / spend at each budget."""
+    budgets = [f"{b:g}" for b in result["budgets"]]
+    head = "policy".ljust(28) + "".join(f"{b + '/y':>22}" for b in budgets)
+    lines = [head, " " * 28 + "".join(f"{'cov (wcov) spend':>22}" for _ in budgets)]
+    for spec, rows in result["policies"].items():
+        cells = []
+        for b in budgets:
+            r = rows.get(b)
+            cells.append(f"{'—':>22}" if r is None else
+                         f"{r['coverage']:.3f} ({r['coverage_weighted']:.3f}) {r['accesses_per_page_year']:5.2f}".rjust(22))
+        lines.append(spec[:28].ljust(28) + "".join(cells))
+    return "\n".join(lines)
+
+
+def plot_budgets(result: dict[str, Any], path: str, title: str = "") -> None:
+    """Coverage and efficiency against accesses per page per year (log x), every
+    policy and both bounds, in one PNG."""
+    from ipr_crawl.evaluation import import_eval
+
+    matplotlib = import_eval("matplotlib")
+    matplotlib.use("Agg")
+    plt = import_eval("matplotlib.pyplot")
+    fig, axes = plt.subplots(1, 3, figsize=(17, 5.2), constrained_layout=True)
+    for spec, rows in result["policies"].items():
+        pts = [r for r in rows.values() if r is not None]
+        style = "--" if spec.startswith("bound") else "-"
+        for ax, key in zip(axes, ("coverage", "coverage_weighted", "efficiency")):
+            ax.plot([r["accesses_per_page_year"] for r in pts], [r[key] for r in pts], style, marker="o", ms=3,
+                    label=spec)
+    for ax, label in zip(axes, ("coverage (pages with a change)", "PageRank-weighted coverage", "efficiency")):
+        ax.set_xscale("log")
+        ax.set_xlabel("accesses per page per year")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[2].set_ylim(0, 1)
+    axes[0].legend(fontsize=8, loc="lower right")
+    if title:
+        fig.suptitle(title)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
