@@ -125,7 +125,8 @@ SETTINGS: tuple[Setting, ...] = (
       "crawl fetches each URL once"),
     S("IPR_REVISIT_POLICY", "mle-mix:0.1-10:15d", "str", "estimator of the next visit: `mle-min`, `mle-avg`, "
       "`mle-mix[:MU_LOW-MU_HIGH][:TAU2][:xALPHA]`, `aimd[:D][:R][:TAU2][:pair]`, "
-      "`nutch-adaptive[:INC][:DEC][:MIN][:MAX][:TAU2]`, `fixed:INTERVAL` (Tamura & Kitsuregawa 2008, §4)"),
+      "`nutch-adaptive[:INC][:DEC][:MIN][:MAX][:TAU2]`, `fixed:INTERVAL` (Tamura & Kitsuregawa 2008, §4), "
+      "`harmonic[:N/y|N/d]` (under a budget; Kolobov et al. 2019; docs/revisits.md)"),
     S("IPR_REVISIT_MODE", "run-once", "str", "`run-once`: fetch what is due at start plus new discoveries, then "
       "close (cron, scrapyd); `continuous`: stay open while a revisit is scheduled", choices=REVISIT_MODES),
     S("IPR_REVISIT_HASH", "body", "str", "what \"changed\" compares: `body` (SHA-1 of the bytes), `text` "
@@ -147,6 +148,10 @@ SETTINGS: tuple[Setting, ...] = (
       "when the next one is later"),
     S("IPR_REVISIT_CLOCK", "system", "str", "`system`, or `virtual:<ISO start>` for simulations (see "
       "`serve-changes`)"),
+    S("IPR_REVISIT_BUDGET", "", "str", "`harmonic` policy: the revisit budget, `N/d` (revisits per day for the whole "
+      "crawl) or `N/y` (per URL per year); empty: the policy spec's (`harmonic:8/y`), else `4/y`"),
+    S("IPR_REVISIT_BUDGET_REFRESH_SECS", 3600.0, "float", "`harmonic`: the budget's multiplier ν is solved again "
+      "from the crawl's rate histogram at most this often (the crawl's clock)", low=0.0, unit="s"),
     S("IPR_REVISIT_REFRESH_SECS", 1.0, "float", "at most one refresher call (due URLs -> forced queue) per this",
       low=0.0, unit="s"),
     S("IPR_REVISIT_REFRESH_BATCH_SIZE", 1000, "int", "due URLs moved per refresher call", low=1),
@@ -403,6 +408,7 @@ class RevisitConfig:
     virtual_start: float | None
     refresh_secs: float
     refresh_batch_size: int
+    budget_refresh_secs: float
     retry_secs: float
     events_maxlen: int
 
@@ -416,6 +422,22 @@ class RevisitConfig:
             policy = parse_policy(spec)
         except ValueError as exc:
             raise SettingError(f"IPR_REVISIT_POLICY={spec!r}: {exc}") from None
+        budget_text = read(settings, "IPR_REVISIT_BUDGET")
+        if budget_text:
+            from dataclasses import replace as _replace
+
+            from ipr_crawl.revisit.budget import parse_budget
+            from ipr_crawl.revisit.policy import HarmonicPolicy
+
+            try:
+                budget = parse_budget(budget_text)
+            except ValueError as exc:
+                raise SettingError(f"IPR_REVISIT_BUDGET={budget_text!r}: {exc}") from None
+            if not isinstance(policy, HarmonicPolicy):
+                raise SettingError(
+                    f"IPR_REVISIT_BUDGET={budget_text!r} is for IPR_REVISIT_POLICY=harmonic, not {spec!r}"
+                )
+            policy = _replace(policy, budget=budget)
         clock = read(settings, "IPR_REVISIT_CLOCK") or "system"
         if clock.lower() == "system":
             virtual_start = None
@@ -441,6 +463,7 @@ class RevisitConfig:
             virtual_start=virtual_start,
             refresh_secs=read(settings, "IPR_REVISIT_REFRESH_SECS"),
             refresh_batch_size=read(settings, "IPR_REVISIT_REFRESH_BATCH_SIZE"),
+            budget_refresh_secs=read(settings, "IPR_REVISIT_BUDGET_REFRESH_SECS"),
             retry_secs=read(settings, "IPR_REVISIT_RETRY_SECS"),
             events_maxlen=read(settings, "IPR_REVISIT_EVENTS_MAXLEN"),
         )

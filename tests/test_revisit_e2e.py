@@ -247,3 +247,31 @@ def test_continuous_system_clock_closes_past_the_horizon(emacswiki, tmp_path, ch
     assert time.monotonic() - started < 60  # next visits are 15 days away: nothing to wait for
     store = RevisitStore(redis_client, crawl_id)
     assert store.scheduled() == len(pages) + 1 and store.earliest_due() > time.time() + 14 * DAY
+
+
+def test_a_simulated_year_under_a_budget(emacswiki, tmp_path, change_server, redis_client, crawl_id):
+    """harmonic:8/y end to end: the crawl's refresher solves the budget's multiplier from
+    the rate histogram in Redis; the crawl spends the budget (within 5 %) and gives
+    revisit-sim's coverage (within 0.03: the crawl also revisits its index page, one
+    more URL in the budget)."""
+    policy = "harmonic:8/y"
+    pages = pick(emacswiki, changed=30, still=10, start=YEAR_START, end=YEAR_END)
+    changes, listing = write_log(pages, tmp_path)
+    index = change_server(changes, listing, "--resolution", "1d", "--start", YEAR_START)
+    base = index.rsplit("/_ipr/", 1)[0]
+    start, end = parse_time(YEAR_START), parse_time(YEAR_END)
+    _, log = crawl(
+        index, redis_client, crawl_id, tmp_path / "crawl.log",
+        IPR_REVISIT_POLICY=policy, IPR_REVISIT_CLOCK=f"virtual:{YEAR_START}", IPR_REVISIT_UNTIL=LAST_DAY,
+        IPR_REVISIT_MAX_SECS=0, IPR_REVISIT_BUDGET_REFRESH_SECS=86400,
+    )
+    assert "revisit budget 8/y over" in log
+    sim = simulate(pages, [policy], start=start, end=end)["policies"][policy]
+    got = crawl_figures(redis_client, crawl_id, base, pages, start, end)
+    spend = got["accesses"] / len(pages) / ((end - start) / (365 * DAY))
+    print(f"{policy}: crawl {got}, {spend:.2f} accesses/page-year; revisit-sim coverage {sim['coverage']:.4f} "
+          f"spend {sim['accesses_per_page_year']:.2f}")
+    assert abs(spend - 8) <= 0.05 * 8
+    assert abs(got["coverage"] - sim["coverage"]) <= 0.03
+    state = RevisitStore(redis_client, crawl_id).budget_state()
+    assert state["nu"] > 0 and 0.5 <= state["gain"] <= 2

@@ -5,7 +5,8 @@ changes. Here every policy is brought to the same number of accesses per page pe
 year (its *budget*) and compared there:
 
 - ``harmonic:B/y`` is run at each budget B as it is (the budget is its parameter;
-  :func:`~ipr_crawl.evaluation.revisit_sim.simulate_budget`);
+  :func:`~ipr_crawl.evaluation.revisit_sim.simulate_budget`); ``harmonic+pagerank``
+  with each page's weight ``w`` its PageRank (``IPR_REVISIT_WEIGHT=pagerank``);
 - every other policy is run over a grid of time scales (:func:`scaled`: every duration
   of the policy, and MLE's multiplier, times ``s``), then once more at the scale
   interpolated (log-log) for each budget; its row reports what that run spent;
@@ -120,11 +121,15 @@ def pagerank_weights(pages: Sequence[Page], links_path: str) -> list[float]:
     ``pages``; a page outside the graph gets the smallest weight found."""
     import networkx as nx
 
-    from ipr_crawl.evaluation.revisit_sim import _rows
+    from ipr_crawl.evaluation.revisit_sim import _open_text
 
     graph = nx.DiGraph()
-    for _, row in _rows(links_path, 2):
-        graph.add_edge(row[0], row[1])
+    with _open_text(links_path) as f:
+        for lineno, line in enumerate(f, 1):
+            parts = line.rstrip("\r\n").split("\t")
+            if len(parts) < 2 or (lineno == 1 and "://" not in parts[0]):
+                continue
+            graph.add_edge(parts[0].strip(), parts[1].strip())
     rank = nx.pagerank(graph, alpha=0.85) if graph.number_of_nodes() else {}
     floor = min(rank.values()) if rank else 1.0
     raw = [rank.get(p.url, floor) for p in pages]
@@ -160,21 +165,24 @@ def equal_budget(
         if progress is not None:
             print(text, file=progress, flush=True)
 
-    def run(policy: Policy, true_rates: Sequence[float] | None = None) -> dict[str, float]:
+    def run(policy: Policy, true_rates: Sequence[float] | None = None, weighted: bool = False) -> dict[str, float]:
         if isinstance(policy, HarmonicPolicy):
             results = simulate_budget(windows, policy, resolution, use_last_modified, true_rates=true_rates,
-                                      weights=w if weights is not None else None)
+                                      weights=w if weighted else None)
         else:
             results = [simulate_page(policy, w0, w1, page.changes, resolution, use_last_modified)
                        for page, w0, w1 in windows]
         return _summary(results, windows, w)
 
     for spec in policies:
-        policy = parse_policy(spec)
+        weighted = spec.endswith("+pagerank")
+        if weighted and weights is None:
+            raise ValueError(f"{spec}: give --weights (the log's link graph)")
+        policy = parse_policy(spec.removesuffix("+pagerank"))
         rows: dict[str, Any] = {}
         if isinstance(policy, HarmonicPolicy):
             for b in budgets:
-                rows[f"{b.amount:g}"] = run(replace(policy, budget=b, name=f"harmonic:{b}"))
+                rows[f"{b.amount:g}"] = run(replace(policy, budget=b, name=f"harmonic:{b}"), weighted=weighted)
                 say(f"{spec} at {b}: {rows[f'{b.amount:g}']}")
         else:
             grid = [(s, run(scaled(policy, s))) for s in SCALES]

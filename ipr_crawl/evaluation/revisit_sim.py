@@ -293,7 +293,8 @@ def simulate_budget(
             mult.nu = solve_nu(hist.groups(), rate_now * gain)
             last_solve = t
             next_solve = t + refresh
-        spent += 1
+        if last_solve is not None:
+            spent += 1
         if states[i] is None:
             states[i], tau = access(pol, None, t, False, weight=w[i], last_modified=lmv)
             active += 1

@@ -30,7 +30,8 @@ import time
 from typing import Protocol
 
 from ipr_crawl.config import RevisitConfig
-from ipr_crawl.revisit.policy import FixedPolicy
+from ipr_crawl.revisit.budget import RateHistogram, solve_nu
+from ipr_crawl.revisit.policy import FixedPolicy, HarmonicPolicy
 from ipr_crawl.store.revisit import RevisitStore
 
 __all__ = ["SIM_TIME_HEADER", "Clock", "Refresher", "SystemClock", "VirtualClock"]
@@ -118,6 +119,7 @@ class Refresher:
                 cfg.policy.name, cfg.max_interval, cfg.max_interval,
             )
         self._last_refresh = -1e18
+        self._last_solve = -1e18
         self._swept = False
         self.moved = 0
 
@@ -125,11 +127,62 @@ class Refresher:
         t = self.opened_at + self.cfg.horizon if self.cfg.mode == "run-once" else now
         return min(t, self.cfg.until) if self.cfg.until is not None else t
 
+    def solve_budget(self, force: bool = False) -> float | None:
+        """``harmonic`` policy: solve the budget's multiplier ``nu`` again from the
+        crawl's rate histogram (at most every ``IPR_REVISIT_BUDGET_REFRESH_SECS`` of the
+        crawl's clock, unless ``force``) and give it to the policy; returns ``nu``, or
+        None (another policy, too soon, or no URL in the histogram yet)."""
+        policy = self.cfg.policy
+        if not isinstance(policy, HarmonicPolicy):
+            return None
+        now = self.clock.now()
+        if not force and now - self._last_solve < self.cfg.budget_refresh_secs:
+            return None
+        self._last_solve = now
+        store = self.store
+        virtual = isinstance(self.clock, VirtualClock)  # one process per crawl
+        if not virtual and not store.claim_budget_solve(int(self.cfg.budget_refresh_secs * 900)):
+            shared = store.budget_state().get("nu")  # another process solved it this period
+            if shared:
+                policy.multiplier.nu = shared
+            return shared
+        hist = RateHistogram()
+        hist.counts = store.rate_histogram()
+        urls = len(hist)
+        if not urls:
+            return None
+        # Spend control: the accesses the budget allowed since the first solve over
+        # those made; the next rate is scaled by it (within [0.5, 2]) so that URLs
+        # that cannot spend their share do not leave the budget unspent.
+        # revisit_sim.simulate_budget does the same.
+        st = store.budget_state()
+        accesses = store.budget_accesses()
+        rate = policy.budget.total_rate(urls)
+        allowed = st.get("allowed", 0.0)
+        if "t" in st:
+            allowed += st.get("rate", 0.0) * max(0.0, now - st["t"])
+        spent = accesses - st.get("accesses0", accesses)
+        gain = min(2.0, max(0.5, allowed / spent)) if spent > 0 and allowed > 0 else 1.0
+        nu = solve_nu(hist.groups(), rate * gain)
+        fields = {"t": now, "rate": rate, "allowed": allowed, "nu": nu, "gain": gain}
+        if "accesses0" not in st:
+            fields["accesses0"] = accesses
+        store.set_budget_state(**fields)
+        first = policy.multiplier.nu is None
+        policy.multiplier.nu = nu
+        if first:
+            logger.info(
+                "ipr-crawl: revisit budget %s over %d URLs: %.1f revisits/day in all (nu = %.3g)",
+                policy.budget, urls, policy.budget.total_rate(urls) * 86400, nu,
+            )
+        return nu
+
     def refresh(self) -> int:
         """Move the URLs due now into the forced queue; with a virtual clock and
         nothing pending, first jump to the next due time. ``run-once`` sweeps
         once, at its first call, so a URL is revisited at most once per run.
         Returns URLs moved."""
+        self.solve_budget()
         if self.cfg.mode == "run-once":
             return self._sweep()
         now = self.clock.now()

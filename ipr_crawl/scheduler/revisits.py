@@ -24,14 +24,26 @@ from scrapy.http import Response, TextResponse
 from ipr_crawl.config import RevisitConfig
 from ipr_crawl.meta import LEASE_META, RECORDED_META, REVISIT_META, lease_of
 from ipr_crawl.ordering.urls import canonical_url, node_id
+from ipr_crawl.revisit.budget import RateHistogram
 from ipr_crawl.revisit.fingerprint import digest, same_version
-from ipr_crawl.revisit.policy import access, bucket, next_due, parse_http_date
+from ipr_crawl.revisit.policy import (
+    HarmonicPolicy,
+    RevisitState,
+    access,
+    bucket,
+    estimated_rate,
+    next_due,
+    parse_http_date,
+)
 from ipr_crawl.scheduler.codec import encode_request
 
 if TYPE_CHECKING:
     from ipr_crawl.scheduler.refresher import Refresher
 
 __all__ = ["FLAGS", "Observation", "RevisitObserver"]
+
+#: The binning of the crawl's rate histogram (the refresher reads it with the same).
+_BINS = RateHistogram()
 
 #: Classes of a response (also its flags).
 FLAGS = ("new", "changed", "unchanged", "not_modified", "gone")
@@ -79,6 +91,14 @@ class RevisitObserver:
             headers[b"If-Modified-Since"] = state.last_modified
         return headers
 
+    def rate_bin(self, state: RevisitState | None, weight: float) -> str:
+        """The URL's bin in the crawl's rate histogram (``"a:b"``), ``""`` when the
+        policy is not ``harmonic`` or the URL has no state."""
+        if state is None or not isinstance(self.cfg.policy, HarmonicPolicy):
+            return ""
+        a, b = _BINS.key(estimated_rate(state), weight)
+        return f"{a}:{b}"
+
     def weight(self, request: Request) -> float:
         """The URL's weight in the revisit budget (``IPR_REVISIT_WEIGHT``; uniform: 1)."""
         return 1.0
@@ -114,7 +134,8 @@ class RevisitObserver:
                 return None
             t = bucket(clock.now(), cfg.resolution)
             store.record(id_, canonical_url(url), state, None,
-                         event={"url": canonical_url(url), "t": t, "kind": "gone", "status": status})
+                         event={"url": canonical_url(url), "t": t, "kind": "gone", "status": status},
+                         rate_bins=(self.rate_bin(state, self.weight(request)), ""))
             return Observation("gone")
         if status != 304 and not 200 <= status < 300:
             return None
@@ -142,7 +163,9 @@ class RevisitObserver:
                 kind = "changed"
         changed = kind == "changed"
         modified_at = parse_http_date(last_modified) if (changed and cfg.use_last_modified) else None
-        state, tau = access(cfg.policy, state, t, changed, modified_at, weight=self.weight(request), **validators)
+        weight = self.weight(request)
+        old_bin = self.rate_bin(state, weight)  # before access() updates the state in place
+        state, tau = access(cfg.policy, state, t, changed, modified_at, weight=weight, **validators)
         due = next_due(t, tau, cfg.resolution, cfg.min_interval, cfg.max_interval)
         drop = kind == "not_modified" or (kind == "unchanged" and cfg.skip_unchanged)
         payload = self.payload(request) if kind in ("new", "changed") else b""
@@ -150,5 +173,6 @@ class RevisitObserver:
             "url": canonical_url(url), "t": t, "kind": kind, "status": status, "tau": tau, "due": due,
             "m": state.m, "T": state.T, "U": state.U,
         }
-        store.record(id_, canonical_url(url), state, due, payload, lease_of(request) if drop else b"", event)
+        store.record(id_, canonical_url(url), state, due, payload, lease_of(request) if drop else b"", event,
+                     rate_bins=(old_bin, self.rate_bin(state, weight)))
         return Observation(kind, tau, drop)

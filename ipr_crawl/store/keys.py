@@ -22,6 +22,7 @@ scripts stay atomic in one Redis Cluster slot). Keys:
 ``due``           zset   node id, score = next visit (s since the epoch)
 ``revisit_req``   hash   node id -> request payload used for its revisits
 ``revisit_out``   zset   revisits in flight, score = when due again if the response never comes
+``rates``         hash   revisits under a budget: rate bin ("a:b") -> URLs (revisit/budget.py)
 ``changes``       stream change events (new, changed, unchanged, not_modified, gone), capped
 ================= ====== ==========================================================
 """
@@ -39,7 +40,7 @@ KEY_NAMES = (
     # leases, their holders, what the operator sees (status, report)
     "lease_by", "holders", "holders_info", "order", "timeline",
     # revisits (store/revisit.py)
-    "revisit", "due", "revisit_req", "changes", "revisit_out",
+    "revisit", "due", "revisit_req", "changes", "revisit_out", "rates",
 )
 
 

@@ -90,17 +90,19 @@ class RevisitStore:
         payload: bytes = b"",
         lease: bytes = b"",
         event: dict[str, Any] | None = None,
+        rate_bins: tuple[str, str] = ("", ""),
     ) -> bool:
         """Store ``state``, schedule the next visit at ``due`` (s; None: never again),
-        keep ``payload`` for revisits, settle ``lease`` and append ``event``
-        (revisit_record.lua). Returns whether a lease was settled."""
+        keep ``payload`` for revisits, settle ``lease``, move the URL in the rate
+        histogram from bin ``rate_bins[0]`` to ``rate_bins[1]`` ("" none) and append
+        ``event`` (revisit_record.lua). Returns whether a lease was settled."""
         argv: list[Any] = [
             id_, self.pack(url, state), "" if due is None else repr(float(due)),
-            payload, lease, self.events_maxlen,
+            payload, lease, self.events_maxlen, *rate_bins,
         ]
         for key, value in (event or {}).items():
             argv += [key, _field(value)]
-        keys = [self.keys[k] for k in ("revisit", "due", "revisit_req", "changes", "lease", "req", "revisit_out")]
+        keys = [self.keys[k] for k in ("revisit", "due", "revisit_req", "changes", "lease", "req", "revisit_out", "rates")]
         return bool(self._record(keys=keys, args=argv))
 
     # -- the refresher ------------------------------------------------------------------
@@ -113,6 +115,35 @@ class RevisitStore:
         args: list[Any] = [repr(float(cutoff)), int(cap), repr(float(retry_at)), repr(float(cutoff if now is None else now))]
         moved, first = self._refresh(keys=keys, args=args)
         return int(moved), (float(first) if first else None)
+
+    def rate_histogram(self) -> dict[tuple[int, int], int]:
+        """The crawl's histogram of estimated change rates: ``(rate bin, weight bin) -> URLs``."""
+        c: Any = self.client
+        out = {}
+        for key, count in c.hgetall(self.keys["rates"]).items():
+            a, sep, b = key.decode().partition(":")
+            if sep and int(count) > 0:
+                out[(int(a), int(b))] = int(count)
+        return out
+
+    def budget_accesses(self) -> int:
+        """Accesses of URLs in the rate histogram so far (the budget's spend)."""
+        c: Any = self.client
+        return int(c.hget(self.keys["rates"], "accesses") or 0)
+
+    def budget_state(self) -> dict[str, float]:
+        """The budget solver's shared state in ``meta`` (``budget_*`` fields)."""
+        c: Any = self.client
+        raw = c.hgetall(self.keys["meta"])
+        return {k.decode()[7:]: float(v) for k, v in raw.items() if k.startswith(b"budget_")}
+
+    def set_budget_state(self, **fields: float) -> None:
+        """Write the budget solver's state (``budget_<name>`` fields of ``meta``)."""
+        self.client.hset(self.keys["meta"], mapping={f"budget_{k}": repr(float(v)) for k, v in fields.items()})
+
+    def claim_budget_solve(self, period_ms: int) -> bool:
+        """Whether this process solves the budget this period (one per crawl: SET NX PX)."""
+        return bool(self.client.set(self.keys["meta"] + "_budget_lock", "1", nx=True, px=max(1, period_ms)))
 
     def clamp_due(self, latest: float) -> int:
         """Move every visit scheduled after ``latest`` (s) to ``latest``; returns how
