@@ -277,24 +277,22 @@ def simulate_budget(
         return 1 / rho if rho > 0 else math.inf
 
     # Spend control (as the refresher does): the accesses the budget allowed so far
-    # over those spent, applied to the next solve, so that pages that cannot spend
-    # their share (their window ends first, intervals rounded to buckets) do not
-    # leave the budget unspent.
+    # (its rate for the pages observed at each moment, integrated over time) over
+    # those made, applied to the next solve, so that pages that cannot spend their
+    # share (their window ends first, intervals rounded to buckets) do not leave the
+    # budget unspent.
     allowed = spent = 0.0
-    last_solve: float | None = None
-    rate_now = 0.0
+    t_prev: float | None = None
     while heap:
         t, i = heapq.heappop(heap)
+        if t_prev is not None:
+            allowed += pol.budget.total_rate(active) * (t - t_prev)
+        t_prev = t
         if t >= next_solve and len(hist):
-            if last_solve is not None:
-                allowed += rate_now * (t - last_solve)
-            rate_now = pol.budget.total_rate(active)
             gain = min(2.0, max(0.5, allowed / spent)) if spent and allowed else 1.0
-            mult.nu = solve_nu(hist.groups(), rate_now * gain)
-            last_solve = t
+            mult.nu = solve_nu(hist.groups(), pol.budget.total_rate(active) * gain)
             next_solve = t + refresh
-        if last_solve is not None:
-            spent += 1
+        spent += 1
         if states[i] is None:
             states[i], tau = access(pol, None, t, False, weight=w[i], last_modified=lmv)
             active += 1
@@ -666,7 +664,9 @@ def add_revisit_sim_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     specs = [s.strip() for s in args.policies.split(",") if s.strip()]
     for spec in specs:
-        parse_policy(spec)  # fail before loading anything
+        if spec.endswith("+pagerank") and not args.budgets:
+            raise SystemExit(f"ipr-crawl revisit-sim: {spec}: PageRank weights are for --budgets runs")
+        parse_policy(spec.removesuffix("+pagerank"))  # fail before loading anything
     resolution = parse_duration(args.resolution)
     start = parse_time(args.start) if args.start else None
     end = parse_time(args.end) if args.end else None

@@ -159,8 +159,8 @@ class Refresher:
         accesses = store.budget_accesses()
         rate = policy.budget.total_rate(urls)
         allowed = st.get("allowed", 0.0)
-        if "t" in st:
-            allowed += st.get("rate", 0.0) * max(0.0, now - st["t"])
+        if "t" in st:  # the budget's rate over the period: the mean of its two ends
+            allowed += (st.get("rate", 0.0) + rate) / 2 * max(0.0, now - st["t"])
         spent = accesses - st.get("accesses0", accesses)
         gain = min(2.0, max(0.5, allowed / spent)) if spent > 0 and allowed > 0 else 1.0
         nu = solve_nu(hist.groups(), rate * gain)

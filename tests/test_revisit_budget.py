@@ -1,0 +1,85 @@
+"""Revisits under a budget: the rate estimates, the harmonic rule, the solver, the
+settings, and revisit-sim spending the budget on the shipped EmacsWiki sample."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from conftest import TEST_DATA
+from scrapy.settings import Settings
+
+from ipr_crawl.config import RevisitConfig, SettingError
+from ipr_crawl.evaluation.revisit_budget import equal_budget, oracle, scaled
+from ipr_crawl.evaluation.revisit_sim import _windows, load_log, simulate
+from ipr_crawl.revisit.budget import RateHistogram, access_rate, change_rate, parse_budget, solve_nu
+from ipr_crawl.revisit.policy import DAY, HarmonicPolicy, parse_policy
+
+SAMPLE = (str(TEST_DATA / "emacswiki_changes.first1100.csv.gz"), str(TEST_DATA / "emacswiki_pages.first1100.csv.gz"))
+
+
+@pytest.mark.parametrize("text", ["8", "8/w", "-1/y", "0/d", "x/y", "8/y/y", ""])
+def test_malformed_budgets_are_refused(text):
+    with pytest.raises(ValueError, match="revisit budget"):
+        parse_budget(text)
+
+
+def test_budget_setting_errors_name_the_setting():
+    with pytest.raises(SettingError, match="IPR_REVISIT_BUDGET='lots'"):
+        RevisitConfig.from_settings(Settings({"IPR_REVISIT_POLICY": "harmonic", "IPR_REVISIT_BUDGET": "lots"}))
+    with pytest.raises(SettingError, match="is for IPR_REVISIT_POLICY=harmonic"):
+        RevisitConfig.from_settings(Settings({"IPR_REVISIT_BUDGET": "8/y"}))
+    cfg = RevisitConfig.from_settings(Settings({"IPR_REVISIT_POLICY": "harmonic:2/y", "IPR_REVISIT_BUDGET": "500/d"}))
+    assert isinstance(cfg.policy, HarmonicPolicy) and str(cfg.policy.budget) == "500/d"
+
+
+def test_the_harmonic_rule_and_the_solver():
+    # rho solves rho^2 + lam rho = w lam / nu
+    for lam, w, nu in [(1e-6, 1.0, 1e3), (1e-3, 5.0, 10.0), (2.0, 0.1, 1e-4)]:
+        rho = access_rate(lam, w, nu)
+        assert math.isclose(rho * rho + lam * rho, w * lam / nu, rel_tol=1e-9)
+    groups = [(1 / DAY, 1.0, 10), (1 / (100 * DAY), 1.0, 90), (1 / (10 * DAY), 4.0, 5)]
+    total = 105 / (30 * DAY)
+    nu = solve_nu(groups, total)
+    assert math.isclose(sum(c * access_rate(r, w, nu) for r, w, c in groups), total, rel_tol=1e-6)
+    # more weight, more visits; faster change, more visits (in this range)
+    assert access_rate(1 / (10 * DAY), 4.0, nu) > access_rate(1 / (10 * DAY), 1.0, nu)
+    assert access_rate(1 / DAY, 1.0, nu) > access_rate(1 / (100 * DAY), 1.0, nu)
+    with pytest.raises(ValueError):
+        solve_nu([], total)
+
+
+def test_rate_estimates():
+    # Cho & Garcia-Molina: X = 0 gives the prior, X = n stays finite
+    assert change_rate(11, 0, 100 * DAY, 100 * DAY, False) == pytest.approx(0.5 / (190 * DAY))
+    assert math.isfinite(change_rate(11, 10, 100 * DAY, 0.0, False))
+    assert change_rate(11, 10, 100 * DAY, 0.0, False) > change_rate(11, 5, 100 * DAY, 50 * DAY, False)
+    hist = RateHistogram()
+    key = hist.add(1 / DAY, 1.0)
+    hist.add(1 / DAY, 1.0)
+    hist.discard(key)
+    (lam, w, c), = hist.groups()
+    assert c == 1 and abs(math.log10(lam * DAY)) < 1 / 8 and abs(math.log10(w)) < 1 / 8
+
+
+def test_revisit_sim_spends_the_budget_on_the_shipped_sample():
+    pages = load_log(*SAMPLE)
+    result = simulate(pages, ["harmonic:4/y", "fixed:91.25d"])["policies"]
+    h, f = result["harmonic:4/y"], result["fixed:91.25d"]
+    assert abs(h["accesses_per_page_year"] - 4) <= 0.4, h["accesses_per_page_year"]
+    assert abs(f["accesses_per_page_year"] - 4) <= 0.4
+    print(f"harmonic:4/y spends {h['accesses_per_page_year']:.2f}, coverage {h['coverage']:.3f}; "
+          f"fixed:91.25d spends {f['accesses_per_page_year']:.2f}, coverage {f['coverage']:.3f}")
+
+
+def test_equal_budget_rows_spend_what_they_say_and_the_oracle_bounds_them():
+    pages = load_log(*SAMPLE)
+    result = equal_budget(pages, ["fixed:30d", "harmonic"], [parse_budget("2/y")])
+    rows = result["policies"]
+    for spec in ("fixed:30d", "harmonic", "bound: true rates"):
+        assert abs(rows[spec]["2"]["accesses_per_page_year"] - 2) <= 0.2, (spec, rows[spec])
+    best = rows["bound: change times"]["2"]["coverage"]
+    assert all(rows[s]["2"]["coverage"] <= best for s in ("fixed:30d", "harmonic", "bound: true rates"))
+    windows = list(_windows(pages, None, None))
+    assert oracle(windows, 1e9, [1.0] * len(windows))["coverage"] == 1.0
+    assert scaled(parse_policy("fixed:30d"), 2.0).interval == 60 * DAY
