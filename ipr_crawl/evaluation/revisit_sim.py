@@ -45,7 +45,7 @@ from datetime import datetime, timezone
 from typing import IO, Any
 
 from ipr_crawl.evaluation import import_eval
-from ipr_crawl.revisit.budget import YEAR, RateHistogram, access_rate, solve_nu
+from ipr_crawl.revisit.budget import YEAR, RateHistogram, access_rate, next_gain, solve_nu
 from ipr_crawl.revisit.policy import (
     DAY,
     HarmonicPolicy,
@@ -254,7 +254,7 @@ def simulate_budget(
     states: list[Any] = [None] * n
     seen = [0] * n
     fetched = [1] * n
-    heap: list[tuple[float, int]] = []
+    heap: list[tuple[float, int, int]] = []  # (time, 0 = access | 1 = end of window, page)
     for i, (page, w0, w1) in enumerate(windows):
         t = bucket(w0, resolution)
         cd = sorted({bucket(c, resolution) for c in page.changes if w0 < c <= w1})
@@ -262,7 +262,7 @@ def simulate_budget(
         cds.append(cd)
         starts.append([t] + cd)
         got.append([True] + [False] * len(cd))
-        heap.append((t, i))
+        heap.append((t, 0, i))
     heapq.heapify(heap)
     active = 0
     next_solve = -math.inf
@@ -284,12 +284,16 @@ def simulate_budget(
     allowed = spent = 0.0
     t_prev: float | None = None
     while heap:
-        t, i = heapq.heappop(heap)
+        t, end, i = heapq.heappop(heap)
         if t_prev is not None:
             allowed += pol.budget.total_rate(active) * (t - t_prev)
         t_prev = t
+        if end:  # the page is observed until its window ends, visited or not
+            hist.discard(hist.key(rate_of(i), w[i]))
+            active -= 1
+            continue
         if t >= next_solve and len(hist):
-            gain = min(2.0, max(0.5, allowed / spent)) if spent and allowed else 1.0
+            gain = next_gain(allowed, spent)
             mult.nu = solve_nu(hist.groups(), pol.budget.total_rate(active) * gain)
             next_solve = t + refresh
         spent += 1
@@ -312,11 +316,9 @@ def simulate_budget(
         keys[i] = hist.add(rate_of(i), w[i])
         t_next = next_due(t, tau_of(i, tau), resolution, min_interval, max_interval)
         if t_next > windows[i][2]:
-            hist.discard(hist.key(rate_of(i), w[i]))
-            keys[i] = None
-            active -= 1
+            heapq.heappush(heap, (max(t, windows[i][2]), 1, i))
         else:
-            heapq.heappush(heap, (t_next, i))
+            heapq.heappush(heap, (t_next, 0, i))
     results = []
     for i, (_, _, w1) in enumerate(windows):
         window = bucket(w1, resolution) - starts[i][0]

@@ -30,7 +30,7 @@ import time
 from typing import Protocol
 
 from ipr_crawl.config import RevisitConfig
-from ipr_crawl.revisit.budget import RateHistogram, solve_nu
+from ipr_crawl.revisit.budget import RateHistogram, next_gain, solve_nu
 from ipr_crawl.revisit.policy import FixedPolicy, HarmonicPolicy
 from ipr_crawl.store.revisit import RevisitStore
 
@@ -151,8 +151,8 @@ class Refresher:
         urls = len(hist)
         if not urls:
             return None
-        # Spend control: the accesses the budget allowed since the first solve over
-        # those made; the next rate is scaled by it (within [0.5, 2]) so that URLs
+        # Spend control (revisit.budget.next_gain): the accesses the budget allowed
+        # since the first solve against those made scale the next rate, so that URLs
         # that cannot spend their share do not leave the budget unspent.
         # revisit_sim.simulate_budget does the same.
         st = store.budget_state()
@@ -162,7 +162,7 @@ class Refresher:
         if "t" in st:  # the budget's rate over the period: the mean of its two ends
             allowed += (st.get("rate", 0.0) + rate) / 2 * max(0.0, now - st["t"])
         spent = accesses - st.get("accesses0", accesses)
-        gain = min(2.0, max(0.5, allowed / spent)) if spent > 0 and allowed > 0 else 1.0
+        gain = next_gain(allowed, spent)
         nu = solve_nu(hist.groups(), rate * gain)
         fields = {"t": now, "rate": rate, "allowed": allowed, "nu": nu, "gain": gain}
         if "accesses0" not in st:
