@@ -150,6 +150,9 @@ SETTINGS: tuple[Setting, ...] = (
       "`serve-changes`)"),
     S("IPR_REVISIT_BUDGET", "", "str", "`harmonic` policy: the revisit budget, `N/d` (revisits per day for the whole "
       "crawl) or `N/y` (per URL per year); empty: the policy spec's (`harmonic:8/y`), else `4/y`"),
+    S("IPR_REVISIT_WEIGHT", "uniform", "str", "`harmonic`: a URL's weight w in the budget: `uniform` (1), or "
+      "`pagerank` (its link-based score in the frontier's ordering over the crawl's mean: important pages kept "
+      "fresher)", choices=("uniform", "pagerank")),
     S("IPR_REVISIT_BUDGET_REFRESH_SECS", 3600.0, "float", "`harmonic`: the budget's multiplier ν is solved again "
       "from the crawl's rate histogram at most this often (the crawl's clock)", low=0.0, unit="s"),
     S("IPR_REVISIT_REFRESH_SECS", 1.0, "float", "at most one refresher call (due URLs -> forced queue) per this",
@@ -411,6 +414,7 @@ class RevisitConfig:
     budget_refresh_secs: float
     retry_secs: float
     events_maxlen: int
+    weight: str = "uniform"
 
     @classmethod
     def from_settings(cls, settings: Any) -> RevisitConfig:
@@ -464,6 +468,7 @@ class RevisitConfig:
             refresh_secs=read(settings, "IPR_REVISIT_REFRESH_SECS"),
             refresh_batch_size=read(settings, "IPR_REVISIT_REFRESH_BATCH_SIZE"),
             budget_refresh_secs=read(settings, "IPR_REVISIT_BUDGET_REFRESH_SECS"),
+            weight=read(settings, "IPR_REVISIT_WEIGHT"),
             retry_secs=read(settings, "IPR_REVISIT_RETRY_SECS"),
             events_maxlen=read(settings, "IPR_REVISIT_EVENTS_MAXLEN"),
         )

@@ -333,3 +333,21 @@ def test_visits_scheduled_beyond_the_max_are_pulled_in_at_start(harness, caplog)
         again = harness(IPR_REVISIT_MAX_SECS=90 * DAY)
     assert again.store.due_at(node_id(url)) == T0 + 90 * DAY
     assert "1 revisits were scheduled later than IPR_REVISIT_MAX_SECS" in caplog.text
+
+
+def test_pagerank_weight_keeps_important_pages_fresher(harness):
+    """IPR_REVISIT_WEIGHT=pagerank: under one budget, a URL with a higher score in the
+    frontier's ordering gets a shorter interval than one with a lower score."""
+    from ipr_crawl.store import Link
+
+    h = harness(IPR_REVISIT_POLICY="harmonic:4/y", IPR_REVISIT_WEIGHT="pagerank")
+    hub, rare = "http://site.test/hub", "http://site.test/rare"
+    store = h.scheduler.store
+    # ten pages link to the hub, one to the rare page: their IPR scores differ
+    for k in range(10):
+        store.record_page(node_id(f"http://site.test/p{k}"), 0, [Link(node_id(hub), 0, b"")])
+    store.record_page(node_id("http://site.test/q"), 0, [Link(node_id(rare), 0, b"")])
+    assert h.refresher.node_score(node_id(hub)) > h.refresher.node_score(node_id(rare)) > 0
+    h.fetch(hub, b"v1")
+    h.fetch(rare, b"v1")
+    assert h.store.due_at(node_id(hub)) < h.store.due_at(node_id(rare))

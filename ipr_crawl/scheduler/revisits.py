@@ -100,8 +100,16 @@ class RevisitObserver:
         return f"{a}:{b}"
 
     def weight(self, request: Request) -> float:
-        """The URL's weight in the revisit budget (``IPR_REVISIT_WEIGHT``; uniform: 1)."""
-        return 1.0
+        """The URL's weight in the revisit budget (``IPR_REVISIT_WEIGHT``): 1 (uniform),
+        or its node's score in the frontier's ordering over the crawl's mean score
+        (:meth:`Refresher.mean_score`), within [0.01, 100]; 1 when either is unknown."""
+        if self.cfg.weight != "pagerank" or not isinstance(self.cfg.policy, HarmonicPolicy):
+            return 1.0
+        mean = self.refresher.mean_score()
+        score = self.refresher.node_score(node_id(request.url))
+        if not mean or score is None:
+            return 1.0
+        return min(100.0, max(0.01, score / mean))
 
     def payload(self, request: Request) -> bytes:
         """The stored copy of ``request`` its revisits are made from (no validators,
