@@ -10,8 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from types import SimpleNamespace
+
 import pytest
-from conftest import REPO, TEST_DATA, kill_embedded_redis
+from conftest import _READY, REPO, TEST_DATA, kill_embedded_redis, run_crawl
+from procs import start_server
 
 from ipr_crawl.store.inspect import open_crawl
 
@@ -24,19 +27,29 @@ def ipr(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.fixture
-def stopped_crawl(graph_server, crawl, tmp_path):
-    """A real crawl of harvard500 stopped after 120 pages (frontier left), embedded store."""
-    served = graph_server(HARVARD)
+@pytest.fixture(scope="module")
+def stopped_crawl(tmp_path_factory):
+    """A real crawl of harvard500 stopped after 120 pages (frontier left), embedded
+    store; one for the module (the tests only read it, or put back what they change)."""
+    tmp_path = tmp_path_factory.mktemp("ops")
+    proc, m = start_server(
+        [sys.executable, "-m", "ipr_crawl.evaluation.serve", str(HARVARD), "--port", "0"], _READY,
+    )
+    url = m["url"]
+    served = SimpleNamespace(seed_url=url, base=url[: url.index("/", len("http://"))])
     data = tmp_path / "data"
-    run = crawl(served.seed_url, tmp_path / "crawl.log", {
-        "IPR_DATA_DIR": data, "IPR_CRAWL_ID": "ops", "CLOSESPIDER_PAGECOUNT": 120, "DOWNLOAD_DELAY": 0.01,
-        "IPR_TIMELINE_SECS": 0.2, "IPR_LOGSTATS_INTERVAL": 0.5, "IPR_HEARTBEAT_SECS": 0.5,
-    })
-    kill_embedded_redis(data)
-    assert run.returncode == 0, run.stderr[-3000:]
-    yield run, data, served
-    kill_embedded_redis(data)
+    try:
+        run = run_crawl(served.seed_url, tmp_path / "crawl.log", {
+            "IPR_DATA_DIR": data, "IPR_CRAWL_ID": "ops", "CLOSESPIDER_PAGECOUNT": 120, "DOWNLOAD_DELAY": 0.01,
+            "IPR_TIMELINE_SECS": 0.2, "IPR_LOGSTATS_INTERVAL": 0.5, "IPR_HEARTBEAT_SECS": 0.5,
+        })
+        kill_embedded_redis(data)
+        assert run.returncode == 0, run.stderr[-3000:]
+        yield run, data, served
+    finally:
+        kill_embedded_redis(data)
+        proc.kill()
+        proc.communicate(timeout=10)
 
 
 def test_status_top_and_report_of_a_real_crawl(stopped_crawl, tmp_path):
