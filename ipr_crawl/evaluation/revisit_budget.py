@@ -7,9 +7,10 @@ year (its *budget*) and compared there:
 - ``harmonic:B/y`` is run at each budget B as it is (the budget is its parameter;
   :func:`~ipr_crawl.evaluation.revisit_sim.simulate_budget`); ``harmonic+pagerank``
   with each page's weight ``w`` its PageRank (``IPR_REVISIT_WEIGHT=pagerank``);
-- every other policy is run over a grid of time scales (:func:`scaled`: every duration
-  of the policy, and MLE's multiplier, times ``s``), then once more at the scale
-  interpolated (log-log) for each budget; its row reports what that run spent;
+- every other policy is run at time scales (:func:`scaled`: every duration of the
+  policy, and MLE's multiplier, times ``s``) 1, 4, 1/4, ... until their spends
+  bracket the budgets, then once more at the scale interpolated (log-log) for each
+  budget; its row reports what that run spent;
 - two bounds: the harmonic rule fed each page's true mean change rate over its
   window (the rate estimate is then perfect; Kolobov et al. 2019's setting), and an
   oracle that knows the change times: it spends the budget on the changes that
@@ -52,8 +53,6 @@ from ipr_crawl.revisit.policy import (
 
 __all__ = ["equal_budget", "oracle", "pagerank_weights", "plot_budgets", "scaled"]
 
-#: Time scales tried for each non-budget policy before interpolating.
-SCALES = (1 / 16, 1 / 4, 1.0, 4.0, 16.0, 64.0)
 
 
 def scaled(policy: Policy, s: float) -> Policy:
@@ -185,7 +184,7 @@ def equal_budget(
                 rows[f"{b.amount:g}"] = run(replace(policy, budget=b, name=f"harmonic:{b}"), weighted=weighted)
                 say(f"{spec} at {b}: {rows[f'{b.amount:g}']}")
         else:
-            grid = [(s, run(scaled(policy, s))) for s in SCALES]
+            grid = _grid(lambda s: run(scaled(policy, s)), min(b.amount for b in budgets), max(b.amount for b in budgets))
             say(f"{spec}: grid " + ", ".join(f"x{s:g}: {r['accesses_per_page_year']:.2f}/y" for s, r in grid))
             for b in budgets:
                 s = _interpolate_scale(grid, b.amount)
@@ -206,6 +205,19 @@ def equal_budget(
     out["policies"]["bound: true rates"] = bound
     out["policies"]["bound: change times"] = {f"{b.amount:g}": oracle(windows, b.amount, w, resolution) for b in budgets}
     return out
+
+
+def _grid(run: Any, low: float, high: float, step: float = 4.0, limit: int = 8) -> list[tuple[float, dict[str, float]]]:
+    """Spend at time scales 1, then ``step``x apart in each direction until the
+    spends bracket ``[low, high]`` accesses per page-year (at most ``limit`` runs)."""
+    grid = [(1.0, run(1.0))]
+    while len(grid) < limit and max(r["accesses_per_page_year"] for _, r in grid) < high:
+        s = min(s for s, _ in grid) / step  # shorter intervals: more accesses
+        grid.append((s, run(s)))
+    while len(grid) < limit and min(r["accesses_per_page_year"] for _, r in grid) > low:
+        s = max(s for s, _ in grid) * step
+        grid.append((s, run(s)))
+    return grid
 
 
 def _interpolate_scale(grid: list[tuple[float, dict[str, float]]], target: float) -> float | None:
