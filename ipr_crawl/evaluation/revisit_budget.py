@@ -184,7 +184,7 @@ def equal_budget(
                 rows[f"{b.amount:g}"] = run(replace(policy, budget=b, name=f"harmonic:{b}"), weighted=weighted)
                 say(f"{spec} at {b}: {rows[f'{b.amount:g}']}")
         else:
-            grid = _grid(lambda s: run(scaled(policy, s)), min(b.amount for b in budgets), max(b.amount for b in budgets))
+            grid = _grid(lambda s, p=policy: run(scaled(p, s)), min(b.amount for b in budgets), max(b.amount for b in budgets))
             say(f"{spec}: grid " + ", ".join(f"x{s:g}: {r['accesses_per_page_year']:.2f}/y" for s, r in grid))
             for b in budgets:
                 s = _interpolate_scale(grid, b.amount)
