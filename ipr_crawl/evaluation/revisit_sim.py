@@ -658,6 +658,8 @@ def add_revisit_sim_parser(sub: Any) -> None:
     p.add_argument("--budgets", help="compare at equal budgets instead: accesses per page per year, e.g. "
                    "0.5/y,1/y,2/y,4/y,8/y (each policy's time scale swept to spend each; harmonic runs at "
                    "each budget; plus the true-rate and change-time bounds)")
+    p.add_argument("--sample", type=int, default=0, help="only N pages of the log, a seeded random sample "
+                   "(random.Random(0)); 0: all")
     p.add_argument("--weights", help="page weights for PageRank-weighted coverage (and harmonic's w): "
                    "the log's link graph, src_url<TAB>dst_url (.tsv or .tsv.gz)")
     p.set_defaults(func=run)
@@ -676,6 +678,12 @@ def run(args: argparse.Namespace) -> int:
     pages = load_log(args.changes, args.pages)
     if not args.quiet:
         print(f"loaded {len(pages)} pages, {sum(len(p.changes) for p in pages)} changes in {time.monotonic() - t0:.1f}s", file=sys.stderr)
+    if 0 < args.sample < len(pages):
+        import random
+
+        pages = random.Random(0).sample(pages, args.sample)
+        if not args.quiet:
+            print(f"sampled {len(pages)} pages (seed 0)", file=sys.stderr)
     if args.budgets:
         return _run_budgets(args, specs, pages, resolution, start, end)
     result = simulate(
@@ -713,6 +721,7 @@ def _run_budgets(
     result["changes"] = args.changes
     result["pages_file"] = args.pages
     result["weights"] = args.weights
+    result["sample"] = args.sample
     print(format_budgets(result))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
