@@ -254,6 +254,7 @@ def plot_budgets(result: dict[str, Any], path: str, title: str = "") -> None:
     matplotlib = import_eval("matplotlib")
     matplotlib.use("Agg")
     plt = import_eval("matplotlib.pyplot")
+    import_eval("matplotlib.ticker")
     fig, axes = plt.subplots(1, 3, figsize=(17, 5.2), constrained_layout=True)
     for spec, rows in result["policies"].items():
         pts = [r for r in rows.values() if r is not None]
@@ -263,6 +264,8 @@ def plot_budgets(result: dict[str, Any], path: str, title: str = "") -> None:
                     label=spec)
     for ax, label in zip(axes, ("coverage (pages with a change)", "PageRank-weighted coverage", "efficiency")):
         ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xlabel("accesses per page per year")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
