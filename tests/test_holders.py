@@ -169,3 +169,39 @@ def test_a_busy_process_keeps_beating_from_its_thread(redis_client, crawl_id):
     time.sleep(0.5)  # stopped: silent for more than 2 x 0.2 s
     assert store.pop(0, 600, holder="other")[0] == 2
     assert store.last_lost == (2, ["busy"])
+
+
+def test_retries_of_one_thread_do_not_cut_another_threads_retries():
+    """The heartbeat thread retrying a command while Redis is away must not turn the
+    reactor thread's commands into single attempts (which stopped a crawl at once)."""
+    import threading
+
+    import redis
+
+    from ipr_crawl.store.retry import RedisRetry
+
+    retry = RedisRetry(retry_secs=5, backoff_secs=0.05)
+    down = threading.Event()
+    down.set()
+
+    def flaky():
+        if down.is_set():
+            raise redis.ConnectionError("away")
+        return "ok"
+
+    other = threading.Thread(target=lambda: retry.call_with_retry(flaky, lambda exc: None))
+    other.start()
+    time.sleep(0.2)  # the other thread is inside its retry loop
+    attempts = []
+
+    def mine():
+        attempts.append(1)
+        if len(attempts) < 3:
+            raise redis.ConnectionError("away")
+        return "mine"
+
+    assert retry.call_with_retry(mine, lambda exc: None) == "mine"
+    assert len(attempts) == 3
+    down.clear()
+    other.join(5)
+    assert not other.is_alive() and not retry.gave_up

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -68,7 +69,9 @@ class RedisRetry(Retry):
         self.revive = revive
         self.errors = 0
         self.gave_up = False
-        self._active = False
+        # per thread: the heartbeat thread's retries must not turn the reactor's
+        # commands into single attempts (scheduler/heartbeat.py)
+        self._local = threading.local()
 
     # redis-py deep-copies the policy into its connection kwargs: keep one
     # policy (and one error count) per client.
@@ -85,11 +88,11 @@ class RedisRetry(Retry):
         is_retryable: Callable[[Exception], bool] | None = None,
         with_failure_count: bool = False,
     ) -> T:
-        if self._active or self.gave_up:
-            # A connect() inside a command being retried, or after giving up:
-            # one attempt, the outer loop (if any) decides.
+        if getattr(self._local, "active", False) or self.gave_up:
+            # A connect() inside a command being retried (in this thread), or after
+            # giving up: one attempt, the outer loop (if any) decides.
             return do()
-        self._active = True
+        self._local.active = True
         started = time.monotonic()
         failures = 0
         try:
@@ -136,7 +139,7 @@ class RedisRetry(Retry):
                         )
                     return result
         finally:
-            self._active = False
+            self._local.active = False
 
 
 def embedded_reviver(client: redis.Redis, db_path: str, serverconfig: dict[str, str]) -> Callable[[], None]:
