@@ -255,21 +255,25 @@ def plot_budgets(result: dict[str, Any], path: str, title: str = "") -> None:
     matplotlib.use("Agg")
     plt = import_eval("matplotlib.pyplot")
     import_eval("matplotlib.ticker")
-    fig, axes = plt.subplots(1, 3, figsize=(17, 5.2), constrained_layout=True)
+    panels = [("coverage", "coverage (pages with a change)")]
+    if result.get("weights"):  # without page weights the weighted coverage is the coverage
+        panels.append(("coverage_weighted", "PageRank-weighted coverage"))
+    panels.append(("efficiency", "efficiency"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.7 * len(panels), 5.2), constrained_layout=True)
     for spec, rows in result["policies"].items():
         pts = [r for r in rows.values() if r is not None]
         style = "--" if spec.startswith("bound") else "-"
-        for ax, key in zip(axes, ("coverage", "coverage_weighted", "efficiency")):
+        for ax, (key, _) in zip(axes, panels):
             ax.plot([r["accesses_per_page_year"] for r in pts], [r[key] for r in pts], style, marker="o", ms=3,
                     label=spec)
-    for ax, label in zip(axes, ("coverage (pages with a change)", "PageRank-weighted coverage", "efficiency")):
+    for ax, (_, label) in zip(axes, panels):
         ax.set_xscale("log")
         ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xlabel("accesses per page per year")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
-    axes[2].set_ylim(0, 1)
+    axes[-1].set_ylim(0, 1)
     axes[0].legend(fontsize=8, loc="lower right")
     if title:
         fig.suptitle(title)
