@@ -92,7 +92,7 @@ def add_operator_parsers(sub: Any) -> None:
     )
     _add_crawl_arguments(p, required=False)
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=_run_status)
+    p.set_defaults(func=_run_operation)
     p = sub.add_parser(
         "top", help="the best URLs of a crawl's frontier",
         description="The N best frontier URLs, best first, with score, host, discovery depth and in-links "
@@ -101,7 +101,7 @@ def add_operator_parsers(sub: Any) -> None:
     p.add_argument("n", nargs="?", type=int, default=20, help="how many (default %(default)s)")
     _add_crawl_arguments(p, required=False)
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=_run_top)
+    p.set_defaults(func=_run_operation)
     p = sub.add_parser(
         "release-leases", help="hand requests leased by stopped crawlers back to the frontier",
         description="Hand back to the frontier the requests leased by crawler processes whose heartbeat "
@@ -110,7 +110,7 @@ def add_operator_parsers(sub: Any) -> None:
     )
     _add_crawl_arguments(p, required=False)
     p.add_argument("--all", action="store_true", help="every lease, also of live processes")
-    p.set_defaults(func=_run_release)
+    p.set_defaults(func=_run_operation)
     p = sub.add_parser(
         "report", help="a crawl's curves over time (PNG)",
         description="Draw from what a crawl keeps: frontier size, pages per minute and the share of the "
@@ -122,48 +122,18 @@ def add_operator_parsers(sub: Any) -> None:
     p.set_defaults(func=_run_report)
 
 
-def _run_status(args: argparse.Namespace) -> int:
-    import json
+def _run_operation(args: argparse.Namespace) -> int:
+    """``status``, ``top`` and ``release-leases`` (:func:`ipr_crawl.store.inspect.operate`)."""
+    from ipr_crawl.store.inspect import operate
 
-    from ipr_crawl.store.inspect import format_status, status
-
-    store = _open(args, "status")
+    store = _open(args, args.command)
     if store is None:
         return 1
     try:
-        st = status(store)
+        print(operate(store, args.command, getattr(args, "n", 20), getattr(args, "json", False),
+                      getattr(args, "all", False)))
     finally:
         store.client.close()
-    print(json.dumps(st, indent=1) if args.json else format_status(st))
-    return 0
-
-
-def _run_top(args: argparse.Namespace) -> int:
-    import json
-
-    from ipr_crawl.store.inspect import format_top, top
-
-    store = _open(args, "top")
-    if store is None:
-        return 1
-    try:
-        rows = top(store, args.n)
-    finally:
-        store.client.close()
-    print(json.dumps(rows, indent=1) if args.json else format_top(rows))
-    return 0
-
-
-def _run_release(args: argparse.Namespace) -> int:
-    store = _open(args, "release-leases")
-    if store is None:
-        return 1
-    try:
-        n, forgotten = store.release("all" if args.all else "dead")
-    finally:
-        store.client.close()
-    print(f"crawl {store.crawl_id!r}: {n} leased requests went back to the frontier"
-          + (f"; processes forgotten: {', '.join(forgotten)}" if forgotten else ""))
     return 0
 
 

@@ -12,7 +12,6 @@ created. Registered through the ``scrapy.commands`` entry point (pyproject.toml)
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from scrapy.commands import ScrapyCommand
@@ -23,11 +22,8 @@ from ipr_crawl.config import default_crawl_id
 from ipr_crawl.store.inspect import (
     FrontierUnavailable,
     NoSuchCrawl,
-    format_status,
-    format_top,
     open_crawl,
-    status,
-    top,
+    operate,
 )
 
 __all__ = ["FrontierCommand", "store_location"]
@@ -94,15 +90,6 @@ class FrontierCommand(ScrapyCommand):
             self.exitcode = 1
             return
         try:
-            if action == "status":
-                st = status(store)
-                print(json.dumps(st, indent=1) if opts.json else format_status(st))
-            elif action == "top":
-                rows = top(store, opts.n)
-                print(json.dumps(rows, indent=1) if opts.json else format_top(rows))
-            else:
-                n, forgotten = store.release("all" if opts.all else "dead")
-                print(f"crawl {store.crawl_id!r}: {n} leased requests went back to the frontier"
-                      + (f"; processes forgotten: {', '.join(forgotten)}" if forgotten else ""))
+            print(operate(store, action, opts.n, opts.json, opts.all))
         finally:
             store.client.close()

@@ -371,13 +371,18 @@ class FrontierStore:
             keys=keys, args=[int(time.time() * 1000), int(interval_secs * 1000), maxlen],
         ))
 
-    def timeline(self) -> list[dict[str, float]]:
-        """The samples of :meth:`sample`, oldest first: ``t`` (s since the epoch),
-        ``fetched``, ``failed``, ``known``, ``frontier``, ``forced``, ``in_flight``,
-        ``holders`` (alive), ``due`` (revisits scheduled)."""
+    def timeline(self, last: int = 0) -> list[dict[str, float]]:
+        """The samples of :meth:`sample` (only the ``last`` ones when > 0), oldest
+        first: ``t`` (s since the epoch), ``fetched``, ``failed``, ``known``,
+        ``frontier``, ``forced``, ``in_flight``, ``holders`` (alive), ``due``
+        (revisits scheduled)."""
         c: Any = self.client
+        entries = (
+            list(reversed(c.xrevrange(self.keys["timeline"], count=last))) if last > 0
+            else c.xrange(self.keys["timeline"])
+        )
         out = []
-        for _, fields in c.xrange(self.keys["timeline"]):
+        for _, fields in entries:
             row = {k.decode(): float(v) for k, v in fields.items()}
             row["t"] = row["t"] / 1000.0
             out.append(row)

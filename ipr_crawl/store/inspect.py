@@ -22,7 +22,7 @@ from ipr_crawl.store.frontier import FrontierStore
 from ipr_crawl.store.keys import crawl_keys
 from ipr_crawl.store.record import RECORD_SIZE, parse_record
 
-__all__ = ["NoSuchCrawl", "crawls", "open_crawl", "payload_summary", "status", "top"]
+__all__ = ["NoSuchCrawl", "crawls", "open_crawl", "operate", "payload_summary", "status", "top"]
 
 
 class NoSuchCrawl(LookupError):
@@ -156,7 +156,7 @@ def status(store: FrontierStore, revisits: bool = True) -> dict[str, Any]:
     if revisits:
         out["revisits_due"] = store.client.zcount(store.keys["due"], "-inf", now)
         out["revisits_scheduled"] = store.client.zcard(store.keys["due"])
-    samples = [s for s in _last_samples(store, 120) if s["t"] >= now - 60 - 15]
+    samples = [s for s in store.timeline(last=120) if s["t"] >= now - 60 - 15]
     if len(samples) >= 2 and samples[-1]["t"] > samples[0]["t"]:
         first, last = samples[0], samples[-1]
         out["pages_per_sec"] = (last["fetched"] - first["fetched"]) / (last["t"] - first["t"])
@@ -165,14 +165,25 @@ def status(store: FrontierStore, revisits: bool = True) -> dict[str, Any]:
     return out
 
 
-def _last_samples(store: FrontierStore, count: int) -> list[dict[str, float]]:
-    c: Any = store.client
-    rows = []
-    for _, fields in reversed(c.xrevrange(store.keys["timeline"], count=count)):
-        row = {k.decode(): float(v) for k, v in fields.items()}
-        row["t"] /= 1000.0
-        rows.append(row)
-    return rows
+def operate(store: FrontierStore, action: str, n: int = 20, as_json: bool = False, release_all: bool = False) -> str:
+    """The text an operator's command prints: ``action`` ``"status"``, ``"top"`` (``n``
+    URLs) or ``"release-leases"`` (of lost holders; ``release_all``: every lease), as
+    JSON or as text. Shared by ``ipr-crawl`` and ``scrapy frontier``; raises
+    :class:`ValueError` for another action."""
+    import json
+
+    if action == "status":
+        st = status(store)
+        return json.dumps(st, indent=1) if as_json else format_status(st)
+    if action == "top":
+        rows = top(store, n)
+        return json.dumps(rows, indent=1) if as_json else format_top(rows)
+    if action == "release-leases":
+        moved, forgotten = store.release("all" if release_all else "dead")
+        return f"crawl {store.crawl_id!r}: {moved} leased requests went back to the frontier" + (
+            f"; processes forgotten: {', '.join(forgotten)}" if forgotten else ""
+        )
+    raise ValueError(f"unknown action {action!r}")
 
 
 def format_status(st: dict[str, Any]) -> str:
