@@ -288,7 +288,7 @@ class IprScheduler(BaseScheduler):
         self._logstats_last = (now, counts["fetched"])
         best = top(self.store, 1, in_links=False)
         head = f"best {best[0]['score']:.4g} {best[0]['url']}" if best else "frontier empty"
-        alive = self.store.client.zcount(self.store.keys["holders"], f"({int(time.time() * 1000)}", "+inf")
+        alive, _ = self.store.holder_counts()
         logger.info(
             "ipr-crawl: %d in frontier (+%d forced), %d in flight (%d processes), %s%d fetched in all; %s",
             counts["frontier"], counts["forced"], counts["in_flight"], alive, rate, counts["fetched"], head,

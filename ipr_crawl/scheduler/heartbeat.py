@@ -26,7 +26,6 @@ import logging
 import os
 import socket
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -119,7 +118,5 @@ class Heartbeat:
             )
         if self.timeline_secs > 0:
             self.store.sample(self.timeline_secs)
-        if self.on_lost_holder is not None and self.store.client.zcount(
-            self.store.keys["holders"], "-inf", f"({int(time.time() * 1000)}"
-        ):
+        if self.on_lost_holder is not None and self.store.holder_counts()[1]:
             self.on_lost_holder()

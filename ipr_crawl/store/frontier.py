@@ -320,6 +320,16 @@ class FrontierStore:
             pipe.hset(self.keys["holders_info"], holder, json.dumps(info))
         return not int(pipe.execute()[0])
 
+    def holder_counts(self) -> tuple[int, int]:
+        """``(alive, lost)``: registered holders whose heartbeat deadline is ahead, and
+        those whose deadline has passed (not yet handed back by a pop). One round trip."""
+        now = f"{int(time.time() * 1000)}"
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zcount(self.keys["holders"], f"({now}", "+inf")
+        pipe.zcount(self.keys["holders"], "-inf", f"({now}")
+        alive, lost = pipe.execute()
+        return int(alive), int(lost)
+
     def release(self, mode: str, holder: str = "") -> tuple[int, list[str]]:
         """Hand leases back (release_holder.lua): ``mode`` ``"holder"`` (those of
         ``holder``, which is forgotten: a crawler closing), ``"dead"`` (of holders whose
