@@ -27,12 +27,11 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Protocol
+from typing import Protocol
 
 from ipr_crawl.config import RevisitConfig
 from ipr_crawl.revisit.budget import RateHistogram, next_gain, solve_nu
 from ipr_crawl.revisit.policy import FixedPolicy, HarmonicPolicy
-from ipr_crawl.store.record import parse_record
 from ipr_crawl.store.revisit import RevisitStore
 
 __all__ = ["SIM_TIME_HEADER", "Clock", "Refresher", "SystemClock", "VirtualClock"]
@@ -77,6 +76,10 @@ class VirtualClock:
 
 class _Frontier(Protocol):
     def pending(self) -> int: ...
+
+    def node_score(self, id_: bytes) -> float | None: ...
+
+    def mean_score(self, sample: int = 1000) -> float: ...
 
 
 def _shortest_interval(policy: object) -> float:
@@ -131,24 +134,15 @@ class Refresher:
         return min(t, self.cfg.until) if self.cfg.until is not None else t
 
     def node_score(self, id_: bytes) -> float | None:
-        """The ordering's score of node ``id_`` in the frontier's record, or None."""
-        client: Any = getattr(self.frontier, "client", None)
-        keys = getattr(self.frontier, "keys", None)
-        if client is None or keys is None:
-            return None
-        raw = client.hget(keys["node"], id_)
-        return parse_record(raw)[0].s if raw else None
+        """The ordering's score of node ``id_`` (:meth:`FrontierStore.node_score`)."""
+        return self.frontier.node_score(id_)
 
     def mean_score(self) -> float:
-        """The crawl's mean node score, from up to 1,000 random nodes (HRANDFIELD),
-        sampled again at most once per ``IPR_REVISIT_BUDGET_REFRESH_SECS``; 0 if unknown."""
+        """The crawl's mean node score (:meth:`FrontierStore.mean_score`), sampled again
+        at most once per ``IPR_REVISIT_BUDGET_REFRESH_SECS``; 0 if unknown."""
         now = self.clock.now()
         if self._mean_score is None or now - self._mean_at >= self.cfg.budget_refresh_secs:
-            client: Any = getattr(self.frontier, "client", None)
-            keys = getattr(self.frontier, "keys", None)
-            values = client.hrandfield(keys["node"], 1000, withvalues=True) if client is not None and keys else []
-            scores = [parse_record(values[i + 1])[0].s for i in range(0, len(values), 2)]
-            self._mean_score = sum(scores) / len(scores) if scores else 0.0
+            self._mean_score = self.frontier.mean_score()
             self._mean_at = now
         return self._mean_score
 

@@ -320,6 +320,19 @@ class FrontierStore:
             pipe.hset(self.keys["holders_info"], holder, json.dumps(info))
         return not int(pipe.execute()[0])
 
+    def node_score(self, id_: bytes) -> float | None:
+        """The ordering's score in node ``id_``'s record, or None when unknown."""
+        raw: Any = self.client.hget(self.keys["node"], id_)
+        return parse_record(raw)[0].s if raw else None
+
+    def mean_score(self, sample: int = 1000) -> float:
+        """The mean node score over up to ``sample`` random nodes (HRANDFIELD); 0 for
+        an empty crawl."""
+        c: Any = self.client
+        values = c.hrandfield(self.keys["node"], sample, withvalues=True) or []
+        scores = [parse_record(values[i + 1])[0].s for i in range(0, len(values), 2)]
+        return sum(scores) / len(scores) if scores else 0.0
+
     def holder_counts(self) -> tuple[int, int]:
         """``(alive, lost)``: registered holders whose heartbeat deadline is ahead, and
         those whose deadline has passed (not yet handed back by a pop). One round trip."""
