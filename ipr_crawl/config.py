@@ -58,7 +58,7 @@ class Setting:
 
 S = Setting
 _ORDER_DOC = (
-    "`ipr` (or `ipr:dl1`, `ipr:pl`, `ipr:vr`, `ipr:ar`), `blc`, `ifs`, `importance`, `pr`, "
+    "`ipr` (or `ipr:dl1`, `ipr:pl`, `ipr:vr`, `ipr:ar`), `push`, `blc`, `ifs`, `importance`, `pr`, "
     "`opic`, `larger-sites-first`, `bf` (see [docs/orderings.md](docs/orderings.md))"
 )
 #: Every setting of ipr-crawl, in the README's order.
@@ -85,6 +85,13 @@ SETTINGS: tuple[Setting, ...] = (
       shown_default="29/30"),
     S("IPR_PROPAGATION_CAP", 1000, "int", "score updates beyond the direct targets per page (PL/VR/AR); what it "
       "drops is counted in `ipr/propagation/dropped`", low=0),
+    S("IPR_PUSH_BUDGET", 10, "int", "`push`: edge updates per fetched page spent pushing residuals on, beyond the "
+      "page's own out-links (a strict bound); pages whose budget ran out with residuals left are counted in "
+      "`ipr/push/budget_exhausted`", low=0),
+    S("IPR_PUSH_DAMPING", 0.85, "float", "`push`: damping factor d (share of a node's mass passed to its out-links)",
+      low=0.0, high=1.0, low_open=True),
+    S("IPR_PUSH_EPSILON", 0.0, "float", "`push`: residuals below this (in units of `IPR_INITIAL_SCORE`) are kept, "
+      "not pushed", low=0.0),
     S("IPR_IMPORTANCE_A", 0.2, "float", "a of the `importance` ordering (Matsuoka et al.)", low=0.0),
     S("IPR_IMPORTANCE_B", 0.1, "float", "b of the `importance` ordering", low=0.0),
     S("IPR_IMPORTANCE_C", 1.0, "float", "c of the `importance` ordering", low=0.0),
@@ -332,6 +339,9 @@ class FrontierConfig:
             pr_interval_pages=read(settings, "IPR_PR_INTERVAL_PAGES"),
             pr_damping=read(settings, "IPR_PR_DAMPING"),
             tie_rule=read(settings, "IPR_TIE_RULE"),
+            push_budget=read(settings, "IPR_PUSH_BUDGET"),
+            push_damping=read(settings, "IPR_PUSH_DAMPING"),
+            push_epsilon=read(settings, "IPR_PUSH_EPSILON"),
         )
         return cls(
             redis_url=url,

@@ -4,6 +4,7 @@ same per-node (state, score, seq) after every step."""
 
 from __future__ import annotations
 
+import struct
 import uuid
 
 import pytest
@@ -16,7 +17,7 @@ from ipr_crawl.store import FrontierStore, Link
 ORDERINGS = ("ipr", "blc", "bf")
 #: Every ordering and cut-off of the scripts (issue 3), as "ordering[:cutoff]".
 ALL_ORDERINGS = (
-    "ipr:dl1", "ipr:pl", "ipr:vr", "ipr:ar", "blc", "ifs", "bf", "opic", "importance",
+    "ipr:dl1", "ipr:pl", "ipr:vr", "ipr:ar", "push", "blc", "ifs", "bf", "opic", "importance",
     "larger-sites-first", "pr",
 )
 
@@ -53,6 +54,9 @@ def param_cases(draw):
         "ar_threshold": draw(st.sampled_from([0.2, 0.5, 29 / 30])),
         "propagation_cap": draw(st.integers(0, 12)),
         "importance": draw(st.sampled_from([(0.2, 0.1, 1.0, 0.5), (0.1, 0.2, 0.5, 1.0)])),
+        "push_budget": draw(st.integers(0, 12)),
+        "push_damping": draw(st.sampled_from([0.85, 0.5, 1.0])),
+        "push_epsilon": draw(st.sampled_from([0.0, 0.05, 0.3])),
     }
 
 
@@ -115,6 +119,18 @@ def drive(client, ordering, case, params=None):
                 for k, v in new:
                     ref.set_score(k, v)
             assert store_view(store) == ref_view(ref), f"after pop #{len(order)} ({got})"
+            if ordering == "push":
+                # the residual index and the hub pushed in parts, as the reference has them
+                resid = {node_of(k): v for k, v in client.zrange(store.keys["resid"], 0, -1, withscores=True)}
+                assert resid == {k: v.a for k, v in ref.nodes.items() if ref._indexed(v)}
+                raw = client.get(store.keys["pushing"])
+                want_pushing = ref.pushing
+                if raw is None:
+                    assert want_pushing is None
+                else:
+                    assert want_pushing is not None
+                    part, at = struct.unpack(">dI", raw[8:])
+                    assert (node_of(raw[:8]), part, at) == want_pushing
             assert {node_of(k): [node_of(t) for t in v] for k, v in store.out_links().items()} == {
                 k: v.out for k, v in ref.nodes.items() if v.state == 2 and v.out
             }

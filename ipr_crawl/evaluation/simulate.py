@@ -56,7 +56,7 @@ __all__ = ["run_simulate", "add_simulate_parser", "Replay", "CHECKPOINTS", "run_
 CHECKPOINTS = (0.01, 0.02, 0.05, 0.10, 0.20, 0.30, 0.50, 1.00)
 TOP_FRACTIONS = (0.001, 0.01, 0.1)
 DEFAULT_ORDERINGS = (
-    "bf,blc,ifs,importance,pr,opic,larger-sites-first,ipr:dl1,ipr:pl,ipr:vr,ipr:ar"
+    "bf,blc,ifs,importance,pr,opic,larger-sites-first,ipr:dl1,ipr:pl,ipr:vr,ipr:ar,push"
 )
 
 
@@ -400,7 +400,10 @@ def run_simulate(args: argparse.Namespace) -> int:
         for name in orderings:
             ordering, cutoff = parse_ordering(name)
             cid = f"sim-{uuid.uuid4().hex[:10]}"
-            store = ReplayStore(client, cid, ordering, cutoff=cutoff, propagation_cap=args.propagation_cap)
+            store = ReplayStore(
+                client, cid, ordering, cutoff=cutoff, propagation_cap=args.propagation_cap,
+                push_budget=args.push_budget, push_damping=args.push_damping, push_epsilon=args.push_epsilon,
+            )
             in_redis = args.mode == "in-redis"
             if in_redis:
                 load_replay_graph(replay, store, ordering, reach)
@@ -517,6 +520,9 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--tie-rule", default="same-site", choices=("same-site", "other-site", "none"))
     p.add_argument("--pr-interval", type=int, help="pr: pages between PageRank steps (default: 1%% of reachable, ~100 steps as in Yamada et al. 2004)")
     p.add_argument("--propagation-cap", type=int, default=1000, help="IPR_PROPAGATION_CAP")
+    p.add_argument("--push-budget", type=int, default=10, help="IPR_PUSH_BUDGET")
+    p.add_argument("--push-damping", type=float, default=0.85, help="IPR_PUSH_DAMPING")
+    p.add_argument("--push-epsilon", type=float, default=0.0, help="IPR_PUSH_EPSILON")
     p.add_argument("--redis-url", help="use this Redis instead of an embedded one")
     p.add_argument("--mode", default="in-redis", choices=("in-redis", "round-trip"),
                    help="in-redis: the pop-record loop runs in Redis (replay.lua) over the graph "

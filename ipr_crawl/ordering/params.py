@@ -6,7 +6,7 @@ default, and is the one owner of the argument list the Lua scripts read
 The ``IPR_*`` settings (``ipr_crawl.config``), the Redis store, the reference
 frontier and the replays all build one.
 
-Sources: IPR and its cut-offs DL1, PL, VR, AR, BLC and BF: Yamada, Takahashi, Taura
+Sources: push (residual push): Andersen, Chung & Lang 2006, ALGORITHMS.md §1.5; IPR and its cut-offs DL1, PL, VR, AR, BLC and BF: Yamada, Takahashi, Taura
 & Chikayama 2004, §3 and §4.2; importance: Matsuoka, Suzuki, Kishi & Ogawa, §2;
 OPIC: Abiteboul, Preda & Cobena 2003; periodic PageRank (``pr``):
 Yamada et al. 2004, §4.2.
@@ -22,6 +22,7 @@ __all__ = ["ORDERINGS", "LUA_NAMES", "LUA_ARGS", "TIE_RULES", "OrderingParams", 
 #: Orderings of this release and their cut-offs.
 ORDERINGS: dict[str, tuple[str, ...]] = {
     "ipr": ("dl1", "pl", "vr", "ar"),
+    "push": (),
     "blc": (),
     "ifs": (),
     "importance": (),
@@ -36,7 +37,9 @@ LUA_NAMES = {"larger-sites-first": "lsf"}
 TIE_RULES = ("same-site", "other-site", "none")
 #: Names of the ordering arguments every record script reads first, in order
 #: (``params_from`` in ``store/lua/_record.lua`` reads them by these names).
-LUA_ARGS = ("ordering", "cutoff", "initial", "param", "cap", "ia", "ib", "ic", "id")
+LUA_ARGS = (
+    "ordering", "cutoff", "initial", "param", "cap", "ia", "ib", "ic", "id", "budget", "damping", "epsilon",
+)
 
 
 def parse_ordering(value: str, cutoff: str = "dl1") -> tuple[str, str]:
@@ -81,6 +84,9 @@ class OrderingParams:
     - ``opic_initial_cash``: cash of a start URL (OPIC).
     - ``pr_interval_pages``, ``pr_damping``: ``pr``, one power iteration every N fetches.
     - ``tie_rule``: a member of :data:`TIE_RULES`.
+    - ``push_budget`` (edge updates per fetched page, beyond the page's own
+      out-links), ``push_damping`` (d), ``push_epsilon`` (smallest residual pushed):
+      the ``push`` ordering (forward push, Andersen, Chung & Lang 2006; ALGORITHMS.md §1.5).
     """
 
     ordering: str = "ipr"
@@ -95,6 +101,9 @@ class OrderingParams:
     pr_interval_pages: int = 165000
     pr_damping: float = 0.85
     tie_rule: str = "same-site"
+    push_budget: int = 10
+    push_damping: float = 0.85
+    push_epsilon: float = 0.0
 
     @property
     def lua_name(self) -> str:
@@ -121,6 +130,9 @@ class OrderingParams:
             repr(self.cutoff_param),
             int(self.propagation_cap),
             *(repr(float(x)) for x in self.importance),
+            int(self.push_budget),
+            repr(float(self.push_damping)),
+            repr(float(self.push_epsilon)),
         ]
 
     @classmethod

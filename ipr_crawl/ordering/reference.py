@@ -12,6 +12,13 @@ Rules (Yamada, Takahashi, Taura, Chikayama 2004):
 - **BLC** (§4.2): priority = number of fetched pages linking to the URL; ties:
   fewer '/' first, then the shorter URL (:func:`ipr_crawl.ordering.urls.tie_key`).
 - **BF** (§4.2): discovery order.
+- **push** (ALGORITHMS.md §1.5; forward push, Andersen, Chung & Lang 2006): at
+  p's first fetch its mass ``m = s_p + initial`` is pushed: ``s_p = (1 - d) m``
+  (its estimate), every target gets ``d m / outdeg(p)``, as priority if unfetched,
+  as residual ``a`` if fetched; then the largest residuals (ties: the larger id)
+  are pushed the same way until ``push_budget`` edge updates are spent; a node
+  with more out-links than what is left gives its residual up at once and its
+  out-links get their shares in this call and the next ones, before any other push.
 - Common tie rule (§4.2): equal priorities are fetched in discovery order, and
   the URLs of one page are numbered with the preferred site class first.
 """
@@ -29,7 +36,7 @@ __all__ = ["ReferenceFrontier", "Node", "priority", "simulate_crawl", "tie_rule_
 
 QUEUED, FETCHED, FAILED = 0, 2, 3
 #: Orderings as the Lua scripts name them.
-LUA_ORDERINGS = ("ipr", "blc", "ifs", "bf", "opic", "importance", "pr", "lsf")
+LUA_ORDERINGS = ("ipr", "push", "blc", "ifs", "bf", "opic", "importance", "pr", "lsf")
 
 
 @dataclass
@@ -100,6 +107,11 @@ class ReferenceFrontier:
         self.cap = int(params.propagation_cap)
         self.importance = tuple(float(x) for x in params.importance)
         self.cash = float(params.opic_initial_cash)
+        self.budget = int(params.push_budget)
+        self.damping = float(params.push_damping)
+        self.epsilon = float(params.push_epsilon)
+        #: push: the hub being pushed in parts, (key, share per link, next link index)
+        self.pushing: tuple[Hashable, float, int] | None = None
         self.nodes: dict[Hashable, Node] = {}
         self.in_flight: set[Hashable] = set()
         self.seq = 0
@@ -138,6 +150,12 @@ class ReferenceFrontier:
                 if n > 0:
                     share = page.s / n
                 page.a = 0.0
+            elif self.ordering == "push":
+                m = page.s + self.initial
+                page.s = (1 - self.damping) * m
+                if n > 0:
+                    share = self.damping * m / n
+                page.a = 0.0
             elif self.ordering in ("blc", "ifs"):
                 share = 1.0
             elif self.ordering == "opic":
@@ -164,6 +182,9 @@ class ReferenceFrontier:
                 node = self._new(target, ttie)
                 node.s = gain
                 added += 1
+            elif self.ordering == "push":
+                if gain != 0:
+                    self._push_gain(node, gain)
             elif gain != 0:
                 before = node.s
                 node.s = node.s + gain
@@ -181,7 +202,51 @@ class ReferenceFrontier:
         self.last_propagated = self.last_dropped = 0
         if self.ordering == "ipr" and first and self.cutoff != "dl1":
             self._propagate(queue, queued)
+        if self.ordering == "push" and first:
+            self._push_residuals()
         return added
+
+    @staticmethod
+    def _push_gain(node: Node, gain: float) -> None:
+        if node.state == FETCHED:
+            node.a = node.a + gain
+        else:
+            node.s = node.s + gain
+
+    def _indexed(self, node: Node) -> bool:
+        """push: the node's residual is one the push phase may pick."""
+        return node.state == FETCHED and node.outdeg > 0 and node.a > 0 and node.a >= self.epsilon
+
+    def _push_residuals(self) -> None:
+        left, updates = self.budget, 0
+        while left > 0:
+            if self.pushing is not None:
+                qid, part, start = self.pushing
+                q = self.nodes[qid]
+            else:
+                waiting = [(n.a, k) for k, n in self.nodes.items() if self._indexed(n)]
+                if not waiting:
+                    break
+                qid = max(waiting)[1]
+                q = self.nodes[qid]
+                r = q.a
+                q.s = q.s + (1 - self.damping) * r
+                q.a = 0.0
+                part, start = self.damping * r / len(q.out), 0
+            od = len(q.out)
+            end = min(od, start + left)
+            for rid in q.out[start:end]:
+                target = self.nodes.get(rid)
+                if target is not None:
+                    self._push_gain(target, part)
+            if end > start:
+                left -= end - start
+                updates += end - start
+            self.pushing = (qid, part, end) if end < od else None
+        self.last_propagated = updates
+        self.last_dropped = int(
+            left <= 0 and (self.pushing is not None or any(self._indexed(n) for n in self.nodes.values()))
+        )
 
     def _propagate(self, queue: list[list[Any]], queued: set[Hashable]) -> None:
         limit: float = self.cap

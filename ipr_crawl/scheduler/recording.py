@@ -243,10 +243,11 @@ class PageRecorder:
         links = len(ids) - 1
         if res.added:
             frontier.wake()
+        push = frontier.config.ordering == "push"
         if res.propagated:
-            stats.inc_value("ipr/propagation/updates", res.propagated)
+            stats.inc_value("ipr/push/updates" if push else "ipr/propagation/updates", res.propagated)
         if res.dropped:
-            stats.inc_value("ipr/propagation/dropped", res.dropped)
+            stats.inc_value("ipr/push/budget_exhausted" if push else "ipr/propagation/dropped", res.dropped)
         if res.first and frontier.config.ordering == "pr":
             frontier.maybe_pagerank_step()
         stats.inc_value("ipr/pages/recorded")

@@ -17,6 +17,8 @@ scripts stay atomic in one Redis Cluster slot). Keys:
 ``forced``        zset   dont_filter requests (retries, ...), FIFO
 ``req``           hash   node id or forced token -> request payload (scheduler/codec.py)
 ``sites``         zset   larger-sites-first: sites by pending URLs (``site:<hash>`` queues)
+``resid``         zset   push: fetched node id, score = its residual (mass not yet pushed on)
+``pushing``       string push: the hub being pushed in parts: id, share per link, next link index
 ``graph``         hash   replays only: a graph to replay (:mod:`ipr_crawl.store.replay`)
 ``revisit``       hash   node id -> revisit state of a fetched URL (store/revisit.py)
 ``due``           zset   node id, score = next visit (s since the epoch)
@@ -36,7 +38,7 @@ __all__ = ["SCHEMA_VERSION", "KEY_NAMES", "crawl_keys"]
 #: node record; 1: a separate `out` hash.
 SCHEMA_VERSION = 4
 KEY_NAMES = (
-    "meta", "node", "frontier", "lease", "forced", "req", "sites", "graph",
+    "meta", "node", "frontier", "lease", "forced", "req", "sites", "graph", "resid", "pushing",
     # leases, their holders, what the operator sees (status, report)
     "lease_by", "holders", "holders_info", "order", "timeline",
     # revisits (store/revisit.py)

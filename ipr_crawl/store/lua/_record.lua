@@ -5,6 +5,59 @@
 -- payloads). Returns added, first (boolean), rescored, updates, dropped.
 -- `shared` (optional, replay.lua): {cache = {}, dirty = {}} kept across pages of
 -- one call; records are then written back by the caller (flush_records), once.
+-- push (ALGORITHMS.md §1.5; forward push, Andersen, Chung & Lang 2006): after a
+-- page's own push, push the largest residuals of fetched nodes on (Gauss-Southwell
+-- order: `resid` ZSET, score = residual) until P.budget edge updates are spent. A
+-- node with more out-links than what is left gives up its whole residual at once;
+-- its out-links get their share in this call and the next ones, before any other
+-- push (key `pushing`: 8-byte id .. share (double) .. next link index (uint32)).
+-- get / push_gain / resid_index / touch: record's closures over its record cache.
+-- Returns the edge updates done, and 1 if the budget ran out with work left, else 0.
+local function push_residuals(K, P, get, push_gain, resid_index, touch)
+  local base = string.sub(K.meta, 1, -5)
+  local resid, pushing = base .. 'resid', base .. 'pushing'
+  local left, updates = P.budget, 0
+  while left > 0 do
+    local qid, part, from
+    local raw = redis.call('GET', pushing)
+    if raw then
+      qid = string.sub(raw, 1, 8)
+      part, from = struct.unpack('>dI4', raw, 9)
+    else
+      local top = redis.call('ZREVRANGE', resid, 0, 0)
+      if #top == 0 then break end
+      qid = top[1]
+      local q = get(qid)
+      local r = q.a
+      q.s = q.s + (1 - P.damping) * r
+      q.a = 0
+      touch(qid)
+      resid_index(qid, q)
+      part, from = P.damping * r / (#q.links / 8), 0
+    end
+    local q = get(qid)
+    local od = #q.links / 8
+    local to = math.min(od, from + left)
+    for i = from, to - 1 do
+      local rid = string.sub(q.links, 8 * i + 1, 8 * i + 8)
+      local r = get(rid)
+      if r then push_gain(rid, r, part) end
+    end
+    if to > from then
+      left = left - (to - from)
+      updates = updates + (to - from)
+    end
+    if to < od then
+      redis.call('SET', pushing, qid .. struct.pack('>dI4', part, to))
+    elseif raw then
+      redis.call('DEL', pushing)
+    end
+  end
+  local dropped = 0
+  if left <= 0 and (redis.call('EXISTS', pushing) == 1 or redis.call('ZCARD', resid) > 0) then dropped = 1 end
+  return updates, dropped
+end
+
 local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, shared)
   local meta, node, frontier, lease, req = K.meta, K.node, K.frontier, K.lease, K.req
   local ordering, cutoff, initial, param, cap = P.ordering, P.cutoff, P.initial, P.param, P.cap
@@ -27,6 +80,26 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
   end
   local function touch(id)
     if not dirty[id] then dirty[id] = true; order[#order + 1] = id; written[id] = true end
+  end
+  -- push: a fetched node's residual a is indexed in `resid` (score a) while it is
+  -- at least epsilon and the node has out-links to push it to
+  local resid = string.sub(meta, 1, -5) .. 'resid'
+  local function resid_index(id, r)
+    if r.st == 2 and r.od > 0 and r.a > 0 and r.a >= P.epsilon then
+      redis.call('ZADD', resid, string.format('%.17g', r.a), id)
+    else
+      redis.call('ZREM', resid, id)
+    end
+  end
+  -- push: `gain` reaches node `id`: an unfetched node's priority, a fetched one's residual
+  local function push_gain(id, r, gain)
+    touch(id)
+    if r.st == 2 then
+      r.a = r.a + gain
+      resid_index(id, r)
+    else
+      r.s = r.s + gain
+    end
   end
 
   local p = get(pid)
@@ -56,6 +129,13 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
       if n > 0 then share = p.s / n end
       p.a = p.a + p.s
       p.s = 0
+    elseif ordering == 'push' then
+      -- the page's mass m (received + start mass) is pushed at once: (1 - d) m
+      -- stays as its estimate, d m / n goes to each out-link; a = its residual
+      local m = p.s + initial
+      p.s = (1 - P.damping) * m
+      if n > 0 then share = P.damping * m / n end
+      p.a = 0
     elseif ordering == 'importance' then
       local same = 0
       for k = 0, n - 1 do
@@ -87,6 +167,8 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
       if payload ~= '' then redis.call('HSET', req, tid, payload) end
       frontier_add(meta, frontier, ordering, r, member_of(r, tid))
       added = added + 1
+    elseif ordering == 'push' then
+      if gain ~= 0 then push_gain(tid, r, gain) end
     elseif gain ~= 0 then
       local before = r.s
       r.s = r.s + gain
@@ -163,6 +245,12 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
       end
     end
     dropped = #queue - head + 1
+  end
+
+  if ordering == 'push' then
+    -- the page's own residual (a self-loop) or a re-record that changed its out-degree
+    resid_index(pid, p)
+    if first then updates, dropped = push_residuals(K, P, get, push_gain, resid_index, touch) end
   end
 
   local rescored = 0

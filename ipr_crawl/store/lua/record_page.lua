@@ -1,16 +1,17 @@
 -- record_page: page p was fetched; record it with its out-links, register new
 -- URLs, apply the ordering's score update and re-score frontier entries in place.
 -- KEYS[1] meta  KEYS[2] node  KEYS[3] frontier  KEYS[4] lease  KEYS[5] req
--- ARGV[1] ordering: ipr | blc | ifs | bf | opic | importance | pr | lsf
+-- ARGV[1] ordering: ipr | push | blc | ifs | bf | opic | importance | pr | lsf
 -- ARGV[2] IPR cut-off: dl1 | pl | vr | ar
 -- ARGV[3] initial score added to s_p at its first fetch (ipr; Yamada et al. 2004, §3: 1)
 -- ARGV[4] cut-off parameter: L (pl), theta (vr), threshold (ar)
 -- ARGV[5] cap on score updates beyond the direct targets (pl, vr, ar)
 -- ARGV[6..9] importance a, b, c, d (Matsuoka et al., §2)
--- ARGV[10] lease member to acknowledge, or ''
--- ARGV[11] page id (8 bytes)  ARGV[12] page tie key (site hash for importance/lsf)
--- ARGV[13] n = number of distinct out-links (the caller bounds it)
--- ARGV[14 + 3k], ARGV[15 + 3k], ARGV[16 + 3k]: id, tie key, payload of link k
+-- ARGV[10..12] push: budget (edge updates per page), damping d, epsilon
+-- ARGV[13] lease member to acknowledge, or ''
+-- ARGV[14] page id (8 bytes)  ARGV[15] page tie key (site hash for importance/lsf)
+-- ARGV[16] n = number of distinct out-links (the caller bounds it)
+-- ARGV[17 + 3k], ARGV[18 + 3k], ARGV[19 + 3k]: id, tie key, payload of link k
 --   ('' payload: none is stored, as in a replay)
 -- Rules at p's first fetch (a page fetched before is re-recorded: out-links
 -- replaced, new URLs registered, no score update):
@@ -26,16 +27,22 @@
 --     target; s_p = 0.
 --   importance (Matsuoka et al., §2): f = log2(a*same-site + b*other-site links + 1); every
 --     target j gets X(j) += (c if same site else d) * f.
+--   push (ALGORITHMS.md §1.5; Andersen, Chung & Lang 2006): m = s_p + initial;
+--     s_p = (1 - d) m (its estimate), d m / n to every target: an unfetched
+--     target's priority s, a fetched target's residual a; then the largest
+--     residuals are pushed on the same way until `budget` edge updates are spent
+--     (push_residuals).
 --   pr: none (scores come from the periodic PageRank step); bf, lsf: none.
 -- Returns {new URLs, 1 if first fetch else 0, frontier entries re-scored,
---          propagation updates done, propagation entries dropped by the cap}.
+--          propagation updates done, propagation entries dropped by the cap
+--          (push: edge updates of the push phase, 1 if its budget ran out with work left)}.
 -- Cost: O(n + cap) node updates, each O(log F) in the frontier.
 local K = {meta = KEYS[1], node = KEYS[2], frontier = KEYS[3], lease = KEYS[4], req = KEYS[5]}
-local n = tonumber(ARGV[13])
+local n = tonumber(ARGV[16])
 local lids, lties, lpay = {}, {}, {}
 for k = 0, n - 1 do
-  lids[k + 1], lties[k + 1], lpay[k + 1] = ARGV[14 + 3 * k], tonumber(ARGV[15 + 3 * k]), ARGV[16 + 3 * k]
+  lids[k + 1], lties[k + 1], lpay[k + 1] = ARGV[17 + 3 * k], tonumber(ARGV[18 + 3 * k]), ARGV[19 + 3 * k]
 end
 local added, first, rescored, updates, dropped =
-  record(K, params_from(ARGV, 1), ARGV[10], ARGV[11], tonumber(ARGV[12]), n, lids, lties, lpay)
+  record(K, params_from(ARGV, 1), ARGV[13], ARGV[14], tonumber(ARGV[15]), n, lids, lties, lpay)
 return {added, first and 1 or 0, rescored, updates, dropped}
