@@ -122,7 +122,7 @@ def drive(client, ordering, case, params=None):
             if ordering == "push":
                 # the residual index and the hub pushed in parts, as the reference has them
                 resid = {node_of(k): v for k, v in client.zrange(store.keys["resid"], 0, -1, withscores=True)}
-                assert resid == {k: v.a for k, v in ref.nodes.items() if ref._indexed(v)}
+                assert resid == {k: v.a / v.outdeg for k, v in ref.nodes.items() if ref._indexed(v)}
                 raw = client.get(store.keys["pushing"])
                 want_pushing = ref.pushing
                 if raw is None:

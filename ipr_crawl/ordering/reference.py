@@ -15,8 +15,8 @@ Rules (Yamada, Takahashi, Taura, Chikayama 2004):
 - **push** (ALGORITHMS.md §1.5; forward push, Andersen, Chung & Lang 2006): at
   p's first fetch its mass ``m = s_p + initial`` is pushed: ``s_p = (1 - d) m``
   (its estimate), every target gets ``d m / outdeg(p)``, as priority if unfetched,
-  as residual ``a`` if fetched; then the largest residuals (ties: the larger id)
-  are pushed the same way until ``push_budget`` edge updates are spent; a node
+  as residual ``a`` if fetched; then the residuals of largest ``a / outdeg``
+  (the mass one edge update moves; ties: the larger id) are pushed the same way until ``push_budget`` edge updates are spent; a node
   with more out-links than what is left gives its residual up at once and its
   out-links get their shares in this call and the next ones, before any other push.
 - Common tie rule (§4.2): equal priorities are fetched in discovery order, and
@@ -224,7 +224,7 @@ class ReferenceFrontier:
                 qid, part, start = self.pushing
                 q = self.nodes[qid]
             else:
-                waiting = [(n.a, k) for k, n in self.nodes.items() if self._indexed(n)]
+                waiting = [(n.a / n.outdeg, k) for k, n in self.nodes.items() if self._indexed(n)]
                 if not waiting:
                     break
                 qid = max(waiting)[1]

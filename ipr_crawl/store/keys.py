@@ -17,7 +17,7 @@ scripts stay atomic in one Redis Cluster slot). Keys:
 ``forced``        zset   dont_filter requests (retries, ...), FIFO
 ``req``           hash   node id or forced token -> request payload (scheduler/codec.py)
 ``sites``         zset   larger-sites-first: sites by pending URLs (``site:<hash>`` queues)
-``resid``         zset   push: fetched node id, score = its residual (mass not yet pushed on)
+``resid``         zset   push: fetched node id, score = residual / out-degree (mass not yet pushed on)
 ``pushing``       string push: the hub being pushed in parts: id, share per link, next link index
 ``graph``         hash   replays only: a graph to replay (:mod:`ipr_crawl.store.replay`)
 ``revisit``       hash   node id -> revisit state of a fetched URL (store/revisit.py)

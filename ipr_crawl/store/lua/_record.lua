@@ -6,8 +6,10 @@
 -- `shared` (optional, replay.lua): {cache = {}, dirty = {}} kept across pages of
 -- one call; records are then written back by the caller (flush_records), once.
 -- push (ALGORITHMS.md §1.5; forward push, Andersen, Chung & Lang 2006): after a
--- page's own push, push the largest residuals of fetched nodes on (Gauss-Southwell
--- order: `resid` ZSET, score = residual) until P.budget edge updates are spent. A
+-- page's own push, push the residuals of fetched nodes on, largest residual per
+-- out-link first (the mass one edge update moves: `resid` ZSET, score = a / od;
+-- plain largest-residual order, Gauss-Southwell, did worse, docs/orderings.md), until
+-- P.budget edge updates are spent. A
 -- node with more out-links than what is left gives up its whole residual at once;
 -- its out-links get their share in this call and the next ones, before any other
 -- push (key `pushing`: 8-byte id .. share (double) .. next link index (uint32)).
@@ -81,12 +83,12 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
   local function touch(id)
     if not dirty[id] then dirty[id] = true; order[#order + 1] = id; written[id] = true end
   end
-  -- push: a fetched node's residual a is indexed in `resid` (score a) while it is
+  -- push: a fetched node's residual a is indexed in `resid` (score a / od) while it is
   -- at least epsilon and the node has out-links to push it to
   local resid = string.sub(meta, 1, -5) .. 'resid'
   local function resid_index(id, r)
     if r.st == 2 and r.od > 0 and r.a > 0 and r.a >= P.epsilon then
-      redis.call('ZADD', resid, string.format('%.17g', r.a), id)
+      redis.call('ZADD', resid, string.format('%.17g', r.a / r.od), id)
     else
       redis.call('ZREM', resid, id)
     end
