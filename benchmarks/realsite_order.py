@@ -1,0 +1,168 @@
+"""PageRank fetched by real ``scrapy crawl`` runs on real sites, at a page budget (issue 13).
+
+For each realweb site (``../shared/realweb``, nginx on loopback):
+
+1. **The site's graph.** One ``scrapy crawl graph`` under Scrapy's own scheduler
+   crawls the whole site and writes every parsed page's links
+   (``crawl_rate.SlotPerPort`` with ``$CRAWL_LINKS_OUT``). Nodes: the URLs fetched
+   with status 200 (redirect sources are aliases of their target), edges: links
+   between them, duplicates once. Its exact PageRank: networkx, damping 0.85.
+2. **Budgeted crawls.** Every configuration crawls the site with
+   ``CLOSESPIDER_PAGECOUNT`` = ``--fraction`` (10 %) of the site's pages,
+   ``CONCURRENT_REQUESTS=16``, the same spider and settings; ``scrapy`` is Scrapy's
+   default scheduler (no add-on), ``ipr:<ordering>`` the add-on with that
+   ``IPR_ORDERING``. The first N pages fetched (N = the budget, response order) are
+   scored: **B** = their PageRank mass (the site sums to 1), **A(10 %)** = share of
+   the site's top 10 % by PageRank among them.
+3. Configurations run interleaved, ``--repeat`` rounds (a concurrent crawl's order
+   varies from run to run); the table gives the median and the range.
+
+    python benchmarks/realsite_order.py [--sites python,django,postgres,scipy]
+        [--configs scrapy,ipr:bf,ipr:blc,ipr:ipr:dl1,ipr:push] [--fraction 0.1]
+        [--repeat 3] [--json out.json] [--markdown out.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from crawl_rate import SITES, check_quiet, common_settings, run_one, settings_for  # noqa: E402
+
+from ipr_crawl.ordering.urls import canonical_url  # noqa: E402
+
+REALWEB_SITES = {
+    **SITES,
+    "pandas": "http://127.0.0.1:8107/index.html",
+    "linux": "http://127.0.0.1:8108/index.html",
+    "boost": "http://127.0.0.1:8109/index.html",
+    "libstdcxx": "http://127.0.0.1:8110/index.html",
+    "qt5": "http://127.0.0.1:8111/qtcore/qtcore-index.html",
+}
+DEFAULT_CONFIGS = "scrapy,ipr:bf,ipr:blc,ipr:ipr:dl1,ipr:push"
+
+
+def site_graph(links_file: Path, fetched: list[str]) -> tuple[dict[str, float], dict[str, str]]:
+    """Exact PageRank of the crawled site and the alias map (redirect source -> target).
+
+    ``links_file``: the JSON lines of ``$CRAWL_LINKS_OUT``; ``fetched``: URLs fetched
+    with status 200. Returns ``(pagerank by canonical URL, alias -> canonical URL)``."""
+    import networkx as nx
+
+    alias: dict[str, str] = {}
+    pages: dict[str, list[str]] = {}
+    for line in links_file.read_text().splitlines():
+        row = json.loads(line)
+        url = canonical_url(row["url"])
+        for src in row["from"]:
+            alias[canonical_url(src)] = url
+        pages[url] = [canonical_url(u) for u in row["links"]]
+    nodes = {canonical_url(u) for u in fetched}
+    g = nx.DiGraph()
+    g.add_nodes_from(nodes)
+    for src, targets in pages.items():
+        if src not in nodes:
+            continue
+        for t in targets:
+            t = alias.get(t, t)
+            if t in nodes:
+                g.add_edge(src, t)
+    return nx.pagerank(g, alpha=0.85, tol=1e-10, max_iter=1000), alias
+
+
+def score(order: list[str], budget: int, pr: dict[str, float], alias: dict[str, str], top: set[str]) -> dict[str, float]:
+    """B and A(10 %) of the first ``budget`` distinct pages of ``order``."""
+    seen: dict[str, None] = {}
+    for url in order:
+        c = canonical_url(url)
+        seen.setdefault(alias.get(c, c), None)
+        if len(seen) >= budget:
+            break
+    got = list(seen)
+    return {
+        "pages": len(got),
+        "B": sum(pr.get(u, 0.0) for u in got),
+        "A10": len(top.intersection(got)) / len(top),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sites", default="python,django,postgres,scipy")
+    ap.add_argument("--configs", default=DEFAULT_CONFIGS)
+    ap.add_argument("--fraction", type=float, default=0.10, help="page budget as a share of the site's pages")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra -s setting for every run")
+    ap.add_argument("--timeout", type=float, default=1800)
+    ap.add_argument("--json", default="")
+    ap.add_argument("--markdown", default="")
+    args = ap.parse_args(argv)
+    configs = [c.strip() for c in args.configs.split(",") if c.strip()]
+    extra = dict(kv.split("=", 1) for kv in args.set)
+    extra["CONCURRENT_REQUESTS"] = args.concurrency
+    work = Path(tempfile.mkdtemp(prefix="ipr-realsite-"))
+    result: dict[str, Any] = {"fraction": args.fraction, "concurrency": args.concurrency, "sites": {}}
+    lines = [
+        f"| site | pages | budget | {' | '.join(configs)} |",
+        "|---|---:|---:|" + "---:|" * len(configs),
+    ]
+    try:
+        for site in [s.strip() for s in args.sites.split(",") if s.strip()]:
+            start = [REALWEB_SITES[site]]
+            folder = work / site / "full"
+            links = folder / "links.jsonl"
+            folder.mkdir(parents=True, exist_ok=True)
+            check_quiet()
+            full = run_one(start, settings_for("scrapy", folder, None, common_settings(0, extra)), folder,  # type: ignore[arg-type]
+                           args.timeout, {"CRAWL_LINKS_OUT": str(links)})
+            pr, alias = site_graph(links, full["fetched"])
+            n = len(pr)
+            budget = max(1, round(args.fraction * n))
+            ranked = sorted(pr, key=pr.__getitem__, reverse=True)
+            top = set(ranked[: max(1, round(0.10 * n))])
+            oracle = sum(pr[u] for u in ranked[:budget])
+            print(f"{site}: {n} pages, budget {budget}, best possible B {oracle:.3f}", file=sys.stderr, flush=True)
+            rows: dict[str, list[dict[str, float]]] = {c: [] for c in configs}
+            for rnd in range(args.repeat):
+                for config in configs:
+                    check_quiet()
+                    f = work / site / f"r{rnd}-{config.replace(':', '_')}"
+                    res = run_one(start, settings_for(config, f, None, common_settings(budget, extra)), f,  # type: ignore[arg-type]
+                                  args.timeout)
+                    if res["returncode"] != 0:
+                        raise RuntimeError(f"{site} {config} failed (rc {res['returncode']}), log in {f}")
+                    s = score(res["fetched"], budget, pr, alias, top)
+                    rows[config].append(s)
+                    print(f"  round {rnd + 1} {config:14s} pages {s['pages']:5d} B {s['B']:.3f} A10 {s['A10']:.3f}",
+                          file=sys.stderr, flush=True)
+                    shutil.rmtree(f / "ipr-data", ignore_errors=True)
+            result["sites"][site] = {"pages": n, "budget": budget, "best_B": oracle, "runs": rows}
+            cells = []
+            for config in configs:
+                bs = [r["B"] for r in rows[config]]
+                cells.append(f"{statistics.median(bs):.3f} ({min(bs):.3f}–{max(bs):.3f})")
+            lines.append(f"| {site} | {n} | {budget} | " + " | ".join(cells) + " |")
+    finally:
+        if not os.environ.get("KEEP"):
+            shutil.rmtree(work, ignore_errors=True)
+    table = "\n".join(lines)
+    print(table)
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
+    if args.markdown:
+        Path(args.markdown).write_text(table + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
