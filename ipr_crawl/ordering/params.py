@@ -6,7 +6,7 @@ default, and is the one owner of the argument list the Lua scripts read
 The ``IPR_*`` settings (``ipr_crawl.config``), the Redis store, the reference
 frontier and the replays all build one.
 
-Sources: push (residual push): Andersen, Chung & Lang 2006, ALGORITHMS.md §1.5; IPR and its cut-offs DL1, PL, VR, AR, BLC and BF: Yamada, Takahashi, Taura
+Sources: push (residual push): Andersen, Chung & Lang, FOCS 2006; IPR and its cut-offs DL1, PL, VR, AR, BLC and BF: Yamada, Takahashi, Taura
 & Chikayama 2004, §3 and §4.2; importance: Matsuoka, Suzuki, Kishi & Ogawa, §2;
 OPIC: Abiteboul, Preda & Cobena 2003; periodic PageRank (``pr``):
 Yamada et al. 2004, §4.2.
@@ -86,7 +86,7 @@ class OrderingParams:
     - ``tie_rule``: a member of :data:`TIE_RULES`.
     - ``push_budget`` (edge updates per fetched page, beyond the page's own
       out-links), ``push_damping`` (d), ``push_epsilon`` (smallest residual pushed):
-      the ``push`` ordering (forward push, Andersen, Chung & Lang 2006; ALGORITHMS.md §1.5).
+      the ``push`` ordering (forward push, Andersen, Chung & Lang, FOCS 2006).
     """
 
     ordering: str = "ipr"

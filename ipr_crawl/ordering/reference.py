@@ -12,7 +12,7 @@ Rules (Yamada, Takahashi, Taura, Chikayama 2004):
 - **BLC** (§4.2): priority = number of fetched pages linking to the URL; ties:
   fewer '/' first, then the shorter URL (:func:`ipr_crawl.ordering.urls.tie_key`).
 - **BF** (§4.2): discovery order.
-- **push** (ALGORITHMS.md §1.5; forward push, Andersen, Chung & Lang 2006): at
+- **push** (forward push, Andersen, Chung & Lang, FOCS 2006; on growing graphs Zhang, Lofgren & Goel, KDD 2016): at
   p's first fetch its mass ``m = s_p + initial`` is pushed: ``s_p = (1 - d) m``
   (its estimate), every target gets ``d m / outdeg(p)``, as priority if unfetched,
   as residual ``a`` if fetched; then the residuals of largest ``a / outdeg``

@@ -5,7 +5,7 @@
 -- payloads). Returns added, first (boolean), rescored, updates, dropped.
 -- `shared` (optional, replay.lua): {cache = {}, dirty = {}} kept across pages of
 -- one call; records are then written back by the caller (flush_records), once.
--- push (ALGORITHMS.md §1.5; forward push, Andersen, Chung & Lang 2006): after a
+-- push (forward push, Andersen, Chung & Lang, FOCS 2006; on growing graphs Zhang, Lofgren & Goel, KDD 2016): after a
 -- page's own push, push the residuals of fetched nodes on, largest residual per
 -- out-link first (the mass one edge update moves: `resid` ZSET, score = a / od;
 -- plain largest-residual order, Gauss-Southwell, did worse, docs/orderings.md), until

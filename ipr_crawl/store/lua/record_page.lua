@@ -27,7 +27,7 @@
 --     target; s_p = 0.
 --   importance (Matsuoka et al., §2): f = log2(a*same-site + b*other-site links + 1); every
 --     target j gets X(j) += (c if same site else d) * f.
---   push (ALGORITHMS.md §1.5; Andersen, Chung & Lang 2006): m = s_p + initial;
+--   push (forward push, Andersen, Chung & Lang, FOCS 2006): m = s_p + initial;
 --     s_p = (1 - d) m (its estimate), d m / n to every target: an unfetched
 --     target's priority s, a fetched target's residual a; then the largest
 --     residuals are pushed on the same way until `budget` edge updates are spent
