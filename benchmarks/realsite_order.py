@@ -9,7 +9,8 @@ For each realweb site (``../shared/realweb``, nginx on loopback):
    between them, duplicates once. Its exact PageRank: networkx, damping 0.85.
 2. **Budgeted crawls.** Every configuration crawls the site with
    ``CLOSESPIDER_PAGECOUNT`` = ``--fraction`` (10 %) of the site's pages,
-   ``CONCURRENT_REQUESTS=16``, the same spider and settings; ``scrapy`` is Scrapy's
+   ``CONCURRENT_REQUESTS=16``, the same spider and settings (the crawl runs
+   a little past the budget, as ``CLOSESPIDER_PAGECOUNT`` counts error responses too); ``scrapy`` is Scrapy's
    default scheduler (no add-on), ``ipr:<ordering>`` the add-on with that
    ``IPR_ORDERING``. The first N pages fetched (N = the budget, response order) are
    scored: **B** = their PageRank mass (the site sums to 1), **A(10 %)** = share of
@@ -79,6 +80,32 @@ def site_graph(links_file: Path, fetched: list[str]) -> tuple[dict[str, float], 
     return nx.pagerank(g, alpha=0.85, tol=1e-10, max_iter=1000), alias
 
 
+def write_graph(pr: dict[str, float], links_file: Path, alias: dict[str, str], out: Path, name: str) -> None:
+    """The crawled site as ``ipr-crawl simulate`` graph files: ``<name>.tsv.gz`` (edges,
+    ids by first appearance in the full crawl) and ``<name>.urls.tsv.gz``."""
+    import gzip
+
+    ids: dict[str, int] = {}
+    edges: list[tuple[int, int]] = []
+    for line in links_file.read_text().splitlines():
+        row = json.loads(line)
+        src = canonical_url(row["url"])
+        if src not in pr:
+            continue
+        s = ids.setdefault(src, len(ids))
+        for u in row["links"]:
+            t = canonical_url(u)
+            t = alias.get(t, t)
+            if t in pr:
+                edges.append((s, ids.setdefault(t, len(ids))))
+    out.mkdir(parents=True, exist_ok=True)
+    with gzip.open(out / f"{name}.tsv.gz", "wt") as f:
+        f.write(f"# {name}: realweb site crawled by scrapy crawl graph (benchmarks/realsite_order.py)\n")
+        f.writelines(f"{a}\t{b}\n" for a, b in dict.fromkeys(edges))
+    with gzip.open(out / f"{name}.urls.tsv.gz", "wt") as f:
+        f.writelines(f"{i}\t{u}\n" for u, i in ids.items())
+
+
 def score(order: list[str], budget: int, pr: dict[str, float], alias: dict[str, str], top: set[str]) -> dict[str, float]:
     """B and A(10 %) of the first ``budget`` distinct pages of ``order``."""
     seen: dict[str, None] = {}
@@ -106,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=1800)
     ap.add_argument("--json", default="")
     ap.add_argument("--markdown", default="")
+    ap.add_argument("--graph-out", default="", help="also write each site's graph here (simulate's format)")
     args = ap.parse_args(argv)
     configs = [c.strip() for c in args.configs.split(",") if c.strip()]
     extra = dict(kv.split("=", 1) for kv in args.set)
@@ -126,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
             full = run_one(start, settings_for("scrapy", folder, None, common_settings(0, extra)), folder,  # type: ignore[arg-type]
                            args.timeout, {"CRAWL_LINKS_OUT": str(links)})
             pr, alias = site_graph(links, full["fetched"])
+            if args.graph_out:
+                write_graph(pr, links, alias, Path(args.graph_out), site)
             n = len(pr)
             budget = max(1, round(args.fraction * n))
             ranked = sorted(pr, key=pr.__getitem__, reverse=True)
@@ -137,7 +167,9 @@ def main(argv: list[str] | None = None) -> int:
                 for config in configs:
                     check_quiet()
                     f = work / site / f"r{rnd}-{config.replace(':', '_')}"
-                    res = run_one(start, settings_for(config, f, None, common_settings(budget, extra)), f,  # type: ignore[arg-type]
+                    # CLOSESPIDER_PAGECOUNT counts every response (404s too): stop later and
+                    # score the first `budget` pages fetched with status 200
+                    res = run_one(start, settings_for(config, f, None, common_settings(budget * 3 // 2 + 32, extra)), f,  # type: ignore[arg-type]
                                   args.timeout)
                     if res["returncode"] != 0:
                         raise RuntimeError(f"{site} {config} failed (rc {res['returncode']}), log in {f}")
@@ -149,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
             result["sites"][site] = {"pages": n, "budget": budget, "best_B": oracle, "runs": rows}
             cells = []
             for config in configs:
-                bs = [r["B"] for r in rows[config]]
+                bs = [r["B"] for r in rows[config]] or [float("nan")]
                 cells.append(f"{statistics.median(bs):.3f} ({min(bs):.3f}–{max(bs):.3f})")
             lines.append(f"| {site} | {n} | {budget} | " + " | ".join(cells) + " |")
     finally:
