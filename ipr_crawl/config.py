@@ -77,7 +77,7 @@ SETTINGS: tuple[Setting, ...] = (
       "id resumes the crawl", shown_default="BOT_NAME.spider name"),
     S("IPR_RESET", False, "bool", "delete the crawl's keys at start and crawl afresh (also when Scrapy's "
       "scrapy-redis-style `SCHEDULER_FLUSH_ON_START` is true)"),
-    S("IPR_ORDERING", "ipr", "str", _ORDER_DOC),
+    S("IPR_ORDERING", "push", "str", _ORDER_DOC),
     S("IPR_CUTOFF", "dl1", "str", "IPR cut-off when `IPR_ORDERING=ipr`", choices=ORDERINGS["ipr"]),
     S("IPR_PL_PAGES", 8, "int", "L of the PL cut-off (pages updated beyond DL1)", low=0),
     S("IPR_VR_THETA", 1.5, "float", "θ of the VR cut-off", low=0.0, low_open=True),

@@ -39,7 +39,7 @@ def demo_processes(mark: str, out: Path) -> list[str]:
 def test_ctrl_c_during_a_crawl_leaves_no_process(tmp_path):
     out = tmp_path / "out"
     graph = TEST_DATA / "harvard500.tsv.gz"
-    log = out / "crawl-ipr-dl1.log"
+    log = out / "crawl-push.log"
     mark = uuid.uuid4().hex
     # its own process group: the "terminal" whose Ctrl-C we send
     demo = subprocess.Popen(
