@@ -14,7 +14,8 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
-# Serve the shipped real graph on loopback, crawl it with IPR-DL1 and with BF.
+# Serve the shipped real graph on loopback, crawl it with the default ordering (push),
+# IPR-DL1, BF and Scrapy's own scheduler.
 demo: $(VENV)/.installed
 	$(PY) -m ipr_crawl.cli demo $(ARGS)
 

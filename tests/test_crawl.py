@@ -127,7 +127,7 @@ def test_resume_with_another_ordering_is_refused(graph_server, crawl, tmp_path):
     assert first.returncode == 0, first.stderr[-3000:]
     second = crawl(served.seed_url, tmp_path / "run2.log", {"IPR_DATA_DIR": data, "IPR_ORDERING": "blc"}, timeout=120)
     out = second.log + second.stderr
-    assert "IncompatibleCrawl" in out and "ipr:dl1" in out and "IPR_ORDERING" in out
+    assert "IncompatibleCrawl" in out and "push" in out and "IPR_ORDERING" in out
     assert not second.fetched
     assert second.returncode != 0
 
