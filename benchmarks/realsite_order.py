@@ -15,11 +15,14 @@ For each realweb site (``../shared/realweb``, nginx on loopback):
    ``IPR_ORDERING``. The first N pages fetched (N = the budget, response order) are
    scored: **B** = their PageRank mass (the site sums to 1), **A(10 %)** = share of
    the site's top 10 % by PageRank among them.
-3. Configurations run interleaved, ``--repeat`` rounds (a concurrent crawl's order
+3. **Exact order.** For each ``ipr:`` configuration, the order a one-at-a-time crawl
+   of the same site graph gets (the pure-Python statement of the rule), scored the
+   same way: what concurrency (``CONCURRENT_REQUESTS``, batched pops) costs or gains.
+4. Configurations run interleaved, ``--repeat`` rounds (a concurrent crawl's order
    varies from run to run); the table gives the median and the range.
 
     python benchmarks/realsite_order.py [--sites python,django,postgres,scipy]
-        [--configs scrapy,ipr:bf,ipr:blc,ipr:ipr:dl1,ipr:push] [--fraction 0.1]
+        [--configs scrapy,ipr:bf,ipr:blc,ipr:opic,ipr:ipr:dl1,ipr:push] [--fraction 0.1]
         [--repeat 3] [--json out.json] [--markdown out.md]
 """
 
@@ -49,7 +52,7 @@ REALWEB_SITES = {
     "libstdcxx": "http://127.0.0.1:8110/index.html",
     "qt5": "http://127.0.0.1:8111/qtcore/qtcore-index.html",
 }
-DEFAULT_CONFIGS = "scrapy,ipr:bf,ipr:blc,ipr:ipr:dl1,ipr:push"
+DEFAULT_CONFIGS = "scrapy,ipr:bf,ipr:blc,ipr:opic,ipr:ipr:dl1,ipr:push"
 
 
 def site_graph(links_file: Path, fetched: list[str]) -> tuple[dict[str, float], dict[str, str]]:
@@ -104,6 +107,31 @@ def write_graph(pr: dict[str, float], links_file: Path, alias: dict[str, str], o
         f.writelines(f"{a}\t{b}\n" for a, b in dict.fromkeys(edges))
     with gzip.open(out / f"{name}.urls.tsv.gz", "wt") as f:
         f.writelines(f"{i}\t{u}\n" for u, i in ids.items())
+
+
+def site_links(links_file: Path, pr: dict[str, float], alias: dict[str, str]) -> dict[str, list[str]]:
+    """Out-links of each crawled page, in the order the spider yielded them (canonical URLs)."""
+    out: dict[str, list[str]] = {}
+    for line in links_file.read_text().splitlines():
+        row = json.loads(line)
+        src = canonical_url(row["url"])
+        targets = (alias.get(c, c) for c in map(canonical_url, row["links"]))
+        out[src] = [u for u in dict.fromkeys(targets) if u in pr]
+    return out
+
+
+def exact_order(out: dict[str, list[str]], start: str, ordering: str, budget: int) -> list[str]:
+    """The order a one-at-a-time crawl gets (the pure-Python statement of the rule,
+    :func:`ipr_crawl.ordering.reference.simulate_crawl`)."""
+    from ipr_crawl.ordering.reference import simulate_crawl
+    from ipr_crawl.ordering.urls import tie_key
+
+    tie = {u: tie_key(u) for u in out} if ordering == "blc" else None
+    if tie is not None:
+        for targets in out.values():
+            for u in targets:
+                tie.setdefault(u, tie_key(u))
+    return [str(u) for u in simulate_crawl(out, [start], ordering, tie=tie, limit=budget)]
 
 
 def score(order: list[str], budget: int, pr: dict[str, float], alias: dict[str, str], top: set[str]) -> dict[str, float]:
@@ -178,11 +206,19 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"  round {rnd + 1} {config:14s} pages {s['pages']:5d} B {s['B']:.3f} A10 {s['A10']:.3f}",
                           file=sys.stderr, flush=True)
                     shutil.rmtree(f / "ipr-data", ignore_errors=True)
-            result["sites"][site] = {"pages": n, "budget": budget, "best_B": oracle, "runs": rows}
+            out = site_links(links, pr, alias)
+            exact: dict[str, float] = {}
+            for config in configs:
+                if config.startswith("ipr:") and "@" not in config and "+" not in config:
+                    seq = exact_order(out, canonical_url(start[0]), config[4:], budget)
+                    exact[config] = score(seq, budget, pr, alias, top)["B"]
+                    print(f"  exact order {config:14s} B {exact[config]:.3f}", file=sys.stderr, flush=True)
+            result["sites"][site] = {"pages": n, "budget": budget, "best_B": oracle, "runs": rows, "exact_B": exact}
             cells = []
             for config in configs:
                 bs = [r["B"] for r in rows[config]] or [float("nan")]
-                cells.append(f"{statistics.median(bs):.3f} ({min(bs):.3f}–{max(bs):.3f})")
+                ex = f"; exact {exact[config]:.3f}" if config in exact else ""
+                cells.append(f"{statistics.median(bs):.3f} ({min(bs):.3f}–{max(bs):.3f}{ex})")
             lines.append(f"| {site} | {n} | {budget} | " + " | ".join(cells) + " |")
     finally:
         if not os.environ.get("KEEP"):

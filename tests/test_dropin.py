@@ -155,7 +155,7 @@ def test_bad_settings_and_overrides_say_so_in_one_line(shop, tmp_path: Path) -> 
     assert first.returncode == 0, first.stderr[-3000:]
     second = scrapy(root, "crawl", "shop", settings={"IPR_DATA_DIR": tmp_path / "o", "LOG_LEVEL": "INFO"})
     errors = [line for line in second.stderr.splitlines() if " ERROR: " in line]
-    assert second.returncode != 0 and len(errors) == 1 and "is ordered by 'bf', not 'ipr:dl1'" in errors[0], errors
+    assert second.returncode != 0 and len(errors) == 1 and "is ordered by 'bf', not 'push'" in errors[0], errors
     assert "Traceback" not in second.stderr
     debug = scrapy(root, "crawl", "shop", settings={"IPR_DATA_DIR": tmp_path / "o", "LOG_LEVEL": "DEBUG"})
     assert debug.returncode != 0 and "Traceback" in debug.stderr  # LOG_LEVEL=DEBUG keeps it

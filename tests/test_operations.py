@@ -97,7 +97,7 @@ def test_scrapy_frontier_command_finds_the_crawl_like_scrapy_crawl(stopped_crawl
          "-s", "IPR_CRAWL_ID=ops"], cwd=REPO, capture_output=True, text=True, timeout=120, env=env,
     )
     assert out.returncode == 0, out.stderr + out.stdout
-    assert "crawl 'ops' ordered by ipr:dl1" in out.stdout and "fetched" in out.stdout
+    assert "crawl 'ops' ordered by push" in out.stdout and "fetched" in out.stdout
     # BOT_NAME.spider is the default crawl id: there is none such here
     out = subprocess.run(
         [sys.executable, "-m", "scrapy", "frontier", "top", "graph", "-s", f"IPR_DATA_DIR={data}"],

@@ -149,7 +149,7 @@ def test_forged_payloads_in_a_real_crawl_are_dropped_with_a_stat(graph_server, t
     payloads = forged_payloads(str(marker))
     with RedisServer(tmp_path / "redis") as server:
         client = server.client()
-        store = FrontierStore(client, "forged", "ipr")
+        store = FrontierStore(client, "forged", "push")  # the default ordering
         store.open()
         for i, (name, payload) in enumerate(sorted(payloads.items())):
             url = f"{served.base}/forged/{i}/{name}"
