@@ -213,3 +213,14 @@ def test_record_twice_does_not_change_scores(redis_client, crawl_id):
             keys = list(redis_client.scan_iter(match=f"ipr:{{{crawl_id}-{ordering}}}:*"))
             if keys:
                 redis_client.delete(*keys)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=crawl_cases())
+def test_push_without_budget_or_damping_is_ipr_dl1(redis_client, case):
+    """``push`` with ``IPR_PUSH_BUDGET=0`` and ``IPR_PUSH_DAMPING=1`` fetches in IPR-DL1's
+    order (docs/orderings.md): a fetched page passes all it received plus the start mass
+    to its out-links, and nothing moves on from fetched pages."""
+    assert drive(redis_client, "push", case, {"push_budget": 0, "push_damping": 1.0}) == drive(
+        redis_client, "ipr:dl1", case
+    )
