@@ -13,11 +13,10 @@
 -- node with more out-links than what is left gives up its whole residual at once;
 -- its out-links get their share in this call and the next ones, before any other
 -- push (key `pushing`: 8-byte id .. share (double) .. next link index (uint32)).
--- get / push_gain / resid_index / touch: record's closures over its record cache.
+-- resid, pushing: the two keys; get / push_gain / resid_index / touch: record's
+-- closures over its record cache.
 -- Returns the edge updates done, and 1 if the budget ran out with work left, else 0.
-local function push_residuals(K, P, get, push_gain, resid_index, touch)
-  local base = string.sub(K.meta, 1, -5)
-  local resid, pushing = base .. 'resid', base .. 'pushing'
+local function push_residuals(P, resid, pushing, get, push_gain, resid_index, touch)
   local left, updates = P.budget, 0
   while left > 0 do
     local qid, part, from
@@ -83,24 +82,29 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
   local function touch(id)
     if not dirty[id] then dirty[id] = true; order[#order + 1] = id; written[id] = true end
   end
-  -- push: a fetched node's residual a is indexed in `resid` (score a / od) while it is
-  -- at least epsilon and the node has out-links to push it to
-  local resid = string.sub(meta, 1, -5) .. 'resid'
-  local function resid_index(id, r)
-    if r.st == 2 and r.od > 0 and r.a > 0 and r.a >= P.epsilon then
-      redis.call('ZADD', resid, string.format('%.17g', r.a / r.od), id)
-    else
-      redis.call('ZREM', resid, id)
+  -- push only (not built for the other orderings): its two keys; resid_index(id, r)
+  -- keeps a fetched node's residual a indexed in `resid` (score a / od) while it is at
+  -- least epsilon and the node has out-links to push it to; push_gain(id, r, gain):
+  -- `gain` reaches node `id`, an unfetched node's priority, a fetched one's residual
+  local resid, pushing, resid_index, push_gain
+  if ordering == 'push' then
+    local base = string.sub(meta, 1, -5)
+    resid, pushing = base .. 'resid', base .. 'pushing'
+    resid_index = function(id, r)
+      if r.st == 2 and r.od > 0 and r.a > 0 and r.a >= P.epsilon then
+        redis.call('ZADD', resid, string.format('%.17g', r.a / r.od), id)
+      else
+        redis.call('ZREM', resid, id)
+      end
     end
-  end
-  -- push: `gain` reaches node `id`: an unfetched node's priority, a fetched one's residual
-  local function push_gain(id, r, gain)
-    touch(id)
-    if r.st == 2 then
-      r.a = r.a + gain
-      resid_index(id, r)
-    else
-      r.s = r.s + gain
+    push_gain = function(id, r, gain)
+      touch(id)
+      if r.st == 2 then
+        r.a = r.a + gain
+        resid_index(id, r)
+      else
+        r.s = r.s + gain
+      end
     end
   end
 
@@ -252,7 +256,7 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
   if ordering == 'push' then
     -- the page's own residual (a self-loop) or a re-record that changed its out-degree
     resid_index(pid, p)
-    if first then updates, dropped = push_residuals(K, P, get, push_gain, resid_index, touch) end
+    if first then updates, dropped = push_residuals(P, resid, pushing, get, push_gain, resid_index, touch) end
   end
 
   local rescored = 0
