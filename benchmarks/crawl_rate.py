@@ -390,21 +390,33 @@ def run_rounds(
     return rows
 
 
+def add_run_arguments(ap: argparse.ArgumentParser, configs: str, timeout: float) -> None:
+    """The arguments of a benchmark that runs configurations of ``scrapy crawl`` in
+    rounds: ``--configs`` (default ``configs``), ``--repeat``, ``--set``, ``--timeout``
+    (s, per crawl), ``--json``, ``--markdown``, ``--keep``."""
+    ap.add_argument("--configs", default=configs, help="comma-separated configurations")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra -s setting for every run")
+    ap.add_argument("--timeout", type=float, default=timeout)
+    ap.add_argument("--json", default="")
+    ap.add_argument("--markdown", default="")
+    ap.add_argument("--keep", action="store_true", help="keep the work folder (logs)")
+
+
+def run_arguments(args: argparse.Namespace) -> tuple[list[str], dict[str, Any]]:
+    """``--configs`` as a list and ``--set`` as settings (see :func:`add_run_arguments`)."""
+    configs = [c.strip() for c in args.configs.split(",") if c.strip()]
+    return configs, dict(kv.split("=", 1) for kv in args.set)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sites", default="django,postgres", help="realweb site names, comma-separated")
     ap.add_argument("--pages", type=int, default=0, help="page budget per crawl (0: crawl the sites to the end)")
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--configs", default=",".join(ALL_CONFIGS))
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra -s setting for every run")
-    ap.add_argument("--timeout", type=float, default=900)
-    ap.add_argument("--json", default="")
-    ap.add_argument("--markdown", default="")
-    ap.add_argument("--keep", action="store_true", help="keep the work folder (logs)")
+    add_run_arguments(ap, ",".join(ALL_CONFIGS), 900)
     args = ap.parse_args(argv)
     start_urls = [SITES[name.strip()] for name in args.sites.split(",") if name.strip()]
-    configs = [c.strip() for c in args.configs.split(",") if c.strip()]
-    extra = dict(kv.split("=", 1) for kv in args.set)
+    configs, extra = run_arguments(args)
     common = common_settings(args.pages, extra)
     work = Path(tempfile.mkdtemp(prefix="ipr-crawl-rate-"))
     server = SeparateRedis(work / "redis")

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import sys
@@ -40,7 +39,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from crawl_rate import SITES, check_quiet, common_settings, run_one, settings_for  # noqa: E402
+from crawl_rate import (  # noqa: E402
+    SITES,
+    add_run_arguments,
+    check_quiet,
+    common_settings,
+    run_arguments,
+    run_one,
+    settings_for,
+)
 
 from ipr_crawl.ordering.urls import canonical_url  # noqa: E402
 
@@ -153,18 +160,12 @@ def score(order: list[str], budget: int, pr: dict[str, float], alias: dict[str, 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sites", default="python,django,postgres,scipy")
-    ap.add_argument("--configs", default=DEFAULT_CONFIGS)
     ap.add_argument("--fraction", type=float, default=0.10, help="page budget as a share of the site's pages")
-    ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--concurrency", type=int, default=16)
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra -s setting for every run")
-    ap.add_argument("--timeout", type=float, default=1800)
-    ap.add_argument("--json", default="")
-    ap.add_argument("--markdown", default="")
     ap.add_argument("--graph-out", default="", help="also write each site's graph here (simulate's format)")
+    add_run_arguments(ap, DEFAULT_CONFIGS, 1800)
     args = ap.parse_args(argv)
-    configs = [c.strip() for c in args.configs.split(",") if c.strip()]
-    extra = dict(kv.split("=", 1) for kv in args.set)
+    configs, extra = run_arguments(args)
     extra["CONCURRENT_REQUESTS"] = args.concurrency
     work = Path(tempfile.mkdtemp(prefix="ipr-realsite-"))
     result: dict[str, Any] = {"fraction": args.fraction, "concurrency": args.concurrency, "sites": {}}
@@ -221,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
                 cells.append(f"{statistics.median(bs):.3f} ({min(bs):.3f}–{max(bs):.3f}{ex})")
             lines.append(f"| {site} | {n} | {budget} | " + " | ".join(cells) + " |")
     finally:
-        if not os.environ.get("KEEP"):
+        if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     table = "\n".join(lines)
     print(table)
