@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from ipr_crawl.ordering.reference import ReferenceFrontier
 from ipr_crawl.store import FrontierStore, Link
+from ipr_crawl.store.prior import set_prior
 
 ORDERINGS = ("ipr", "blc", "bf")
 #: Every ordering and cut-off of the scripts (issue 3), as "ordering[:cutoff]".
@@ -68,7 +69,7 @@ def store_view(store: FrontierStore) -> dict[int, tuple[int, float, float, int]]
     return {node_of(k): (r.state, r.s, r.a, r.seq) for k, r in store.records().items()}
 
 
-def drive(client, ordering, case, params=None):
+def drive(client, ordering, case, params=None, prior=None):
     n, out, ties, seed, fails, rerecord = case
     params = params or {}
     ordering, _, cutoff = ordering.partition(":")
@@ -77,7 +78,9 @@ def drive(client, ordering, case, params=None):
     store = FrontierStore(client, cid, ordering, cutoff=cutoff, **params)
     try:
         store.open()
-        ref = ReferenceFrontier(ordering, cutoff=cutoff, **params)
+        ref = ReferenceFrontier(ordering, cutoff=cutoff, prior=prior, **params)
+        if prior is not None:
+            set_prior(client, cid, [(nid(k), v) for k, v in prior.items()], store.params.prior_weight)
         assert store.enqueue(nid(seed), ties[seed], payload(seed), False) == ref.enqueue(seed, ties[seed])
         order: list[int] = []
         while True:
@@ -145,6 +148,20 @@ def drive(client, ordering, case, params=None):
         keys = list(client.scan_iter(match=f"ipr:{{{cid}}}:*"))
         if keys:
             client.delete(*keys)
+
+
+@pytest.mark.parametrize("ordering", ALL_ORDERINGS)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=crawl_cases(), params=param_cases(), data=st.data())
+def test_every_ordering_with_a_prior_matches_reference(redis_client, ordering, case, params, data):
+    """A prior (IPR_PRIOR_CRAWL) on a random part of the nodes, random values and
+    weight: Lua == pure Python step by step (queued nodes carry a = weight x prior)."""
+    n = case[0]
+    known = data.draw(st.sets(st.integers(0, n - 1)))
+    values = st.floats(0.0, 50.0, allow_nan=False, allow_infinity=False)
+    prior = {k: data.draw(values) for k in sorted(known)}
+    params = {**params, "prior_weight": data.draw(st.sampled_from([0.0, 0.3, 1.0, 7.5]))}
+    drive(redis_client, ordering, case, params, prior)
 
 
 @pytest.mark.parametrize("ordering", ORDERINGS)

@@ -397,39 +397,19 @@ def pagerank(
     ``DiGraph`` holding all ``graph.nodes`` and arcs (networkx 3.x
     ``_pagerank_scipy``): uniform teleport; a dangling node's rank is spread
     uniformly over all nodes; self-loops count as links; power iteration until
-    the L1 change is below ``N * tol``.  Implemented directly on a scipy CSR
-    matrix so that cnr-2000 (3.2M arcs) needs ~100 MB and a few seconds
-    instead of a multi-GB networkx graph.  Agreement with networkx is checked
+    the L1 change is below ``N * tol``
+    (:func:`ipr_crawl.ordering.pagerank.converged_csr`).  Agreement with networkx is checked
     in tests/test_graphio.py.
 
     Raises:
         networkx.PowerIterationFailedConvergence: no convergence in ``max_iter``.
     """
-    import numpy as np
-    from scipy.sparse import csr_array
+    from ipr_crawl.ordering.pagerank import converged_csr
 
-    n = len(graph.nodes)
-    if n == 0:
+    if not graph.nodes:
         return {}
     _, indptr, indices = _csr(graph)
-    deg = np.diff(indptr).astype(float)
-    inv = np.zeros(n)
-    nz = deg != 0
-    inv[nz] = 1.0 / deg[nz]
-    data = np.repeat(inv, np.diff(indptr))
-    mat = csr_array((data, indices, indptr), shape=(n, n))
-    mat_t = mat.T.tocsr()
-    dangling = np.where(~nz)[0]
-    p = np.full(n, 1.0 / n)
-    x = p.copy()
-    for _ in range(max_iter):
-        xlast = x
-        x = damping * (mat_t @ x + x[dangling].sum() * p) + (1 - damping) * p
-        if np.absolute(x - xlast).sum() < n * tol:
-            return dict(zip(graph.nodes, x.tolist()))
-    import networkx as nx
-
-    raise nx.PowerIterationFailedConvergence(max_iter)
+    return dict(zip(graph.nodes, converged_csr(indptr, indices, damping, tol, max_iter).tolist()))
 
 
 def _write_gz(path: str, lines: Iterable[str]) -> None:

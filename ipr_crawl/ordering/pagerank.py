@@ -1,4 +1,5 @@
-"""One power iteration of PageRank over a collected graph (the ``pr`` ordering).
+"""PageRank over a collected graph: one power iteration (the ``pr`` ordering), or
+converged (an earlier crawl's PageRank as a prior, ``IPR_PRIOR_CRAWL``).
 
 Yamada et al. 2004 §4.2 ("PR"): PageRank over the collected graph, recomputed
 every N fetched pages as ONE power iteration starting from the previous values.
@@ -12,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["power_step"]
+__all__ = ["power_step", "converged", "converged_csr"]
 
 
 def power_step(
@@ -43,3 +44,54 @@ def power_step(
     dangling = x[outdeg == 0].sum()
     y = damping * (a.T @ (x * inv) + dangling / n) + (1.0 - damping) / n
     return np.asarray(y / y.sum())
+
+
+def converged_csr(
+    indptr: np.ndarray, indices: np.ndarray, damping: float = 0.85, tol: float = 1.0e-6, max_iter: int = 100
+) -> np.ndarray:
+    """Converged PageRank of a CSR adjacency (row i's out-links: ``indices[indptr[i]:
+    indptr[i+1]]``, distinct), values summing to 1.
+
+    The computation of ``networkx.pagerank(G, alpha=damping)`` (networkx 3.x
+    ``_pagerank_scipy``; Page, Brin, Motwani & Winograd 1999): uniform teleport, a
+    dangling node's rank spread uniformly, power iteration until the L1 change is
+    below ``n * tol``, on a scipy CSR matrix (cnr-2000, 3.2M arcs: ~100 MB, seconds).
+
+    Raises:
+        networkx.PowerIterationFailedConvergence: no convergence in ``max_iter``.
+    """
+    n = len(indptr) - 1
+    if n <= 0:
+        return np.zeros(0)
+    deg = np.diff(indptr).astype(float)
+    nz = deg != 0
+    inv = np.zeros(n)
+    inv[nz] = 1.0 / deg[nz]
+    mat = sp.csr_array((np.repeat(inv, np.diff(indptr)), indices, indptr), shape=(n, n))
+    mat_t = mat.T.tocsr()
+    dangling = np.where(~nz)[0]
+    p = np.full(n, 1.0 / n)
+    x = p.copy()
+    for _ in range(max_iter):
+        xlast = x
+        x = damping * (mat_t @ x + x[dangling].sum() * p) + (1 - damping) * p
+        if np.absolute(x - xlast).sum() < n * tol:
+            return np.asarray(x)
+    import networkx as nx
+
+    raise nx.PowerIterationFailedConvergence(max_iter)
+
+
+def converged(n: int, src: np.ndarray, dst: np.ndarray, damping: float = 0.85) -> np.ndarray:
+    """:func:`converged_csr` of the graph of ``n`` nodes with edges ``src -> dst``
+    (int arrays of indexes < n; duplicate arcs count once). A float array of length n.
+
+    >>> converged(2, np.array([0]), np.array([1])).round(4).tolist()
+    [0.3509, 0.6491]
+    """
+    if n == 0:
+        return np.zeros(0)
+    a = sp.csr_matrix((np.ones(len(src)), (src, dst)), shape=(n, n))
+    a.sum_duplicates()
+    a.sort_indices()
+    return converged_csr(a.indptr.astype(np.int64), a.indices.astype(np.int64), damping)

@@ -87,6 +87,9 @@ class OrderingParams:
     - ``push_budget`` (edge updates per fetched page, beyond the page's own
       out-links), ``push_damping`` (d), ``push_epsilon`` (smallest residual pushed):
       the ``push`` ordering (forward push, Andersen, Chung & Lang, FOCS 2006).
+    - ``prior_weight``: weight of an earlier crawl's PageRank in a new URL's priority
+      (``IPR_PRIOR_WEIGHT``; kept in the crawl's ``meta`` by :mod:`ipr_crawl.store.prior`,
+      not an argument of the scripts).
     """
 
     ordering: str = "ipr"
@@ -104,6 +107,7 @@ class OrderingParams:
     push_budget: int = 10
     push_damping: float = 0.85
     push_epsilon: float = 0.0
+    prior_weight: float = 1.0
 
     @property
     def lua_name(self) -> str:

@@ -19,6 +19,10 @@ Rules (Yamada, Takahashi, Taura, Chikayama 2004):
   (the mass one edge update moves; ties: the larger id) are pushed the same way until ``push_budget`` edge updates are spent; a node
   with more out-links than what is left gives its residual up at once and its
   out-links get their shares in this call and the next ones, before any other push.
+- **Prior** (``IPR_PRIOR_CRAWL``; the historical strategy, Baeza-Yates, Castillo,
+  Marin & Rodriguez, WWW 2005): a URL an earlier crawl knew starts with ``a =
+  prior_weight x`` its PageRank there x that crawl's node count; an unfetched node's
+  priority is ``s + a``; ``a`` is reset at its fetch.
 - Common tie rule (§4.2): equal priorities are fetched in discovery order, and
   the URLs of one page are numbered with the preferred site class first.
 """
@@ -26,6 +30,7 @@ Rules (Yamada, Takahashi, Taura, Chikayama 2004):
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -75,11 +80,12 @@ def priority(ordering: str, node: Node) -> float:
     >>> priority("blc", Node(seq=1, tie=5, s=2.0))
     33554427.0
     """
+    s = node.s + node.a if node.state == QUEUED else node.s  # a queued node's a: its prior
     if ordering == "blc":
-        return node.s * 16777216 - node.tie
+        return s * 16777216 - node.tie
     if ordering in ("bf", "lsf", "larger-sites-first"):
         return 0.0
-    return node.s
+    return s
 
 
 class ReferenceFrontier:
@@ -90,7 +96,9 @@ class ReferenceFrontier:
     :class:`~ipr_crawl.ordering.OrderingParams`.
     """
 
-    def __init__(self, params: OrderingParams | str = "ipr", **kwargs: Any) -> None:
+    def __init__(
+        self, params: OrderingParams | str = "ipr", prior: dict[Hashable, float] | None = None, **kwargs: Any
+    ) -> None:
         if isinstance(params, str):
             kwargs.setdefault("cutoff", "dl1" if params == "ipr" else "")
             params = OrderingParams(ordering=params, **kwargs)
@@ -112,6 +120,10 @@ class ReferenceFrontier:
         self.epsilon = float(params.push_epsilon)
         #: push: the hub being pushed in parts, (key, share per link, next link index)
         self.pushing: tuple[Hashable, float, int] | None = None
+        #: IPR_PRIOR_CRAWL: key -> the earlier crawl's PageRank x its node count; a new
+        #: node's a is prior_weight x that value (as float32, as the store keeps it)
+        self.prior = {k: struct.unpack(">f", struct.pack(">f", v))[0] for k, v in (prior or {}).items()}
+        self.prior_weight = float(params.prior_weight)
         self.nodes: dict[Hashable, Node] = {}
         self.in_flight: set[Hashable] = set()
         self.seq = 0
@@ -121,6 +133,8 @@ class ReferenceFrontier:
     def _new(self, key: Hashable, tie: int) -> Node:
         self.seq += 1
         node = self.nodes[key] = Node(seq=self.seq, tie=tie)
+        if key in self.prior:
+            node.a = self.prior_weight * self.prior[key]
         return node
 
     def enqueue(self, key: Hashable, tie: int) -> int:
@@ -145,6 +159,7 @@ class ReferenceFrontier:
         share = same_share = other_share = 0.0
         if first:
             page.state = FETCHED
+            page.a = 0.0  # an unfetched node's a is its prior
             if self.ordering == "ipr":
                 page.s = page.s + self.initial
                 if n > 0:

@@ -470,17 +470,12 @@ class FrontierStore:
             pipe.zcard(self.keys[name])
         return sum(pipe.execute())
 
-    def pagerank_step(self, damping: float = 0.85) -> tuple[int, int]:
-        """One PageRank power iteration over the collected graph, from the scores
-        stored (``pr`` ordering; :func:`ipr_crawl.ordering.pagerank.power_step`).
-
-        Reads every node and out-link list (O(nodes + edges), HSCAN, parsed with
-        numpy), writes the new scores back. Returns ``(nodes, frontier entries
-        re-scored)``.
-        """
+    def collected_graph(self) -> tuple[list[bytes], Any, Any, Any]:
+        """The collected graph: ``(ids, s, src, dst)`` — every known node's 8-byte id,
+        its score ``s`` (float array, same order), and the out-links of fetched pages
+        as index arrays into ``ids`` (numbering order, distinct per page). O(nodes +
+        edges): HSCAN of ``node``, parsed with numpy."""
         import numpy as np
-
-        from ipr_crawl.ordering.pagerank import power_step  # numpy, scipy: pr only
 
         ids: list[bytes] = []
         heads: list[bytes] = []
@@ -494,10 +489,10 @@ class FrontierStore:
                 srcs.append(id_)
                 lists.append(raw[RECORD_SIZE:])
                 counts.append((len(raw) - RECORD_SIZE) // ID_SIZE)
+        empty = np.zeros(0, dtype=np.int64)
         if not ids:
-            return 0, 0
-        record = numpy_dtype()
-        previous = np.frombuffer(b"".join(heads), dtype=record)["s"].astype(float)
+            return ids, np.zeros(0), empty, empty
+        s = np.frombuffer(b"".join(heads), dtype=numpy_dtype())["s"].astype(float)
         keys = np.frombuffer(b"".join(ids), dtype=">u8")
         order = np.argsort(keys)
         sorted_keys = keys[order]
@@ -508,13 +503,25 @@ class FrontierStore:
             found = sorted_keys[pos] == values
             return np.where(found, order[pos], -1)
 
-        if srcs:
-            src = np.repeat(index_of(np.frombuffer(b"".join(srcs), dtype=">u8")), counts)
-            dst = index_of(np.frombuffer(b"".join(lists), dtype=">u8"))
-            ok = (src >= 0) & (dst >= 0)
-            src, dst = src[ok], dst[ok]
-        else:
-            src = dst = np.zeros(0, dtype=np.int64)
+        if not srcs:
+            return ids, s, empty, empty
+        src = np.repeat(index_of(np.frombuffer(b"".join(srcs), dtype=">u8")), counts)
+        dst = index_of(np.frombuffer(b"".join(lists), dtype=">u8"))
+        ok = (src >= 0) & (dst >= 0)
+        return ids, s, src[ok], dst[ok]
+
+    def pagerank_step(self, damping: float = 0.85) -> tuple[int, int]:
+        """One PageRank power iteration over the collected graph, from the scores
+        stored (``pr`` ordering; :func:`ipr_crawl.ordering.pagerank.power_step`).
+
+        Reads every node and out-link list (:meth:`collected_graph`), writes the new
+        scores back. Returns ``(nodes, frontier entries re-scored)``.
+        """
+        from ipr_crawl.ordering.pagerank import power_step  # numpy, scipy: pr only
+
+        ids, previous, src, dst = self.collected_graph()
+        if not ids:
+            return 0, 0
         x = power_step(len(ids), src, dst, previous, damping)
         return len(ids), self.set_scores([(ids[i], float(x[i])) for i in range(len(ids))])
 

@@ -6,7 +6,8 @@
 --   seq    d  discovery sequence number (ties of equal priority: lower first)
 --   s      d  score: approximate PageRank (ipr), back-link count / in-degree
 --             (blc, ifs), cash (opic), importance X (importance), PageRank (pr)
---   a      d  received, not yet propagated score (ipr AR cut-off); OPIC history
+--   a      d  received, not yet propagated score (ipr AR cut-off); OPIC history;
+--             push: residual; an unfetched node: its prior (prior_conf), else 0
 --   tie    d  blc: min('/' count, 1023) * 2^14 + min(URL length, 16383);
 --             importance, larger-sites-first: 52-bit hash of the URL's host:port
 --   od     I4 out-degree recorded at fetch
@@ -37,16 +38,37 @@ local function member_of(r, id)
   return struct.pack('>I4I4', math.floor(r.seq / TWO32), r.seq % TWO32) .. id
 end
 
+-- An unfetched node's a is its prior (0 without one), see prior_conf.
 local function priority(ordering, r)
-  if ordering == 'blc' then return r.s * 16777216 - r.tie end
+  local s = r.s
+  if r.st == 0 then s = s + r.a end
+  if ordering == 'blc' then return s * 16777216 - r.tie end
   if ordering == 'bf' or ordering == 'lsf' then return 0 end
-  return r.s
+  return s
 end
 
 -- ZSET score of a frontier entry, formatted with 17 significant digits: a Lua
 -- number passed to redis.call keeps only 14, which would merge close scores.
 local function zscore(ordering, r)
   return string.format('%.17g', -priority(ordering, r))
+end
+
+-- A prior (IPR_PRIOR_CRAWL, store/prior.py): the meta fields prior_weight and
+-- prior_buckets, read once per call; nil when the crawl has none. A URL the prior
+-- knows starts with a = weight x (its PageRank in the earlier crawl x that crawl's
+-- node count), float32 in hash `prior:<bucket>`, bucket = the id's last 4 bytes
+-- (big-endian uint32) mod prior_buckets. An unfetched node's priority is s + a.
+local function prior_conf(meta_key)
+  local v = redis.call('HMGET', meta_key, 'prior_weight', 'prior_buckets')
+  if not v[2] then return nil end
+  return {w = tonumber(v[1]), b = tonumber(v[2]), base = string.sub(meta_key, 1, -5) .. 'prior:'}
+end
+
+local function prior_of(pc, id)
+  if not pc then return 0 end
+  local raw = redis.call('HGET', pc.base .. string.format('%d', struct.unpack('>I4', id, 5) % pc.b), id)
+  if not raw then return 0 end
+  return pc.w * struct.unpack('>f', raw)
 end
 
 local function new_record(meta_key, tie)

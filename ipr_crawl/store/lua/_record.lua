@@ -121,6 +121,7 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
   local share, same_share, other_share = 0, 0, 0
   if first then
     p.st = 2
+    p.a = 0  -- an unfetched node's a is its prior
     redis.call('HINCRBY', meta, 'fetched', 1)
     -- the fetch order, 8 bytes per page (`order`, store/keys.py): the report's
     -- PageRank-over-time curve
@@ -154,6 +155,7 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
   p.od = n
 
   local added = 0
+  local pc  -- prior_conf, read at the first new URL (false: none)
   local ids = {}
   local queue = {}   -- propagation entries {id, amount}; amount -1: take a_q (ar)
   local queued = {}  -- ar: nodes with an entry waiting in `queue`
@@ -168,6 +170,8 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
     if not r then
       r = new_record(meta, ttie)
       r.s = gain
+      if pc == nil then pc = prior_conf(meta) or false end
+      r.a = prior_of(pc, tid)
       cache[tid] = r
       touch(tid)
       if payload ~= '' then redis.call('HSET', req, tid, payload) end

@@ -4,7 +4,7 @@
 -- ARGV[1] ordering  ARGV[2] id (8 bytes)  ARGV[3] tie key  ARGV[4] payload
 -- ARGV[5] '1' if dont_filter  ARGV[6] lease member to acknowledge (a retry), or ''
 -- ARGV[7] initial cash of a new URL (opic; other orderings 0)
--- A new URL joins the frontier (score 0, opic: its initial cash). A known URL
+-- A new URL joins the frontier (score 0, opic: its initial cash; a: its prior). A known URL
 -- is a duplicate unless dont_filter, then it joins the forced queue (FIFO,
 -- served before the frontier) under a token 'F' .. 8-byte counter.
 -- Returns 1 (new), 2 (forced) or 0 (duplicate, dropped). Cost: O(log F).
@@ -19,6 +19,7 @@ local r = rec_get(node, id)
 if not r then
   r = new_record(meta, tonumber(ARGV[3]))
   r.s = tonumber(ARGV[7]) or 0
+  r.a = prior_of(prior_conf(meta), id)
   rec_put(node, id, r)
   if payload ~= '' then redis.call('HSET', req, id, payload) end
   frontier_add(meta, frontier, ordering, r, member_of(r, id))
