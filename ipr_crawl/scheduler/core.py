@@ -236,6 +236,8 @@ class IprScheduler(BaseScheduler):
             counts["in_flight"],
         )
         self._stats_set("ipr/resumed", int(resumed))
+        if cfg.prior_crawl:
+            self._install_prior(client)
         pending = counts["frontier"] + counts["forced"] + counts["in_flight"]
         if resumed and not pending and counts["fetched"] and self.revisit_config is None:
             logger.warning(
@@ -253,6 +255,23 @@ class IprScheduler(BaseScheduler):
             self.revisit_observer = RevisitObserver(self.revisits, self.revisit_config, spider)
         self._start_heartbeat(spider)
         _by_crawler[self.crawler] = self
+
+    def _install_prior(self, client: Any) -> None:
+        """``IPR_PRIOR_CRAWL``: the earlier crawl's PageRank becomes this crawl's prior
+        (:func:`ipr_crawl.store.prior.install_prior`). Raises :class:`~ipr_crawl.store.prior.PriorError`."""
+        from ipr_crawl.store.prior import install_prior
+
+        cfg = self.config
+        t0 = time.monotonic()
+        info = install_prior(client, cfg.crawl_id, cfg.prior_crawl, cfg.params.prior_weight,
+                             log=lambda msg: logger.info("ipr-crawl: prior: %s", msg))
+        self._stats_set("ipr/prior/urls", info["urls"])
+        logger.info(
+            "ipr-crawl: prior from crawl %r: %d URLs, weight %g (%s in %.1f s)",
+            cfg.prior_crawl, info["urls"], info["weight"],
+            ("PageRank computed and installed" if info["computed"] else "installed") if info["installed"]
+            else "kept from this crawl's start", time.monotonic() - t0,
+        )
 
     def _start_heartbeat(self, spider: Spider) -> None:
         from twisted.internet import reactor, task

@@ -10,8 +10,8 @@ the best when that history exists. Here:
    fetched pages), computes its converged PageRank
    (:func:`ipr_crawl.ordering.pagerank.converged`, networkx's computation on scipy),
    and stores ``PageRank x node count`` (mean 1) as float32 under OLD's keys
-   ``pagerank:<bucket>``: small hashes of at most ~64 entries, which Redis keeps as
-   listpacks (about 17 B per URL instead of ~60 B in one large hash).
+   ``pagerank:<bucket>``: small hashes of about 64 entries, which Redis keeps in its
+   compact encoding (listpack; ziplist before Redis 7) instead of a hash table.
 2. :func:`install_prior` copies those buckets to the new crawl's ``prior:<bucket>``
    keys (DUMP/RESTORE: the two crawls are under different hash tags, so the record
    scripts of the new crawl cannot read OLD's keys on a Redis Cluster) and writes
