@@ -405,7 +405,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     curves = {}
     top1 = tops[0.01]
     try:
-        runs = [(name, None) for name in orderings if not (priors and args.prior_only)]
+        runs: list[tuple[str, str | None]] = [(name, None) for name in orderings if not (priors and args.prior_only)]
         runs += [(name, label) for name in orderings for label in priors]
         for name, prior_label in runs:
             ordering, cutoff = parse_ordering(name)

@@ -147,8 +147,8 @@ def compute_pagerank(client: Any, crawl_id: str, damping: float = 0.85,
 
     Raises :class:`PriorError` when there is no such crawl.
     """
-    from ipr_crawl.ordering.params import OrderingParams
     from ipr_crawl.ordering.pagerank import converged
+    from ipr_crawl.ordering.params import OrderingParams
     from ipr_crawl.store.frontier import FrontierStore
 
     keys = crawl_keys(crawl_id)
