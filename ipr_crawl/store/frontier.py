@@ -18,6 +18,7 @@ from typing import Any
 import redis
 
 from ipr_crawl.ordering.params import LUA_ARGS, OrderingParams
+from ipr_crawl.store.connection import is_cluster
 from ipr_crawl.store.keys import SCHEMA_VERSION, crawl_keys
 from ipr_crawl.store.record import (
     ID_SIZE,
@@ -32,6 +33,12 @@ from ipr_crawl.store.record import (
 )
 
 __all__ = ["FrontierStore", "IncompatibleCrawl", "script_source"]
+
+#: Replies of a Redis Cluster node that mean "not here, not now": the script did not run.
+_REDIRECTS = (
+    redis.exceptions.MovedError, redis.exceptions.AskError, redis.exceptions.TryAgainError,
+    redis.exceptions.ClusterDownError,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +108,7 @@ class FrontierStore:
         self._record_keys = self._k("meta", "node", "frontier", "lease", "req")
         # send_record_page's connection and its call whose reply is not read yet
         self._record_conn: redis.connection.AbstractConnection | None = None
+        self._record_pool: Any = None
         self._outstanding: tuple[list[Any], Callable[[RecordResult], None] | None] | None = None
 
     # -- lifecycle -------------------------------------------------------------
@@ -223,14 +231,20 @@ class FrontierStore:
             result = record_result(self._record_conn.read_response())
         except redis.exceptions.NoScriptError:
             result = self._record_now(argv)
-        except (redis.ConnectionError, redis.TimeoutError):
+        except (redis.ConnectionError, redis.TimeoutError, *_REDIRECTS):
+            # a lost connection, or on a Redis Cluster the slot moved (MOVED, ASK), is
+            # migrating or the cluster is failing over (TRYAGAIN, CLUSTERDOWN): the
+            # script did not run, or ran and is idempotent; the client finds the node
             self._drop_record_conn()
             result = self._record_now(argv)
         if then is not None:
             then(result)
 
     def _new_record_conn(self) -> redis.connection.AbstractConnection:
-        pool = self.client.connection_pool
+        # On a Redis Cluster: a connection to the master that owns the crawl's slot
+        # now (looked up again after every error, see settle_record).
+        pool = self.client.record_pool(self.keys["meta"]) if is_cluster(self.client) else self.client.connection_pool
+        self._record_pool = pool
         try:
             return pool.get_connection()
         except TypeError:  # redis-py < 6 wants a command name
@@ -240,7 +254,7 @@ class FrontierStore:
         conn, self._record_conn = self._record_conn, None
         if conn is not None:
             conn.disconnect()
-            self.client.connection_pool.release(conn)  # type: ignore[arg-type]
+            self._record_pool.release(conn)
 
     def close(self) -> None:
         """Settle an outstanding record call and give its connection back."""
@@ -248,7 +262,7 @@ class FrontierStore:
             self.settle_record()
         finally:
             if self._record_conn is not None:
-                self.client.connection_pool.release(self._record_conn)  # type: ignore[arg-type]
+                self._record_pool.release(self._record_conn)
                 self._record_conn = None
 
     def set_scores(self, scores: Sequence[tuple[bytes, float]], chunk: int = 2000) -> int:
@@ -437,7 +451,7 @@ class FrontierStore:
         the crawl is gone for good."""
         keys = list(self.client.scan_iter(match=f"ipr:{{{self.crawl_id}}}:*", count=1000))
         for i in range(0, len(keys), 500):
-            self.client.delete(*keys[i : i + 500])
+            self.client.delete(*keys[i : i + 500])  # one slot: one DEL on a cluster too
         return len(keys)
 
     # -- inspection ---------------------------------------------------------------
