@@ -243,7 +243,8 @@ class FrontierStore:
     def _new_record_conn(self) -> redis.connection.AbstractConnection:
         # On a Redis Cluster: a connection to the master that owns the crawl's slot
         # now (looked up again after every error, see settle_record).
-        pool = self.client.record_pool(self.keys["meta"]) if is_cluster(self.client) else self.client.connection_pool
+        client: Any = self.client
+        pool = client.record_pool(self.keys["meta"]) if is_cluster(client) else client.connection_pool
         self._record_pool = pool
         try:
             return pool.get_connection()
