@@ -199,11 +199,13 @@ def add_prior_parsers(sub: Any) -> None:
     p = sub.add_parser(
         "rewire-graph", help="a perturbed copy of a graph (for simulate --prior-graph)",
         description="Write a copy of an edge-list graph with a share of its arcs rewired: each removed arc "
-        "is replaced by one from the same source to a node drawn in proportion to its in-degree.",
+        "is replaced by one from the same source to a node drawn in proportion to its in-degree (or uniformly).",
     )
     p.add_argument("--graph", required=True, help="edge list: '#' header lines, src<TAB>dst")
     p.add_argument("--share", type=float, required=True, help="share of arcs rewired, in [0, 1]")
     p.add_argument("--seed", type=int, default=1, help="random seed (default %(default)s)")
+    p.add_argument("--to", choices=("indegree", "uniform"), default="indegree",
+                   help="a rewired arc's new target: drawn by in-degree (default) or uniformly")
     p.add_argument("--out", required=True, help="edge list to write (gzip)")
     p.set_defaults(func=_run_rewire)
 
@@ -236,7 +238,7 @@ def _run_rewire(args: argparse.Namespace) -> int:
 
     if not 0.0 <= args.share <= 1.0:
         raise SystemExit(f"ipr-crawl rewire-graph: --share {args.share}: must be within [0, 1]")
-    g = rewired(read_graph(args.graph), args.share, args.seed)
+    g = rewired(read_graph(args.graph), args.share, args.seed, args.to)
     write_graph(g, args.out)
     print(f"{args.out}: {len(g.nodes)} nodes, {g.edges} edges ({args.share:.0%} of the arcs rewired, seed {args.seed})")
     return 0

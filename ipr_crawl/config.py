@@ -65,7 +65,8 @@ _ORDER_DOC = (
 SETTINGS: tuple[Setting, ...] = (
     S("IPR_ENABLED", True, "bool", "off: the add-on does nothing, the middlewares raise `NotConfigured`"),
     S("IPR_REDIS_URL", "", "str", "`redis://`, `rediss://` (TLS; password in the URL) or `unix://` URL of a "
-      "shared server; empty: embedded server"),
+      "shared server; the URL of any node of a Redis Cluster uses the cluster "
+      "([docs/scaling.md](docs/scaling.md)); empty: embedded server"),
     S("IPR_DATA_DIR", "", "str", "embedded server's folder (`ipr.rdb`, `appendonly.aof`); empty: `.scrapy/ipr` of the project"),
     S("IPR_REDIS_APPENDFSYNC", "everysec", "str", "embedded server's AOF fsync policy",
       choices=("always", "everysec", "no")),

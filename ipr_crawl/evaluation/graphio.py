@@ -488,22 +488,27 @@ def convert_url_pairs(
 
 
 
-def rewired(graph: Graph, share: float, seed: int = 1) -> Graph:
+def rewired(graph: Graph, share: float, seed: int = 1, to: str = "indegree") -> Graph:
     """A perturbed copy of ``graph``: ``round(share x edges)`` arcs, drawn uniformly,
-    are removed and each is replaced by an arc from the same source to the target of
-    another arc drawn uniformly (so to a node drawn in proportion to its in-degree),
+    are removed and each is replaced by an arc from the same source to a node drawn
+    in proportion to its in-degree (``to="indegree"``: the target of another arc drawn
+    uniformly) or uniformly among all nodes (``to="uniform"``: a harsher change that
+    moves PageRank towards pages nobody linked to),
     re-drawn while it would be a self-loop or an arc the source has or had (so exactly
     that many arcs differ, unless 100 draws find none for a source).
     Out-degrees are kept exactly, in-degrees in expectation; the node set is kept.
     What a site's link graph looks like a while later, for measuring priors
     (``ipr-crawl simulate --prior-graph``). Deterministic for a ``seed``.
 
-    Raises :class:`ValueError` for a share outside [0, 1].
+    Raises :class:`ValueError` for a share outside [0, 1] or another ``to``.
     """
     import numpy as np
 
     if not 0.0 <= share <= 1.0:
         raise ValueError(f"share {share!r}: must be within [0, 1]")
+    if to not in ("indegree", "uniform"):
+        raise ValueError(f"to={to!r}: indegree or uniform")
+    nodes_list = list(graph.nodes)
     arcs = [(u, v) for u, lst in graph.out.items() for v in lst]
     rng = np.random.default_rng(seed)
     k = round(share * len(arcs))
@@ -518,7 +523,10 @@ def rewired(graph: Graph, share: float, seed: int = 1) -> Graph:
     for i in sorted(chosen):
         u = arcs[i][0]
         for _ in range(100):
-            w = arcs[int(rng.integers(len(arcs)))][1]
+            if to == "uniform":
+                w = nodes_list[int(rng.integers(len(nodes_list)))]
+            else:
+                w = arcs[int(rng.integers(len(arcs)))][1]
             if w != u and w not in have[u] and w not in original[u]:
                 out[u].append(w)
                 have[u].add(w)
@@ -527,7 +535,7 @@ def rewired(graph: Graph, share: float, seed: int = 1) -> Graph:
     edges = sum(len(lst) for lst in out.values())
     nodes = sorted(set(graph.nodes).union(*(set(lst) for lst in out.values())))
     return Graph(nodes=nodes, out=out, edges=edges, name=f"{graph.name}~rewired{share:g}",
-                 comments=[f" {graph.name} with {share:.0%} of its arcs rewired (seed {seed})"])
+                 comments=[f" {graph.name} with {share:.0%} of its arcs rewired to {to} targets (seed {seed})"])
 
 
 def write_graph(graph: Graph, path: str | os.PathLike[str]) -> None:

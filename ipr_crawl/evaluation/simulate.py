@@ -489,7 +489,9 @@ def prior_graphs(args: argparse.Namespace, graph: Graph, log: Any) -> dict[str, 
         g = read_graph(path)
         graphs.append((g.name, g))
     for share in _shares(args.prior_rewire):
-        graphs.append((f"rewired {share:.0%}", rewired(graph, share, args.prior_seed)))
+        to = args.prior_rewire_to
+        label = f"rewired {share:.0%}" + (" uniform" if to == "uniform" else "")
+        graphs.append((label, rewired(graph, share, args.prior_seed, to)))
     out = {}
     for label, g in graphs:
         pr = pagerank(g, damping=0.85)
@@ -573,6 +575,8 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--prior-rewire", metavar="SHARES",
                    help="also run each ordering with a prior computed on copies of --graph with these shares "
                    "of arcs rewired (e.g. 0.1,0.2,0.5; graphio.rewired)")
+    p.add_argument("--prior-rewire-to", choices=("indegree", "uniform"), default="indegree",
+                   help="--prior-rewire: a rewired arc goes to a node drawn by in-degree (default) or uniformly")
     p.add_argument("--prior-seed", type=int, default=1, help="random seed of --prior-rewire (default %(default)s)")
     p.add_argument("--prior-weight", type=float, default=1.0, help="IPR_PRIOR_WEIGHT (default %(default)s)")
     p.add_argument("--prior-only", action="store_true", help="with a prior: skip the runs without one")
