@@ -65,7 +65,8 @@ _ORDER_DOC = (
 SETTINGS: tuple[Setting, ...] = (
     S("IPR_ENABLED", True, "bool", "off: the add-on does nothing, the middlewares raise `NotConfigured`"),
     S("IPR_REDIS_URL", "", "str", "`redis://`, `rediss://` (TLS; password in the URL) or `unix://` URL of a "
-      "shared server; the URL of any node of a Redis Cluster uses the cluster "
+      "shared server; the URL of any node of a Redis Cluster uses the cluster; "
+      "`redis+sentinel://HOST:PORT[,HOST:PORT…]/SERVICE[/DB]` the primary that Redis Sentinel names "
       "([docs/scaling.md](docs/scaling.md)); empty: embedded server"),
     S("IPR_DATA_DIR", "", "str", "embedded server's folder (`ipr.rdb`, `appendonly.aof`); empty: `.scrapy/ipr` of the project"),
     S("IPR_REDIS_APPENDFSYNC", "everysec", "str", "embedded server's AOF fsync policy",
@@ -319,11 +320,19 @@ class FrontierConfig:
         except ValueError as exc:
             raise SettingError(str(exc)) from None
         url = read(settings, "IPR_REDIS_URL")
-        if url and not url.startswith(("redis://", "rediss://", "unix://")):
+        if url and not url.startswith(("redis://", "rediss://", "unix://", "redis+sentinel://", "rediss+sentinel://")):
             raise SettingError(
-                f"IPR_REDIS_URL={url!r}: use a redis://, rediss:// or unix:// URL, "
+                f"IPR_REDIS_URL={url!r}: use a redis://, rediss://, unix:// or "
+                "redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE[/DB] URL, "
                 "or leave it empty for the embedded server"
             )
+        if url.startswith(("redis+sentinel://", "rediss+sentinel://")):
+            from ipr_crawl.store.connection import parse_sentinel_url
+
+            try:
+                parse_sentinel_url(url)
+            except ValueError as exc:
+                raise SettingError(f"IPR_REDIS_URL: {exc}") from None
         crawl_id = str(settings.get("IPR_CRAWL_ID") or "").strip()
         if not crawl_id:
             if not spider_name:

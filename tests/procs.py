@@ -288,6 +288,76 @@ class LocalCluster:
         self.stop()
 
 
+class LocalSentinel:
+    """A primary, ``replicas`` replicas and one Redis Sentinel (quorum 1) on loopback,
+    all from :func:`redis_server_binary`. ``down_after_ms``: how long the primary must
+    be silent before the sentinel fails it over."""
+
+    def __init__(self, workdir: str | os.PathLike, replicas: int = 1, down_after_ms: int = 1000,
+                 service: str = "ipr") -> None:
+        self.workdir = Path(workdir)
+        self.service = service
+        self.down_after_ms = down_after_ms
+        self.primary = RedisServer(self.workdir / "primary")
+        self.replicas = [RedisServer(self.workdir / f"replica{i}") for i in range(replicas)]
+        self.port = free_port()
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis+sentinel://127.0.0.1:{self.port}/{self.service}/0"
+
+    def start(self, timeout: float = 30.0) -> LocalSentinel:
+        self.primary.start()
+        for r in self.replicas:
+            r.start()
+            with r.client() as c:
+                c.replicaof("127.0.0.1", self.primary.port)
+        d = self.workdir / "sentinel"
+        d.mkdir(parents=True, exist_ok=True)
+        conf = d / "sentinel.conf"
+        conf.write_text(
+            f"port {self.port}\nbind 127.0.0.1\ndir {d}\nlogfile {d / 'sentinel.log'}\n"
+            f"sentinel monitor {self.service} 127.0.0.1 {self.primary.port} 1\n"
+            f"sentinel down-after-milliseconds {self.service} {self.down_after_ms}\n"
+            f"sentinel failover-timeout {self.service} 10000\n"
+            f"sentinel parallel-syncs {self.service} 1\n"
+        )
+        self.proc = subprocess.Popen([redis_server_binary(), str(conf), "--sentinel"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with redis.Redis(port=self.port, socket_connect_timeout=1) as c:
+                    known = c.sentinel_masters().get(self.service)
+                    with self.replicas[0].client() as rc:
+                        synced = rc.info("replication").get("master_link_status") == "up" if self.replicas else True
+                    if known and synced:
+                        return self
+            except redis.RedisError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("the sentinel did not come up")
+            time.sleep(0.1)
+
+    def primary_port(self) -> int:
+        with redis.Redis(port=self.port, socket_connect_timeout=1) as c:
+            return int(c.sentinel_get_master_addr_by_name(self.service)[1])
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+        for server in (self.primary, *self.replicas):
+            server.kill(signal.SIGTERM)
+
+    def __enter__(self) -> LocalSentinel:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
 def start_crawl(
     start_url: str,
     log_file: str | os.PathLike,

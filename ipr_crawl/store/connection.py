@@ -14,7 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import redis
 
-__all__ = ["FrontierUnavailable", "adopt", "connect", "is_cluster", "redact"]
+__all__ = ["FrontierUnavailable", "adopt", "connect", "is_cluster", "parse_sentinel_url", "redact"]
 
 
 class FrontierUnavailable(RuntimeError):
@@ -24,10 +24,50 @@ class FrontierUnavailable(RuntimeError):
 def redact(url: str) -> str:
     """``url`` with its password replaced by ``***`` (for messages and logs)."""
     parts = urlsplit(url)
-    if parts.password is None:
+    userinfo, at, _ = parts.netloc.rpartition("@")
+    if not at or ":" not in userinfo:
         return url
-    netloc = parts.netloc.replace(":" + parts.password + "@", ":***@")
-    return urlunsplit(parts._replace(netloc=netloc))
+    user = userinfo.partition(":")[0]
+    return urlunsplit(parts._replace(netloc=parts.netloc.replace(userinfo + "@", user + ":***@", 1)))
+
+
+def parse_sentinel_url(url: str) -> dict[str, Any]:
+    """Split ``redis+sentinel://[[USER]:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]/SERVICE[/DB]``
+    (``rediss+sentinel://``: TLS to the primary) into ``{"sentinels": [(host, port)],
+    "service", "db", "username", "password", "ssl"}``; a port defaults to 26379. The
+    user and password are the primary's (Redis Sentinel itself without a password).
+
+    >>> parse_sentinel_url("redis+sentinel://:pw@h1,h2:26380/mymaster/2")["sentinels"]
+    [('h1', 26379), ('h2', 26380)]
+
+    Raises :class:`ValueError` naming what is missing.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme not in ("redis+sentinel", "rediss+sentinel"):
+        raise ValueError(f"{url!r} is not a redis+sentinel:// URL")
+    netloc, _, path = rest.partition("/")
+    userinfo, at, hosts = netloc.rpartition("@")
+    username = password = None
+    if at:
+        user, colon, pw = userinfo.partition(":")
+        username, password = (user or None), (pw if colon else None)
+    sentinels = []
+    for hp in filter(None, hosts.split(",")):
+        host, colon, port = hp.rpartition(":") if ":" in hp else (hp, "", "")
+        try:
+            sentinels.append((host, int(port) if colon else 26379))
+        except ValueError:
+            raise ValueError(f"{redact(url)!r}: bad port in {hp!r}") from None
+    parts = [p for p in path.split("/") if p]
+    if not sentinels or not parts:
+        raise ValueError(f"{redact(url)!r}: name the sentinels and the service, "
+                         "redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE[/DB]")
+    try:
+        db = int(parts[1]) if len(parts) > 1 else 0
+    except ValueError:
+        raise ValueError(f"{redact(url)!r}: the database must be a number") from None
+    return {"sentinels": sentinels, "service": parts[0], "db": db, "username": username, "password": password,
+            "ssl": scheme == "rediss+sentinel"}
 
 
 def connect(
@@ -45,7 +85,10 @@ def connect(
     governs every later command: bounded retries with back-off, and for the
     embedded server a restart of a redis-server that died.
     """
-    if redis_url:
+    if redis_url.startswith(("redis+sentinel://", "rediss+sentinel://")):
+        client = _sentinel_client(redis_url)
+        where = redact(redis_url)
+    elif redis_url:
         from redis.backoff import NoBackoff
         from redis.retry import Retry
 
@@ -93,6 +136,48 @@ def connect(
 
         client.set_retry(Retry(ExponentialWithJitterBackoff(base=0.01, cap=1), 10))  # redis-py's default
     return client
+
+
+def _sentinel_client(redis_url: str) -> redis.Redis:
+    """The primary that Redis Sentinel names for the URL's service: a plain client
+    whose connections ask the sentinels for the primary's address on every (re)connect
+    (redis-py's ``Sentinel.master_for``), so after a failover the retries reach the
+    promoted replica."""
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+    from redis.sentinel import Sentinel
+
+    try:
+        spec = parse_sentinel_url(redis_url)
+    except ValueError as exc:
+        raise FrontierUnavailable(str(exc)) from None
+    sentinel = Sentinel(spec["sentinels"], socket_timeout=5, socket_connect_timeout=5)
+    kwargs: dict[str, Any] = {"socket_connect_timeout": 5, "socket_timeout": 30, "db": spec["db"],
+                              "retry": Retry(NoBackoff(), 1)}
+    if spec["password"] is not None:
+        kwargs["password"] = spec["password"]
+    if spec["username"]:
+        kwargs["username"] = spec["username"]
+    kwargs["connection_class"] = _sentinel_connection_class(spec["ssl"])
+    return sentinel.master_for(spec["service"], **kwargs)
+
+
+def _sentinel_connection_class(ssl: bool) -> type:
+    """redis-py's sentinel-managed connection, made to ask the sentinels for the
+    primary on EVERY reconnect: redis-py (8.x) asks only in ``connect()``, and a
+    command retried on the same connection reconnects through ``connect_check_health``
+    to the old primary's address, refused for as long as the retries last."""
+    from redis.sentinel import SentinelManagedConnection, SentinelManagedSSLConnection
+
+    base = SentinelManagedSSLConnection if ssl else SentinelManagedConnection
+
+    class PrimaryConnection(base):  # type: ignore[misc, valid-type]
+        def connect_check_health(self, *args: Any, **kwargs: Any) -> Any:
+            if not self._sock and self.connection_pool.is_master:
+                self.host, self.port = self.connection_pool.get_master_address()
+            return super().connect_check_health(*args, **kwargs)
+
+    return PrimaryConnection
 
 
 def _cluster_enabled(client: redis.Redis) -> bool:
