@@ -71,6 +71,11 @@ SETTINGS: tuple[Setting, ...] = (
     S("IPR_DATA_DIR", "", "str", "embedded server's folder (`ipr.rdb`, `appendonly.aof`); empty: `.scrapy/ipr` of the project"),
     S("IPR_REDIS_APPENDFSYNC", "everysec", "str", "embedded server's AOF fsync policy",
       choices=("always", "everysec", "no")),
+    S("IPR_REDIS_WAIT_REPLICAS", 0, "int", "after each page's record call, wait (Redis `WAIT`) until this many "
+      "replicas have it, so that a failover cannot lose it; 0: do not wait ([docs/scaling.md](docs/scaling.md))",
+      low=0),
+    S("IPR_REDIS_WAIT_MS", 1000, "int", "`IPR_REDIS_WAIT_REPLICAS`: wait at most this long; fewer replicas in time "
+      "are counted in `ipr/redis/wait_short`, the crawl goes on", low=1, unit="ms"),
     S("IPR_REDIS_RETRY_SECS", 60.0, "float", "a Redis command that fails (server restarted, network down) is "
       "sent again for up to this long, then the crawl stops cleanly", low=0.0, unit="s"),
     S("IPR_REDIS_BACKOFF_SECS", 0.1, "float", "first wait between those retries; doubled after each failure, at most 5 s",
@@ -284,6 +289,8 @@ class FrontierConfig:
     pop_batch_size: int
     requeue_batch_size: int
     redis_retry_secs: float = 60.0
+    redis_wait_replicas: int = 0
+    redis_wait_ms: int = 1000
     redis_backoff_secs: float = 0.1
     polite_pop: bool = False
     polite_buffer_size: int = 64
@@ -382,6 +389,8 @@ class FrontierConfig:
             record_pipelined=read(settings, "IPR_RECORD_PIPELINED"),
             requeue_batch_size=read(settings, "IPR_REQUEUE_BATCH_SIZE"),
             redis_retry_secs=read(settings, "IPR_REDIS_RETRY_SECS"),
+            redis_wait_replicas=read(settings, "IPR_REDIS_WAIT_REPLICAS"),
+            redis_wait_ms=read(settings, "IPR_REDIS_WAIT_MS"),
             redis_backoff_secs=read(settings, "IPR_REDIS_BACKOFF_SECS"),
             polite_pop=polite_enabled(settings),
             polite_buffer_size=read(settings, "IPR_POLITE_BUFFER_SIZE"),

@@ -154,3 +154,33 @@ def test_crawl_behind_sentinel_survives_a_primary_killed_mid_crawl(graph_server,
     assert len(twice) <= 2 * 8, twice
     pauses = [float(m) for t in texts for m in re.findall(r"Redis answers again after ([\d.]+) s", t)]
     print(f"sentinel failover: pauses {pauses}; {len(pages)} fetches, {len(twice)} fetched twice")
+
+
+@pytest.mark.parametrize("replicas,short", [(1, False), (2, True)])
+def test_wait_for_replicas_after_each_record_call(cluster, replicas, short):
+    """IPR_REDIS_WAIT_REPLICAS: a WAIT follows each pipelined record call on the slot
+    owner's connection; with more replicas asked for than the master has (1), every
+    WAIT comes back short after its timeout and is counted, and the crawl goes on."""
+    client = connect(other_node(cluster, "w"), "", retry=RedisRetry(30))
+    store = FrontierStore(client, "w", "push")
+    shorts = []
+    store.wait_for_replicas(replicas, 50, on_short=lambda: shorts.append(1))
+    store.open()
+    store.enqueue(nid(0), 0, b"seed", False)
+    recorded = 0
+    for _ in range(10):
+        store.settle_record()
+        _, items = store.pop(1, 60)
+        if not items:
+            break
+        n = int.from_bytes(items[0][0][8:], "big")
+        store.send_record_page(nid(n), 0, [Link(nid(n + 1), 0, b"p")], lease=items[0][0])
+        recorded += 1
+    store.settle_record()
+    store.record_page(nid(99), 0, [])  # the unpipelined path WAITs on the slot's master too
+    assert recorded == 10 and store.counts()["fetched"] == 11
+    # one WAIT per record call (a call answered NOSCRIPT on the raw connection is run
+    # again through the client, with a WAIT of its own)
+    assert len(shorts) >= 11 if short else not shorts
+    store.drop()
+    client.close()

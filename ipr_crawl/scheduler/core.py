@@ -214,6 +214,9 @@ class IprScheduler(BaseScheduler):
         client, where, _ = self._connect(retry)
         self.where = where
         self.store = FrontierStore(client, cfg.crawl_id, cfg.params)
+        if cfg.redis_wait_replicas:
+            self.store.wait_for_replicas(cfg.redis_wait_replicas, cfg.redis_wait_ms,
+                                         on_short=lambda: self._stats_inc("ipr/redis/wait_short"))
         settings = self.crawler.settings
         if settings.getbool("IPR_RESET") or settings.getbool("SCHEDULER_FLUSH_ON_START"):
             dropped = self.store.drop()

@@ -109,6 +109,8 @@ class FrontierStore:
         # send_record_page's connection and its call whose reply is not read yet
         self._record_conn: redis.connection.AbstractConnection | None = None
         self._record_pool: Any = None
+        # wait_for_replicas: (replicas, timeout ms, on_short) or None
+        self._wait: tuple[int, int, Callable[[], Any] | None] | None = None
         self._outstanding: tuple[list[Any], Callable[[RecordResult], None] | None] | None = None
 
     # -- lifecycle -------------------------------------------------------------
@@ -182,7 +184,27 @@ class FrontierStore:
         return self._record_now(self._record_argv(page_id, page_tie, links, lease))
 
     def _record_now(self, argv: list[Any]) -> RecordResult:
-        return record_result(self._scripts["record_page"](keys=self._record_keys, args=argv))
+        result = record_result(self._scripts["record_page"](keys=self._record_keys, args=argv))
+        if self._wait is not None:
+            n, ms, _ = self._wait
+            client: Any = self.client
+            if is_cluster(client):  # WAIT has no key: send it to the node of the crawl's slot
+                acked = client.execute_command("WAIT", n, ms, target_nodes=client.get_node_from_key(self.keys["meta"]))
+            else:
+                acked = client.execute_command("WAIT", n, ms)
+            self._waited(acked)
+        return result
+
+    def wait_for_replicas(self, replicas: int, timeout_ms: int, on_short: Callable[[], Any] | None = None) -> None:
+        """After every record call, ``WAIT replicas timeout_ms`` on the same connection
+        (Redis ``WAIT``: block until that many replicas acknowledged the writes so far),
+        so that a failover does not lose a recorded page. A reply with fewer replicas
+        calls ``on_short()`` (a stat) and the crawl goes on."""
+        self._wait = (int(replicas), int(timeout_ms), on_short)
+
+    def _waited(self, acked: Any) -> None:
+        if self._wait is not None and int(acked) < self._wait[0] and self._wait[2] is not None:
+            self._wait[2]()
 
     def send_record_page(
         self,
@@ -214,6 +236,8 @@ class FrontierStore:
         try:
             self._record_conn = self._record_conn or self._new_record_conn()
             self._record_conn.send_command("EVALSHA", self._scripts["record_page"].sha, len(keys), *keys, *argv)
+            if self._wait is not None:
+                self._record_conn.send_command("WAIT", self._wait[0], self._wait[1])
         except (redis.ConnectionError, redis.TimeoutError):
             self._drop_record_conn()
             self.settle_record()  # not sent: run through the client (with its retries)
@@ -228,7 +252,11 @@ class FrontierStore:
         try:
             if self._record_conn is None:
                 raise redis.ConnectionError("record connection not open")
-            result = record_result(self._record_conn.read_response())
+            try:
+                result = record_result(self._record_conn.read_response())
+            finally:
+                if self._wait is not None:  # the WAIT's reply, whatever the script's was
+                    self._waited(self._record_conn.read_response())
         except redis.exceptions.NoScriptError:
             result = self._record_now(argv)
         except (redis.ConnectionError, redis.TimeoutError, *_REDIRECTS):
