@@ -69,6 +69,7 @@ def test_store_on_a_cluster_node_url(cluster):
     owner = cluster.master_of(crawl_keys("c1")["meta"])
     with cluster.node(owner) as direct:
         assert direct.hlen(crawl_keys("c1")["node"]) == counts["known"]  # all on the slot's master
+    store.close()
     assert store.drop() > 0
     client.close()
 
@@ -182,5 +183,6 @@ def test_wait_for_replicas_after_each_record_call(cluster, replicas, short):
     # one WAIT per record call (a call answered NOSCRIPT on the raw connection is run
     # again through the client, with a WAIT of its own)
     assert len(shorts) >= 11 if short else not shorts
+    store.close()
     store.drop()
     client.close()

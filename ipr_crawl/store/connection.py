@@ -251,6 +251,16 @@ class IprCluster(_cluster_class()):  # type: ignore[misc]
         return retry.call_with_retry(lambda: super(IprCluster, self).execute_command(*args, **kwargs),
                                      lambda exc: None)
 
+    def close(self) -> None:
+        """Close every node's connections: redis-py (8.x) gives each node of a client
+        made ``from_url`` a pool of its own that ``close()`` leaves open."""
+        manager = getattr(self, "nodes_manager", None)
+        nodes = [*manager.nodes_cache.values(), *manager.startup_nodes.values()] if manager else []
+        super().close()
+        for node in nodes:
+            if node.redis_connection is not None:
+                node.redis_connection.connection_pool.disconnect()
+
     def record_pool(self, key: str) -> Any:
         """The connection pool of the master that owns ``key``'s slot now."""
         return self.get_redis_connection(self.get_node_from_key(key)).connection_pool
@@ -271,6 +281,8 @@ def adopt(client: redis.Redis, where: str, retry: Any = None) -> redis.Redis:
 def _ping(client: redis.Redis, where: str, password_hint: str = "") -> None:
     """PING ``client``; :class:`FrontierUnavailable` naming ``where`` when its server
     does not answer or refuses the password."""
+    if isinstance(client, IprCluster):
+        return  # it read the cluster's slot table from its nodes when it was made
     try:
         client.ping()
     except redis.AuthenticationError as exc:
