@@ -13,7 +13,8 @@ range or not finite. :func:`markdown_table` is the README's table.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from typing import Any
 
 from ipr_crawl.ordering.params import LUA_NAMES, ORDERINGS, TIE_RULES, OrderingParams, parse_ordering
@@ -71,6 +72,11 @@ SETTINGS: tuple[Setting, ...] = (
     S("IPR_DATA_DIR", "", "str", "embedded server's folder (`ipr.rdb`, `appendonly.aof`); empty: `.scrapy/ipr` of the project"),
     S("IPR_REDIS_APPENDFSYNC", "everysec", "str", "embedded server's AOF fsync policy",
       choices=("always", "everysec", "no")),
+    S("IPR_REDIS_SSL_CA_CERTS", "", "str", "`rediss://`: the CA certificate (PEM file) that signed the server's "
+      "certificate; empty: the system's CAs (as `?ssl_ca_certs=` in the URL)"),
+    S("IPR_REDIS_SSL_CERTFILE", "", "str", "`rediss://`: this client's certificate (PEM file), for a server with "
+      "`tls-auth-clients yes`"),
+    S("IPR_REDIS_SSL_KEYFILE", "", "str", "`rediss://`: the private key (PEM file) of `IPR_REDIS_SSL_CERTFILE`"),
     S("IPR_REDIS_WAIT_REPLICAS", 0, "int", "after each page's record call, wait (Redis `WAIT`) until this many "
       "replicas have it, so that a failover cannot lose it; 0: do not wait ([docs/scaling.md](docs/scaling.md))",
       low=0),
@@ -290,6 +296,7 @@ class FrontierConfig:
     requeue_batch_size: int
     redis_retry_secs: float = 60.0
     redis_wait_replicas: int = 0
+    redis_tls: dict[str, str] = field(default_factory=dict)
     redis_wait_ms: int = 1000
     redis_backoff_secs: float = 0.1
     polite_pop: bool = False
@@ -340,6 +347,17 @@ class FrontierConfig:
                 parse_sentinel_url(url)
             except ValueError as exc:
                 raise SettingError(f"IPR_REDIS_URL: {exc}") from None
+        tls = {}
+        for name, key in (("IPR_REDIS_SSL_CA_CERTS", "ssl_ca_certs"), ("IPR_REDIS_SSL_CERTFILE", "ssl_certfile"),
+                          ("IPR_REDIS_SSL_KEYFILE", "ssl_keyfile")):
+            path = str(read(settings, name) or "").strip()
+            if not path:
+                continue
+            if not url.startswith(("rediss://", "rediss+sentinel://")):
+                raise SettingError(f"{name} is set, but IPR_REDIS_URL is not a rediss:// URL (TLS)")
+            if not os.path.isfile(path):
+                raise SettingError(f"{name}={path!r}: no such file")
+            tls[key] = path
         crawl_id = str(settings.get("IPR_CRAWL_ID") or "").strip()
         if not crawl_id:
             if not spider_name:
@@ -390,6 +408,7 @@ class FrontierConfig:
             requeue_batch_size=read(settings, "IPR_REQUEUE_BATCH_SIZE"),
             redis_retry_secs=read(settings, "IPR_REDIS_RETRY_SECS"),
             redis_wait_replicas=read(settings, "IPR_REDIS_WAIT_REPLICAS"),
+            redis_tls=tls,
             redis_wait_ms=read(settings, "IPR_REDIS_WAIT_MS"),
             redis_backoff_secs=read(settings, "IPR_REDIS_BACKOFF_SECS"),
             polite_pop=polite_enabled(settings),

@@ -40,6 +40,7 @@ from ipr_crawl.scheduler.recording import PageRecorder
 from ipr_crawl.scheduler.refresher import Refresher
 from ipr_crawl.scheduler.revisits import RevisitObserver
 from ipr_crawl.store import FrontierStore, Link, adopt, connect, redact
+from ipr_crawl.store.connection import is_cluster
 from ipr_crawl.store.retry import RedisRetry
 from ipr_crawl.store.revisit import RevisitStore
 
@@ -187,7 +188,9 @@ class IprScheduler(BaseScheduler):
         uses scrapy-redis (:func:`scrapy_redis_settings`); else the embedded server."""
         cfg = self.config
         if cfg.redis_url:
-            return connect(cfg.redis_url, "", retry=retry), f"Redis at {redact(cfg.redis_url)}", ""
+            client = connect(cfg.redis_url, "", retry=retry, tls=cfg.redis_tls)
+            kind = "Redis Cluster" if is_cluster(client) else "Redis"
+            return client, f"{kind} at {redact(cfg.redis_url)}", ""
         source = scrapy_redis_settings(self.crawler)
         if source:
             client = scrapy_redis_client(self.crawler.settings)

