@@ -186,3 +186,52 @@ def test_wait_for_replicas_after_each_record_call(cluster, replicas, short):
     store.close()
     store.drop()
     client.close()
+
+
+def test_reshard_during_a_crawl_changes_nothing(graph_server, cluster, tmp_path):
+    """`redis-cli --cluster reshard` moves every slot of the master that holds the
+    crawl (its slot included) to another master while two processes crawl: MOVED,
+    ASK and TRYAGAIN replies are followed; every page is fetched, none twice."""
+    import os
+    import subprocess
+
+    from procs import redis_server_binary
+
+    graph = read_graph(HARVARD)
+    served = graph_server(HARVARD)
+    settings = {"IPR_REDIS_URL": cluster.url, "IPR_CRAWL_ID": "rs", "DOWNLOAD_DELAY": 0.03, "CONCURRENT_REQUESTS": 8}
+    logs = [tmp_path / "a.log", tmp_path / "b.log"]
+    procs = [start_crawl(served.seed_url, log, settings) for log in logs]
+    deadline = time.monotonic() + 120
+    while sum(len(fetched(log)) for log in logs) < 100:
+        assert time.monotonic() < deadline and all(p.poll() is None for p in procs), read_log(logs[0])[-3000:]
+        time.sleep(0.05)
+    owner = cluster.master_of(crawl_keys("rs")["meta"])
+    target = next(p for p in cluster.ports[: cluster.masters] if p != owner)
+    with cluster.node(owner) as c:
+        src_id = c.cluster("myid")
+        slots = sum(e[1] - e[0] + 1 for e in c.cluster("slots") if int(e[2][1]) == owner)
+    with cluster.node(target) as c:
+        dst_id = c.cluster("myid")
+    cli = os.path.join(os.path.dirname(redis_server_binary()), "redis-cli")
+    moved = subprocess.run(
+        [cli, "--cluster", "reshard", f"127.0.0.1:{owner}", "--cluster-from", src_id, "--cluster-to", dst_id,
+         "--cluster-slots", str(slots), "--cluster-yes", "--cluster-pipeline", "100"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert moved.returncode == 0, moved.stdout[-2000:] + moved.stderr[-2000:]
+    assert cluster.master_of(crawl_keys("rs")["meta"]) == target
+    codes = wait_all(procs, timeout=300)
+    texts = [read_log(log) for log in logs]
+    for code, text in zip(codes, texts):
+        assert code == 0, text[-3000:]
+        assert "closed (finished)" in text, text[-3000:]
+        assert "Traceback" not in text, text[text.index("Traceback") - 300:][:3000]
+    back = _node_of(graph, served.base)
+    pages = [back[canonical_url(u)] for log in logs for u in fetched(log)]
+    twice = [n for n, c in collections.Counter(pages).items() if c > 1]
+    assert set(pages) == set(reachable(graph, served.seed))
+    assert not twice, twice
+    with cluster.node(target) as direct:
+        assert direct.hlen(crawl_keys("rs")["node"]) == len(set(pages))
+    print(f"reshard of {slots} slots during the crawl; {len(pages)} fetches")
