@@ -18,8 +18,8 @@ For each realweb site (``../shared/realweb``, nginx on loopback):
 3. **Exact order.** For each ``ipr:`` configuration, the order a one-at-a-time crawl
    of the same site graph gets (the pure-Python statement of the rule), scored the
    same way: what concurrency (``CONCURRENT_REQUESTS``, batched pops) costs or gains.
-4. **Recrawls with a prior** (``IPR_PRIOR_CRAWL``): a configuration ending in
-   ``+prior`` (e.g. ``ipr:push+prior``) crawls with the prior of an earlier crawl of the
+4. **Recrawls with a prior** (``IPR_PRIOR_CRAWL``): a configuration with ``+prior``
+   (e.g. ``ipr:push+prior``; ``+slowstart`` sets ``IPR_SLOW_START``) crawls with the prior of an earlier crawl of the
    same site kept in one store: a ``push`` crawl of ``--prior-fraction`` of the site's
    pages (1: all of it) made once per site before the rounds. The site did not change
    between the two crawls, so this shows what the prior gives at best, and with a
@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
             oracle = sum(pr[u] for u in ranked[:budget])
             print(f"{site}: {n} pages, budget {budget}, best possible B {oracle:.3f}", file=sys.stderr, flush=True)
             prior_store = work / site / "prior-store"
-            if any(c.endswith("+prior") for c in configs):
+            if any("+prior" in c for c in configs):
                 check_quiet()
                 f = work / site / "prior-crawl"
                 earlier = common_settings(round(args.prior_fraction * n) if args.prior_fraction < 1 else 0, extra)
@@ -216,10 +216,14 @@ def main(argv: list[str] | None = None) -> int:
                     f = work / site / f"r{rnd}-{config.replace(':', '_')}"
                     # CLOSESPIDER_PAGECOUNT counts every response (404s too): stop later and
                     # score the first `budget` pages fetched with status 200
-                    base, prior = config.removesuffix("+prior"), config.endswith("+prior")
+                    base, *flags = config.split("+")
+                    local = [x for x in flags if x in ("prior", "slowstart")]
+                    base = "+".join([base, *(x for x in flags if x not in local)])
                     settings = settings_for(base, f, None, common_settings(budget * 3 // 2 + 32, extra))  # type: ignore[arg-type]
-                    if prior:
+                    if "prior" in local:
                         settings.update(IPR_DATA_DIR=str(prior_store), IPR_PRIOR_CRAWL="earlier")
+                    if "slowstart" in local:
+                        settings["IPR_SLOW_START"] = True
                     res = run_one(start, settings, f, args.timeout)
                     if res["returncode"] != 0:
                         raise RuntimeError(f"{site} {config} failed (rc {res['returncode']}), log in {f}")

@@ -136,6 +136,9 @@ SETTINGS: tuple[Setting, ...] = (
     S("IPR_TIMELINE_SECS", 10.0, "float", "one sample of the crawl's counts this often (for `ipr-crawl status` and "
       "`report`), in Redis, the last 20,000 kept; 0: none", low=0.0, unit="s"),
     S("IPR_POP_BATCH_SIZE", 8, "int", "requests leased per Redis round trip (1 gives the exact order)", low=1),
+    S("IPR_SLOW_START", False, "bool", "at a process's start, hand the engine at most as many requests at once "
+      "as the process has recorded pages (at least 1), doubling each round trip up to "
+      "`CONCURRENT_REQUESTS`: the first pages are chosen with their predecessors' links known"),
     S("IPR_RECORD_PIPELINED", True, "bool", "send a parsed page's record call without waiting for its reply; the "
       "reply is read at the next record or pop (off: wait for each reply)"),
     S("IPR_REQUEUE_BATCH_SIZE", 100, "int", "expired leases moved back per pop, at most", low=1),
@@ -308,6 +311,7 @@ class FrontierConfig:
     logstats_interval: float = 60.0
     timeline_secs: float = 10.0
     prior_crawl: str = ""
+    slow_start: bool = False
 
     @property
     def ordering(self) -> str:
@@ -404,6 +408,7 @@ class FrontierConfig:
             max_links_per_page=read(settings, "IPR_MAX_LINKS_PER_PAGE"),
             lease_secs=read(settings, "IPR_LEASE_SECS"),
             pop_batch_size=read(settings, "IPR_POP_BATCH_SIZE"),
+            slow_start=read(settings, "IPR_SLOW_START"),
             record_pipelined=read(settings, "IPR_RECORD_PIPELINED"),
             requeue_batch_size=read(settings, "IPR_REQUEUE_BATCH_SIZE"),
             redis_retry_secs=read(settings, "IPR_REDIS_RETRY_SECS"),

@@ -149,6 +149,7 @@ class IprScheduler(BaseScheduler):
     def __init__(self, crawler: Crawler, config: FrontierConfig, revisit_config: RevisitConfig | None = None) -> None:
         self.crawler = crawler
         self.config = config
+        self._concurrency = max(1, crawler.settings.getint("CONCURRENT_REQUESTS", 16))
         #: the revisit settings when IPR_REVISIT_ENABLED, else None
         self.revisit_config = revisit_config
         self._buffer: deque[tuple[bytes, Request]] = deque()
@@ -584,6 +585,8 @@ class IprScheduler(BaseScheduler):
             self._stats_inc("scheduler/dequeued")
             self._stats_inc("scheduler/dequeued/memory")
             return self._local.popleft()
+        if self.config.slow_start and self._held_back():
+            return None
         if self.polite is not None:
             picked = self.polite.take(self._buffer, self._lease_more, self._release)
             if picked is None:
@@ -599,6 +602,22 @@ class IprScheduler(BaseScheduler):
         self._stats_inc("scheduler/dequeued")
         self._stats_inc("scheduler/dequeued/redis")
         return request
+
+    def _held_back(self) -> bool:
+        """``IPR_SLOW_START``: True while the engine already has as many requests in
+        progress as this process has recorded pages (at least 1). The allowance grows by
+        one per recorded page (it doubles each round trip, as TCP's slow start) until it
+        reaches ``CONCURRENT_REQUESTS``; the engine asks again after each response."""
+        stats = self.crawler.stats
+        recorded = (stats.get_value("ipr/pages/recorded", 0) if stats is not None else 0) or 0
+        if recorded >= self._concurrency:
+            return False
+        slot = getattr(getattr(self.crawler, "engine", None), "_slot", None)
+        in_progress = len(getattr(slot, "inprogress", ()) or ())
+        if in_progress >= max(1, recorded):
+            self._stats_inc("ipr/frontier/slow_start_waits")
+            return True
+        return False
 
     def wake(self) -> None:
         """Ask the engine for requests now. The link-graph middleware stores a page's
