@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,10 @@ __all__ = [
     "SettingError", "DEFAULTS", "default_crawl_id", "LUA_NAMES", "ORDERINGS", "SETTINGS", "TIE_RULES", "FrontierConfig", "RevisitConfig",
     "REVISIT_MODES", "Setting", "markdown_table", "parse_ordering", "parse_instant", "polite_enabled",
 ]
+
+#: ``redis+sentinel://`` URLs (parsed by ``store.connection.parse_sentinel_url``).
+_SENTINEL_URL = re.compile(r"^rediss?\+sentinel://([^@/]*@)?[^@/,:]+(:\d+)?(,[^@/,:]+(:\d+)?)*/[^/]+(/\d+)?/?$")
+
 
 class SettingError(ValueError):
     """A setting has a value ipr-crawl cannot use; the message names the setting and
@@ -344,13 +349,11 @@ class FrontierConfig:
                 "redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE[/DB] URL, "
                 "or leave it empty for the embedded server"
             )
-        if url.startswith(("redis+sentinel://", "rediss+sentinel://")):
-            from ipr_crawl.store.connection import parse_sentinel_url
-
-            try:
-                parse_sentinel_url(url)
-            except ValueError as exc:
-                raise SettingError(f"IPR_REDIS_URL: {exc}") from None
+        if url.startswith(("redis+sentinel://", "rediss+sentinel://")) and not _SENTINEL_URL.match(url):
+            raise SettingError(
+                "IPR_REDIS_URL: a sentinel URL names the sentinels and the service, "
+                "redis+sentinel://[[USER]:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]/SERVICE[/DB]"
+            )
         tls = {}
         for name, key in (("IPR_REDIS_SSL_CA_CERTS", "ssl_ca_certs"), ("IPR_REDIS_SSL_CERTFILE", "ssl_certfile"),
                           ("IPR_REDIS_SSL_KEYFILE", "ssl_keyfile")):

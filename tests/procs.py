@@ -149,9 +149,10 @@ class RedisServer:
             time.sleep(0.05)
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            self.proc.wait(20)
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.send_signal(sig)
+            _reap(self.proc)
         self.proc = None
 
     def restart(self, down_secs: float = 0.0, sig: int = signal.SIGKILL) -> None:
@@ -165,6 +166,16 @@ class RedisServer:
 
     def __exit__(self, *exc: object) -> None:
         self.kill(signal.SIGTERM)
+
+
+def _reap(proc: subprocess.Popen, timeout: float = 20.0) -> None:
+    """Wait for a process told to stop; SIGKILL it after ``timeout`` s, and wait again
+    (a process never waited for is a zombie and a ResourceWarning)."""
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def _cluster_ports(n: int) -> list[int]:
@@ -277,10 +288,7 @@ class LocalCluster:
             if proc.poll() is None:
                 proc.terminate()
         for proc in self.procs.values():
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            _reap(proc)
 
     def __enter__(self) -> LocalCluster:
         return self.start()
@@ -346,9 +354,10 @@ class LocalSentinel:
             return int(c.sentinel_get_master_addr_by_name(self.service)[1])
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(10)
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.terminate()
+            _reap(self.proc)
         for server in (self.primary, *self.replicas):
             server.kill(signal.SIGTERM)
 

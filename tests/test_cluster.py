@@ -235,3 +235,13 @@ def test_reshard_during_a_crawl_changes_nothing(graph_server, cluster, tmp_path)
     with cluster.node(target) as direct:
         assert direct.hlen(crawl_keys("rs")["node"]) == len(set(pages))
     print(f"reshard of {slots} slots during the crawl; {len(pages)} fetches")
+
+
+@pytest.mark.parametrize("url", ["redis+sentinel://h1:26379/", "redis+sentinel://h1:x/svc", "redis+sentinel:///svc"])
+def test_a_malformed_sentinel_url_is_a_setting_error(url):
+    from scrapy.settings import Settings
+
+    from ipr_crawl.config import FrontierConfig, SettingError
+
+    with pytest.raises(SettingError, match="names the sentinels and the service"):
+        FrontierConfig.from_settings(Settings({"IPR_REDIS_URL": url}), "s")
