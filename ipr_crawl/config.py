@@ -141,7 +141,7 @@ SETTINGS: tuple[Setting, ...] = (
     S("IPR_TIMELINE_SECS", 10.0, "float", "one sample of the crawl's counts this often (for `ipr-crawl status` and "
       "`report`), in Redis, the last 20,000 kept; 0: none", low=0.0, unit="s"),
     S("IPR_POP_BATCH_SIZE", 8, "int", "requests leased per Redis round trip (1 gives the exact order)", low=1),
-    S("IPR_SLOW_START", False, "bool", "at a process's start, hand the engine at most as many requests at once "
+    S("IPR_SLOW_START", True, "bool", "at a process's start, hand the engine at most as many requests at once "
       "as the process has recorded pages (at least 1), doubling each round trip up to "
       "`CONCURRENT_REQUESTS`: the first pages are chosen with their predecessors' links known"),
     S("IPR_RECORD_PIPELINED", True, "bool", "send a parsed page's record call without waiting for its reply; the "
@@ -316,7 +316,7 @@ class FrontierConfig:
     logstats_interval: float = 60.0
     timeline_secs: float = 10.0
     prior_crawl: str = ""
-    slow_start: bool = False
+    slow_start: bool = True
 
     @property
     def ordering(self) -> str:

@@ -183,3 +183,25 @@ def test_resume_after_a_killed_crawl(graph_server, crawl, tmp_path):
     twice = [n for n, c in collections.Counter(both).items() if c > 1]
     assert len(twice) <= 16 + 8, twice
     assert len(set(second.fetched)) == len(second.fetched)
+
+
+def test_slow_start_chooses_the_first_pages_with_their_predecessors_links(emacs, graph_server, crawl, tmp_path):
+    """IPR_SLOW_START (default): with CONCURRENT_REQUESTS=16 the first pages still come in
+    the exact order (each chosen after the one before was recorded), the allowance then
+    grows; without it the first 16 leave together, chosen from the seed's links alone."""
+    graph, urls = emacs
+    served = graph_server(EMACS, EMACS_URLS)
+    back, _ = node_map(graph, urls, served.base)
+    expected = simulate_crawl(graph.out, [served.seed], "push", limit=20)
+    runs = {}
+    for slow in (True, False):
+        run = crawl(served.seed_url, tmp_path / f"slow{slow}.log",
+                    {"IPR_DATA_DIR": tmp_path / f"data{slow}", "CLOSESPIDER_PAGECOUNT": 60,
+                     "CONCURRENT_REQUESTS": 16, "IPR_SLOW_START": slow})
+        assert run.returncode == 0, run.stderr[-3000:]
+        runs[slow] = ([back[canonical_url(u)] for u in run.fetched], run.log)
+    got, log = runs[True]
+    assert got[:3] == expected[:3], (got[:6], expected[:6])
+    assert "'ipr/frontier/slow_start_waits'" in log
+    assert "'ipr/frontier/slow_start_waits'" not in runs[False][1]
+    assert set(got[:16]) != set(runs[False][0][:16])  # the choice differs, not only the arrival order

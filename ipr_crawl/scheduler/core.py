@@ -585,7 +585,7 @@ class IprScheduler(BaseScheduler):
             self._stats_inc("scheduler/dequeued")
             self._stats_inc("scheduler/dequeued/memory")
             return self._local.popleft()
-        if self.config.slow_start and self._held_back():
+        if self.config.slow_start and not self._buffer and self._held_back():
             return None
         if self.polite is not None:
             picked = self.polite.take(self._buffer, self._lease_more, self._release)
@@ -594,7 +594,9 @@ class IprScheduler(BaseScheduler):
             member, request = picked
         else:
             if not self._buffer:
-                self._refill()
+                # slow start: lease no more than may leave now (a request leased ahead
+                # would be chosen before the pages now in progress are recorded)
+                self._refill(self._slow_start_room() if self.config.slow_start else 0)
             if not self._buffer:
                 return None
             member, request = self._buffer.popleft()
@@ -605,19 +607,25 @@ class IprScheduler(BaseScheduler):
 
     def _held_back(self) -> bool:
         """``IPR_SLOW_START``: True while the engine already has as many requests in
-        progress as this process has recorded pages (at least 1). The allowance grows by
+        progress as this process has sent pages to be recorded (at least 1). The allowance grows by
         one per recorded page (it doubles each round trip, as TCP's slow start) until it
         reaches ``CONCURRENT_REQUESTS``; the engine asks again after each response."""
-        stats = self.crawler.stats
-        recorded = (stats.get_value("ipr/pages/recorded", 0) if stats is not None else 0) or 0
-        if recorded >= self._concurrency:
+        if self._slow_start_room() > 0:
             return False
+        self._stats_inc("ipr/frontier/slow_start_waits")
+        return True
+
+    def _slow_start_room(self) -> int:
+        """How many requests to lease now under ``IPR_SLOW_START``: the allowance (pages
+        this process sent to be recorded, at least 1) minus the engine's requests in
+        progress, at most ``IPR_POP_BATCH_SIZE``; the batch size once the allowance has
+        reached ``CONCURRENT_REQUESTS``."""
+        sent = self.recorder.sent
+        if sent >= self._concurrency:
+            return self.config.pop_batch_size
         slot = getattr(getattr(self.crawler, "engine", None), "_slot", None)
         in_progress = len(getattr(slot, "inprogress", ()) or ())
-        if in_progress >= max(1, recorded):
-            self._stats_inc("ipr/frontier/slow_start_waits")
-            return True
-        return False
+        return min(self.config.pop_batch_size, max(0, max(1, sent) - in_progress))
 
     def wake(self) -> None:
         """Ask the engine for requests now. The link-graph middleware stores a page's

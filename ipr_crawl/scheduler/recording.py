@@ -76,6 +76,8 @@ class PageRecorder:
         #: canonical URLs and ids of raw URLs, ids recorded by this process (linkcache.py)
         self.ids = LinkIds()
         self._redis_errors = 0
+        #: pages this process has sent to be recorded (IPR_SLOW_START's allowance)
+        self.sent = 0
         #: id(response) -> [response, items still in the pipelines, requests held or None]
         self._waiting: dict[int, list[Any]] = {}
         signals_ = self.crawler.signals
@@ -217,6 +219,9 @@ class PageRecorder:
         page_id = node_id(page_url) if request_ is None or identity.is_link(request_) else identity.of(request_)
         ids = [page_id, *(link.id for link in links)]
         repeated = examined - filtered - len(unique)
+        self.sent += 1
+        if cfg.slow_start and self.sent <= frontier._concurrency:
+            frontier.wake()  # the allowance grew: the engine may take one more now
         if cfg.record_pipelined:
             frontier.store.send_record_page(
                 page_id, tie_for(cfg.ordering, page_url), links, lease,
