@@ -84,8 +84,33 @@ def sentinel(tmp_path):
     s.stop()
 
 
-def _node_of(graph, base):
-    return {canonical_url(base + p): n for n, p in page_paths(graph, None).items()}
+def _two_crawls_past_100_pages(served, settings, logs):
+    """Two `scrapy crawl` processes of one crawl; returns once they fetched 100 pages."""
+    procs = [start_crawl(served.seed_url, log, settings) for log in logs]
+    deadline = time.monotonic() + 120
+    while sum(len(fetched(log)) for log in logs) < 100:
+        assert time.monotonic() < deadline and all(p.poll() is None for p in procs), read_log(logs[0])[-3000:]
+        time.sleep(0.05)
+    return procs
+
+
+def _finished(procs, logs) -> list[str]:
+    """Wait for the processes; each must exit 0 with its crawl finished. Their logs."""
+    codes = wait_all(procs, timeout=300)
+    texts = [read_log(log) for log in logs]
+    for code, text in zip(codes, texts):
+        assert code == 0, text[-3000:]
+        assert "closed (finished)" in text, text[-3000:]
+    return texts
+
+
+def _whole_graph(graph, served, logs) -> tuple[list[int], list[int]]:
+    """The pages fetched (with repeats) and those fetched twice; every reachable page was."""
+    back = {canonical_url(served.base + p): n for n, p in page_paths(graph, None).items()}
+    pages = [back[canonical_url(u)] for log in logs for u in fetched(log)]
+    twice = [n for n, c in collections.Counter(pages).items() if c > 1]
+    assert set(pages) == set(reachable(graph, served.seed))
+    return pages, twice
 
 
 def test_crawl_survives_a_master_killed_mid_crawl(graph_server, cluster, tmp_path):
@@ -98,27 +123,17 @@ def test_crawl_survives_a_master_killed_mid_crawl(graph_server, cluster, tmp_pat
     settings = {"IPR_REDIS_URL": other_node(cluster, "fo"), "IPR_CRAWL_ID": "fo", "DOWNLOAD_DELAY": 0.02,
                 "CONCURRENT_REQUESTS": 8}
     logs = [tmp_path / "a.log", tmp_path / "b.log"]
-    procs = [start_crawl(served.seed_url, log, settings) for log in logs]
-    deadline = time.monotonic() + 120
-    while sum(len(fetched(log)) for log in logs) < 100:
-        assert time.monotonic() < deadline and all(p.poll() is None for p in procs), read_log(logs[0])[-3000:]
-        time.sleep(0.05)
+    procs = _two_crawls_past_100_pages(served, settings, logs)
     owner = cluster.master_of(crawl_keys("fo")["meta"])
     killed_at = time.monotonic()
     cluster.kill(owner)
-    codes = wait_all(procs, timeout=300)
-    texts = [read_log(log) for log in logs]
-    for code, text in zip(codes, texts):
-        assert code == 0, text[-3000:]
-        assert "closed (finished)" in text, text[-3000:]
+    texts = _finished(procs, logs)
+    for text in texts:
         assert "Traceback" not in text, text[text.index("Traceback") - 300:][:3000]
     assert any("Redis answers again" in t for t in texts), "the crawl did not notice the failover"
     new_owner = cluster.master_of(crawl_keys("fo")["meta"])
     assert new_owner != owner
-    back = _node_of(graph, served.base)
-    pages = [back[canonical_url(u)] for log in logs for u in fetched(log)]
-    twice = [n for n, c in collections.Counter(pages).items() if c > 1]
-    assert set(pages) == set(reachable(graph, served.seed))
+    pages, twice = _whole_graph(graph, served, logs)
     assert len(twice) <= 2 * 8, twice
     pauses = [float(m) for t in texts for m in re.findall(r"Redis answers again after ([\d.]+) s", t)]
     print(f"failover: killed master {owner} {time.monotonic() - killed_at:.1f} s before the end; "
@@ -134,24 +149,14 @@ def test_crawl_behind_sentinel_survives_a_primary_killed_mid_crawl(graph_server,
     settings = {"IPR_REDIS_URL": sentinel.url, "IPR_CRAWL_ID": "sent", "DOWNLOAD_DELAY": 0.02,
                 "CONCURRENT_REQUESTS": 8}
     logs = [tmp_path / "a.log", tmp_path / "b.log"]
-    procs = [start_crawl(served.seed_url, log, settings) for log in logs]
-    deadline = time.monotonic() + 120
-    while sum(len(fetched(log)) for log in logs) < 100:
-        assert time.monotonic() < deadline and all(p.poll() is None for p in procs), read_log(logs[0])[-3000:]
-        time.sleep(0.05)
+    procs = _two_crawls_past_100_pages(served, settings, logs)
     old = sentinel.primary_port()
     sentinel.primary.kill()
-    codes = wait_all(procs, timeout=300)
-    texts = [read_log(log) for log in logs]
-    for code, text in zip(codes, texts):
-        assert code == 0, text[-3000:]
-        assert "closed (finished)" in text, text[-3000:]
+    texts = _finished(procs, logs)
+    for text in texts:
         assert f"Redis at {sentinel.url}" in text
     assert sentinel.primary_port() != old
-    back = _node_of(graph, served.base)
-    pages = [back[canonical_url(u)] for log in logs for u in fetched(log)]
-    twice = [n for n, c in collections.Counter(pages).items() if c > 1]
-    assert set(pages) == set(reachable(graph, served.seed))
+    pages, twice = _whole_graph(graph, served, logs)
     assert len(twice) <= 2 * 8, twice
     pauses = [float(m) for t in texts for m in re.findall(r"Redis answers again after ([\d.]+) s", t)]
     print(f"sentinel failover: pauses {pauses}; {len(pages)} fetches, {len(twice)} fetched twice")
@@ -201,11 +206,7 @@ def test_reshard_during_a_crawl_changes_nothing(graph_server, cluster, tmp_path)
     served = graph_server(HARVARD)
     settings = {"IPR_REDIS_URL": cluster.url, "IPR_CRAWL_ID": "rs", "DOWNLOAD_DELAY": 0.03, "CONCURRENT_REQUESTS": 8}
     logs = [tmp_path / "a.log", tmp_path / "b.log"]
-    procs = [start_crawl(served.seed_url, log, settings) for log in logs]
-    deadline = time.monotonic() + 120
-    while sum(len(fetched(log)) for log in logs) < 100:
-        assert time.monotonic() < deadline and all(p.poll() is None for p in procs), read_log(logs[0])[-3000:]
-        time.sleep(0.05)
+    procs = _two_crawls_past_100_pages(served, settings, logs)
     owner = cluster.master_of(crawl_keys("rs")["meta"])
     target = next(p for p in cluster.ports[: cluster.masters] if p != owner)
     with cluster.node(owner) as c:
@@ -221,16 +222,10 @@ def test_reshard_during_a_crawl_changes_nothing(graph_server, cluster, tmp_path)
     )
     assert moved.returncode == 0, moved.stdout[-2000:] + moved.stderr[-2000:]
     assert cluster.master_of(crawl_keys("rs")["meta"]) == target
-    codes = wait_all(procs, timeout=300)
-    texts = [read_log(log) for log in logs]
-    for code, text in zip(codes, texts):
-        assert code == 0, text[-3000:]
-        assert "closed (finished)" in text, text[-3000:]
+    texts = _finished(procs, logs)
+    for text in texts:
         assert "Traceback" not in text, text[text.index("Traceback") - 300:][:3000]
-    back = _node_of(graph, served.base)
-    pages = [back[canonical_url(u)] for log in logs for u in fetched(log)]
-    twice = [n for n, c in collections.Counter(pages).items() if c > 1]
-    assert set(pages) == set(reachable(graph, served.seed))
+    pages, twice = _whole_graph(graph, served, logs)
     assert not twice, twice
     with cluster.node(target) as direct:
         assert direct.hlen(crawl_keys("rs")["node"]) == len(set(pages))
