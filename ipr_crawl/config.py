@@ -87,6 +87,11 @@ SETTINGS: tuple[Setting, ...] = (
       low=0),
     S("IPR_REDIS_WAIT_MS", 1000, "int", "`IPR_REDIS_WAIT_REPLICAS`: wait at most this long; fewer replicas in time "
       "are counted in `ipr/redis/wait_short`, the crawl goes on", low=1, unit="ms"),
+    S("IPR_CLUSTER_BUCKETS", 1, "int", "split the crawl over this many buckets by host, each under its own "
+      "Redis Cluster hash tag `ipr:{<id>:<bucket>}:*`, so that one crawl spreads over several masters; links "
+      "between buckets go through outboxes. 1: one hash tag (one server, or one slot of a cluster). Not with "
+      "`pr`, `larger-sites-first`, the `ipr` cut-offs beyond `dl1`, a prior or revisits "
+      "([docs/scaling.md](docs/scaling.md))", low=1, high=255),
     S("IPR_REDIS_RETRY_SECS", 60.0, "float", "a Redis command that fails (server restarted, network down) is "
       "sent again for up to this long, then the crawl stops cleanly", low=0.0, unit="s"),
     S("IPR_REDIS_BACKOFF_SECS", 0.1, "float", "first wait between those retries; doubled after each failure, at most 5 s",
@@ -317,6 +322,7 @@ class FrontierConfig:
     timeline_secs: float = 10.0
     prior_crawl: str = ""
     slow_start: bool = True
+    cluster_buckets: int = 1
 
     @property
     def ordering(self) -> str:
@@ -401,8 +407,23 @@ class FrontierConfig:
                 raise SettingError(
                     f"IPR_PRIOR_CRAWL={prior_crawl!r} needs an ordering with scores; IPR_ORDERING={ordering!r} "
                     "orders by discovery or by site and would ignore it")
+        buckets = read(settings, "IPR_CLUSTER_BUCKETS")
+        if buckets > 1:
+            why = ""
+            if ordering in ("pr", "larger-sites-first"):
+                why = f"IPR_ORDERING={ordering!r} orders by the whole crawl's graph or sites, which no bucket holds"
+            elif ordering == "ipr" and cutoff != "dl1":
+                why = (f"the IPR cut-off {cutoff!r} passes scores on beyond a page's direct targets, which "
+                       "may lie in other buckets; use ipr:dl1 or push")
+            elif prior_crawl:
+                why = "a prior (IPR_PRIOR_CRAWL) is kept for one bucket only"
+            elif settings.getbool("IPR_REVISIT_ENABLED"):
+                why = "revisits (IPR_REVISIT_ENABLED) keep their schedule for one bucket only"
+            if why:
+                raise SettingError(f"IPR_CLUSTER_BUCKETS={buckets}: {why}")
         return cls(
             redis_url=url,
+            cluster_buckets=buckets,
             data_dir=read(settings, "IPR_DATA_DIR"),
             appendfsync=read(settings, "IPR_REDIS_APPENDFSYNC"),
             crawl_id=crawl_id,

@@ -47,6 +47,7 @@ from ipr_crawl.evaluation.graphio import (
     read_graph,
     read_urls,
 )
+from ipr_crawl.ordering.urls import site_hash
 
 __all__ = ["GraphResource", "make_site", "serve_graph", "spawn", "add_serve_graph_parser", "main"]
 
@@ -91,6 +92,9 @@ class GraphResource(resource.Resource):
         self.seed = seed
         self.last_modified = int(last_modified)
         self.urls = urls
+        #: node -> "http://address:port" when pages are served on several loopback
+        #: addresses (:func:`host_addresses`); links are then absolute URLs
+        self.origin: dict[int, str] = {}
 
     def lookup(self, raw_path: str) -> int | None:
         """Node served at ``raw_path`` (path + ``?query`` as sent), or None."""
@@ -111,8 +115,9 @@ class GraphResource(resource.Resource):
             f"<!DOCTYPE html><html><head><title>node {node}</title></head><body>"
             f"<h1>{esc(title or paths[node], quote=False)}</h1><ul>"
         ]
+        origin = self.origin
         for v in self.graph.out.get(node, ()):
-            parts.append(f'<li><a href="{esc(paths[v])}">node {v}</a></li>')
+            parts.append(f'<li><a href="{esc(origin.get(v, "") + paths[v])}">node {v}</a></li>')
         parts.append("</ul></body></html>\n")
         return "".join(parts).encode("utf-8")
 
@@ -159,6 +164,21 @@ class _QuietSite(server.Site):
         return None
 
 
+def host_addresses(urls: dict[int, str], count: int) -> dict[int, str]:
+    """Node -> a loopback address standing for its original URL's host:
+    ``127.0.1.(1 + site_hash(host) mod count)``, so that a multi-host graph is served
+    on ``count`` host names (a node's host groups with others, never splits). Linux
+    answers on all of 127/8 without configuration."""
+    if not 1 <= count <= 254:
+        raise ValueError(f"hosts={count}: 1 to 254")
+    out = {}
+    for node, url in urls.items():
+        rest = url.split("://", 1)[-1]
+        host = rest.split("/", 1)[0].split("?", 1)[0].lower()
+        out[node] = f"127.0.1.{1 + site_hash(host) % count}"
+    return out
+
+
 def make_site(
     graph: Graph,
     urls: dict[int, str] | None = None,
@@ -195,8 +215,13 @@ def serve_graph(
     *,
     last_modified: float | None = None,
     run: bool = True,
+    hosts: int = 0,
 ) -> Any:
     """Listen on ``host:port`` (0 = any free port) and serve ``graph``.
+
+    ``hosts`` > 0 (needs ``urls``): serve each page on the loopback address of its
+    original host (:func:`host_addresses`, ``host`` is then ignored), all on one port,
+    with absolute links; a crawl then sees up to ``hosts`` sites.
 
     With ``run=True`` (default) prints the ready line (see module docstring),
     then runs the reactor until it stops; returns None.  With ``run=False``
@@ -210,10 +235,22 @@ def serve_graph(
 
     reactor: Any = twisted_reactor
     site = make_site(graph, urls, seed, last_modified)
-    listening = reactor.listenTCP(port, site, interface=host)
+    res: GraphResource = site.resource
+    if hosts:
+        if not urls:
+            raise ValueError("serving on several hosts needs the graph's URLs (--urls)")
+        addresses = host_addresses(urls, hosts)
+        used = sorted(set(addresses.values()), key=lambda a: int(a.rsplit(".", 1)[1]))
+        listening = reactor.listenTCP(port, site, interface=used[0])
+        port = listening.getHost().port
+        for address in used[1:]:
+            reactor.listenTCP(port, site, interface=address)
+        res.origin = {node: f"http://{a}:{port}" for node, a in addresses.items()}
+        host = addresses.get(res.seed, used[0])
+    else:
+        listening = reactor.listenTCP(port, site, interface=host)
     if not run:
         return listening
-    res: GraphResource = site.resource
     actual = listening.getHost().port
     shown = f"[{host}]" if ":" in host else host
     print(
@@ -256,6 +293,8 @@ def _configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, required=True, help="TCP port (0 = any free port)")
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
     p.add_argument("--seed", type=int, default=None, help="seed node (default: max out-degree node of the largest SCC)")
+    p.add_argument("--hosts", type=int, default=0, help="serve each page on one of this many loopback addresses "
+                   "127.0.1.k, by its original URL's host (needs --urls; 0: all on --host)")
     p.set_defaults(func=_run)
     return p
 
@@ -281,6 +320,7 @@ def _run(args: argparse.Namespace) -> int:
         args.host,
         args.seed,
         last_modified=os.stat(args.graph).st_mtime,
+        hosts=args.hosts,
     )
     return 0
 

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from w3lib.url import canonicalize_url
 
-__all__ = ["canonical_url", "canonical_id", "node_id", "tie_key", "site_of", "site_hash", "tie_for"]
+__all__ = ["canonical_url", "canonical_id", "node_id", "tie_key", "site_of", "site_hash", "tie_for", "bucket_of"]
 
 
 def canonical_url(url: str) -> str:
@@ -73,6 +73,19 @@ def site_hash(site: str) -> int:
     """
     digest = hashlib.blake2b(site.encode("utf-8"), digest_size=7).digest()
     return int.from_bytes(digest, "big") >> 4
+
+
+def bucket_of(url: str, buckets: int) -> int:
+    """The bucket of a URL's host among ``buckets`` (``IPR_CLUSTER_BUCKETS``): its
+    lower-case host name's :func:`site_hash` modulo ``buckets``, so that a host's URLs
+    (and Scrapy's download slot of it) live in one bucket whatever the port or scheme.
+
+    >>> bucket_of("http://Example.org/a", 4) == bucket_of("https://example.org:8443/b", 4)
+    True
+    """
+    if buckets <= 1:
+        return 0
+    return site_hash((urlsplit(url).hostname or "").lower()) % buckets
 
 
 def tie_for(ordering: str, url: str) -> int:

@@ -31,7 +31,7 @@ from scrapy.utils.project import data_path
 
 from ipr_crawl.config import FrontierConfig, RevisitConfig
 from ipr_crawl.meta import LEASE_META, lease_of
-from ipr_crawl.ordering.urls import node_id, tie_for
+from ipr_crawl.ordering.urls import bucket_of, node_id, tie_for
 from ipr_crawl.scheduler.codec import PayloadError, Unstorable, decode_request, encode_request
 from ipr_crawl.scheduler.heartbeat import Heartbeat, new_holder_id
 from ipr_crawl.scheduler.identity import RequestIdentity
@@ -39,7 +39,8 @@ from ipr_crawl.scheduler.polite import PolitePop
 from ipr_crawl.scheduler.recording import PageRecorder
 from ipr_crawl.scheduler.refresher import Refresher
 from ipr_crawl.scheduler.revisits import RevisitObserver
-from ipr_crawl.store import FrontierStore, Link, adopt, connect, redact
+from ipr_crawl.store import Link, adopt, connect, redact
+from ipr_crawl.store.buckets import open_frontier
 from ipr_crawl.store.connection import is_cluster
 from ipr_crawl.store.retry import RedisRetry
 from ipr_crawl.store.revisit import RevisitStore
@@ -139,7 +140,7 @@ class IprScheduler(BaseScheduler):
     ``spider`` exist from ``open`` on, which Scrapy calls before any other method.
     """
 
-    store: FrontierStore
+    store: Any  # FrontierStore, or BucketedFrontier (IPR_CLUSTER_BUCKETS > 1)
     spider: Spider
     #: the revisit refresher (refresher.py), when IPR_REVISIT_ENABLED
     revisits: Refresher | None = None
@@ -217,7 +218,7 @@ class IprScheduler(BaseScheduler):
         )
         client, where, _ = self._connect(retry)
         self.where = where
-        self.store = FrontierStore(client, cfg.crawl_id, cfg.params)
+        self.store = open_frontier(client, cfg.crawl_id, cfg.params, cfg.cluster_buckets)
         if cfg.redis_wait_replicas:
             self.store.wait_for_replicas(cfg.redis_wait_replicas, cfg.redis_wait_ms,
                                          on_short=lambda: self._stats_inc("ipr/redis/wait_short"))
@@ -503,20 +504,31 @@ class IprScheduler(BaseScheduler):
             if source_id != rid:
                 source = redirected[-1]
                 order = self.config.ordering
+                link = Link(rid, tie_for(order, request.url), payload, bucket_of(request.url, self.config.cluster_buckets))
                 added = self.store.record_page(
-                    source_id, tie_for(order, source), [Link(rid, tie_for(order, request.url), payload)], lease,
+                    source_id, tie_for(order, source), [link], lease, **self._bucket(source),
                 ).added
                 self._stats_inc("ipr/frontier/redirects")
+                if link.bucket != self._bucket(source).get("bucket", 0) and not request.dont_filter:
+                    # bucket mode, a target on another host's bucket: it went to the outbox
+                    # (queued there unless that bucket knows it already)
+                    self._count_enqueued(1, "redis")
+                    return True
                 if added or not request.dont_filter:
                     self._count_enqueued(added, "redis")
                     return bool(added)
                 lease = b""
         tie = tie_for(self.config.ordering, request.url)
-        result = self.store.enqueue(rid, tie, payload, request.dont_filter, lease)
+        result = self.store.enqueue(rid, tie, payload, request.dont_filter, lease, **self._bucket(request.url))
         self._stats_inc(("ipr/frontier/duplicate", "ipr/frontier/new", "ipr/frontier/forced")[result])
         if result:
             self._count_enqueued(1, "redis")
         return result != 0
+
+    def _bucket(self, url: str) -> dict[str, int]:
+        """The store's ``bucket`` argument for ``url`` in bucket mode (IPR_CLUSTER_BUCKETS > 1)."""
+        n = self.config.cluster_buckets
+        return {"bucket": bucket_of(url, n)} if n > 1 else {}
 
     def keep_local(self, request: Request, reason: Exception) -> bool:
         """Keep a request that cannot be stored in this process's memory (FIFO, served

@@ -35,7 +35,7 @@ from scrapy.http import Response
 
 from ipr_crawl.meta import RECORDED_META, lease_of
 from ipr_crawl.ordering.reference import tie_rule_order
-from ipr_crawl.ordering.urls import canonical_url, node_id, site_of, tie_for
+from ipr_crawl.ordering.urls import bucket_of, canonical_url, node_id, site_of, tie_for
 from ipr_crawl.scheduler.codec import Unstorable, encode_request
 from ipr_crawl.scheduler.linkcache import LinkIds
 from ipr_crawl.store import Link, RecordResult
@@ -200,24 +200,31 @@ class PageRecorder:
         links: list[Link] = []
         leftover: list[Request] = []
         # A URL this process recorded before is in Redis: no payload (the script
-        # stores one only for a new URL) and, but for importance, no tie key.
+        # stores one only for a new URL) and, but for importance, no tie key. In bucket
+        # mode (IPR_CLUSTER_BUCKETS) only a URL of the page's own bucket: one of another
+        # bucket reaches it later, through the outbox, and always carries its payload.
         tie_needed = cfg.ordering == "importance"
+        nb = cfg.cluster_buckets
+        page_url = response.url
+        own = bucket_of(page_url, nb)
         for i in order_links(response.url, canon, cfg.tie_rule):
             rid, request = unique[i]
-            if self.ids.is_known(rid):
-                links.append(Link(rid, tie_for(cfg.ordering, canon[i]) if tie_needed else 0, b""))
+            b = bucket_of(canon[i], nb) if nb > 1 else 0
+            if b == own and self.ids.is_known(rid):
+                links.append(Link(rid, tie_for(cfg.ordering, canon[i]) if tie_needed else 0, b"", b))
                 continue
             try:
                 payload, _ = encode_request(request, frontier.spider)
             except (ValueError, Unstorable):  # kept in memory by the scheduler, with a warning
                 leftover.append(request)
                 continue
-            links.append(Link(rid, tie_for(cfg.ordering, canon[i]), payload))
-        page_url = response.url
+            links.append(Link(rid, tie_for(cfg.ordering, canon[i]), payload, b))
         request_ = response.request
         lease = lease_of(request_) if request_ is not None else b""
         page_id = node_id(page_url) if request_ is None or identity.is_link(request_) else identity.of(request_)
         ids = [page_id, *(link.id for link in links)]
+        local = [page_id, *(link.id for link in links if link.bucket == own)] if nb > 1 else ids
+        where = {"bucket": own} if nb > 1 else {}
         repeated = examined - filtered - len(unique)
         self.sent += 1
         if cfg.slow_start and self.sent <= frontier._concurrency:
@@ -225,22 +232,23 @@ class PageRecorder:
         if cfg.record_pipelined:
             frontier.store.send_record_page(
                 page_id, tie_for(cfg.ordering, page_url), links, lease,
-                then=lambda res: self._recorded(res, ids, repeated),
+                then=lambda res: self._recorded(res, ids, repeated, local), **where,
             )
             if any(link.payload for link in links):  # new URLs, probably: see wake()
                 frontier.wake()
         else:
-            res = frontier.store.record_page(page_id, tie_for(cfg.ordering, page_url), links, lease)
-            self._recorded(res, ids, repeated)
+            res = frontier.store.record_page(page_id, tie_for(cfg.ordering, page_url), links, lease, **where)
+            self._recorded(res, ids, repeated, local)
         if request_ is not None:
             request_.meta[RECORDED_META] = True
         return leftover
 
-    def _recorded(self, res: RecordResult, ids: list[bytes], repeated: int) -> None:
+    def _recorded(self, res: RecordResult, ids: list[bytes], repeated: int, local: list[bytes]) -> None:
         """One page's record_page reply came: its ``ids`` (the page, then its
-        links) are in Redis from now on; stats, wake and ``pr``'s PageRank step.
+        links) are in Redis from now on (``local``: those in the page's own bucket, which
+        this process may send without payload); stats, wake and ``pr``'s PageRank step.
         ``repeated``: link requests that repeated a link of the page."""
-        self.ids.remember(ids)
+        self.ids.remember(local)
         frontier = self.scheduler
         stats = self.crawler.stats
         if stats is None:

@@ -99,7 +99,7 @@ class FrontierStore:
             name: client.register_script(script_source(name))
             for name in (
                 "record_page", "enqueue", "pop", "ack", "set_scores", "replay", "replay_record",
-                "release_holder", "sample",
+                "release_holder", "sample", "relay",
             )
         }
         #: what the last :meth:`pop` handed back from holders whose heartbeat was gone:
@@ -142,6 +142,12 @@ class FrontierStore:
                 f"the keys ipr:{{{self.crawl_id}}}:*"
             )
         stored_label = stored.decode() if isinstance(stored, bytes) else stored
+        buckets = self.client.hget(k, "buckets")
+        if buckets is not None and int(buckets) != getattr(self, "buckets", 1):
+            raise IncompatibleCrawl(
+                f"crawl {self.crawl_id!r} is split into {int(buckets)} buckets (IPR_CLUSTER_BUCKETS); "
+                f"this run has {getattr(self, 'buckets', 1)}. Use the same IPR_CLUSTER_BUCKETS or another IPR_CRAWL_ID"
+            )
         if stored_label is not None and stored_label != ordering:
             raise IncompatibleCrawl(
                 f"crawl {self.crawl_id!r} is ordered by {stored_label!r}, not {ordering!r}; "
@@ -167,21 +173,27 @@ class FrontierStore:
         return [self.keys[n] for n in names]
 
     # -- the per-response path -------------------------------------------------
-    def _record_argv(self, page_id: bytes, page_tie: int, links: Sequence[Link], lease: bytes) -> list[Any]:
+    def _record_argv(
+        self, page_id: bytes, page_tie: int, links: Sequence[Link], lease: bytes, bucket: int | None = None
+    ) -> list[Any]:
         argv: list[Any] = [*self._record_head, lease, page_id, page_tie, len(links)]
         for link in links:
             argv += [link.id, link.tie, link.payload]
+        if bucket is not None:
+            argv += [bucket, bytes(link.bucket for link in links)]
         return argv
 
     def record_page(
-        self, page_id: bytes, page_tie: int, links: Sequence[Link], lease: bytes = b""
+        self, page_id: bytes, page_tie: int, links: Sequence[Link], lease: bytes = b"", bucket: int | None = None,
     ) -> RecordResult:
         """Record a fetched page with its distinct out-links (record_page.lua).
 
         ``links`` in the order new URLs are numbered; ``tie`` fields as
-        :func:`ipr_crawl.ordering.urls.tie_for` gives them. One round trip.
+        :func:`ipr_crawl.ordering.urls.tie_for` gives them. ``bucket`` (bucket mode,
+        :mod:`ipr_crawl.store.buckets`): this store's bucket number; links whose
+        ``bucket`` differs go to the outbox. One round trip.
         """
-        return self._record_now(self._record_argv(page_id, page_tie, links, lease))
+        return self._record_now(self._record_argv(page_id, page_tie, links, lease, bucket))
 
     def _record_now(self, argv: list[Any]) -> RecordResult:
         result = record_result(self._scripts["record_page"](keys=self._record_keys, args=argv))
@@ -213,6 +225,7 @@ class FrontierStore:
         links: Sequence[Link],
         lease: bytes = b"",
         then: Callable[[RecordResult], None] | None = None,
+        bucket: int | None = None,
     ) -> None:
         """:meth:`record_page` without waiting for Redis: the script call is written
         to a connection of its own and its reply is read later, by the next
@@ -230,7 +243,7 @@ class FrontierStore:
         for a script error, for this call or the outstanding one.
         """
         self.settle_record()
-        argv = self._record_argv(page_id, page_tie, links, lease)
+        argv = self._record_argv(page_id, page_tie, links, lease, bucket)
         keys = self._record_keys
         self._outstanding = (argv, then)
         try:

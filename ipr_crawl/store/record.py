@@ -83,11 +83,14 @@ class NodeRecord(NamedTuple):
 
 @dataclass(frozen=True)
 class Link:
-    """One out-link as the store sees it: node id, BLC tie key, request payload."""
+    """One out-link as the store sees it: node id, BLC tie key, request payload and,
+    in bucket mode (``IPR_CLUSTER_BUCKETS``), the bucket of its host
+    (:func:`ipr_crawl.ordering.urls.bucket_of`)."""
 
     id: bytes
     tie: int
     payload: bytes
+    bucket: int = 0
 
 
 def parse_record(raw: bytes) -> tuple[NodeRecord, list[bytes]]:

@@ -14,7 +14,8 @@
 -- its out-links get their share in this call and the next ones, before any other
 -- push (key `pushing`: 8-byte id .. share (double) .. next link index (uint32)).
 -- resid, pushing: the two keys; get / push_gain / resid_index / touch: record's
--- closures over its record cache.
+-- closures over its record cache (push_gain(id, nil, gain): a link without a record
+-- here, sent to its bucket in bucket mode, else dropped).
 -- Returns the edge updates done, and 1 if the budget ran out with work left, else 0.
 local function push_residuals(P, resid, pushing, get, push_gain, resid_index, touch)
   local left, updates = P.budget, 0
@@ -41,8 +42,7 @@ local function push_residuals(P, resid, pushing, get, push_gain, resid_index, to
     local to = math.min(od, from + left)
     for i = from, to - 1 do
       local rid = string.sub(q.links, 8 * i + 1, 8 * i + 8)
-      local r = get(rid)
-      if r then push_gain(rid, r, part) end
+      push_gain(rid, get(rid), part)
     end
     if to > from then
       left = left - (to - from)
@@ -59,19 +59,46 @@ local function push_residuals(P, resid, pushing, get, push_gain, resid_index, to
   return updates, dropped
 end
 
-local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, shared)
-  local meta, node, frontier, lease, req = K.meta, K.node, K.frontier, K.lease, K.req
-  local ordering, cutoff, initial, param, cap = P.ordering, P.cutoff, P.initial, P.param, P.cap
+-- Outbox entries (bucket mode, IPR_CLUSTER_BUCKETS > 1, store/buckets.py): links
+-- and score gains for nodes of other buckets, collected by out_add(box, c, id,
+-- tie, gain, payload, kind) in a table (bucket c -> flat list) and written by
+-- out_flush(meta, box): one entry per bucket reached, XADD to `outbox:<c>` with
+-- the id 0-<seq> (seq: this bucket's counter `outseq` in meta), field e =
+-- cmsgpack of {id, tie, gain, payload, kind, ...}; kind 0 = a link (the node is
+-- created there if new), 1 = a gain only (push: a residual pushed on).
+local function out_add(box, c, id, tie, gain, payload, kind)
+  local l = box[c]
+  if not l then l = {}; box[c] = l end
+  l[#l + 1] = id; l[#l + 1] = tie; l[#l + 1] = gain; l[#l + 1] = payload; l[#l + 1] = kind
+end
 
-  if lease_member ~= '' then
-    lease_settle(lease, lease_member)
-    if is_token(lease_member) then redis.call('HDEL', req, lease_member) end
+local function out_flush(meta, box)
+  local base = string.sub(meta, 1, -5)
+  for c, l in pairs(box) do
+    local seq = redis.call('HINCRBY', meta, 'outseq', 1)
+    redis.call('XADD', base .. 'outbox:' .. c, string.format('0-%d', seq), 'e', cmsgpack.pack(l))
   end
+end
 
-  -- Records read in this call, written back once at the end.
+-- The record cache of one call and the score rules that do not depend on the
+-- page being recorded, shared by record and receive (relay.lua). Returns a table:
+--   get(id) -> record or nil; touch(id): mark written back at the end;
+--   push_gain(id, r, gain) (push): `gain` reaches node id (r its record, or nil: a
+--     node of another bucket, known from the `far` hash, gets it through the outbox);
+--   resid_index(id, r) (push); gain_to(id, tie, payload, gain) -> 1 if a new node was
+--     made (s = gain, a = its prior, into the frontier), else 0 and the record and
+--     its score before (ipr, blc, ifs, opic, importance: s += gain; push: push_gain);
+--   flush(pid) -> frontier entries re-scored (write-back and ZADD XX of the dirty
+--     records, pid excepted); box: outbox entries (out_add).
+-- K: key names; P: ordering parameters; shared: replay.lua's cache kept across pages.
+local function record_ctx(K, P, shared)
+  local meta, node, frontier, req, ordering = K.meta, K.node, K.frontier, K.req, P.ordering
   local cache, written, dirty, order = {}, {}, {}, {}
   if shared then cache, written = shared.cache, shared.dirty end
-  local function get(id)
+  local X = {cache = cache, box = {}, bucketed = false}
+  local base = string.sub(meta, 1, -5)
+  local far = base .. 'far'
+  function X.get(id)
     local r = cache[id]
     if r == nil then
       r = rec_get(node, id) or false
@@ -79,34 +106,91 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
     end
     return r or nil
   end
-  local function touch(id)
+  function X.touch(id)
     if not dirty[id] then dirty[id] = true; order[#order + 1] = id; written[id] = true end
   end
-  -- push only (not built for the other orderings): its two keys; resid_index(id, r)
-  -- keeps a fetched node's residual a indexed in `resid` (score a / od) while it is at
-  -- least epsilon and the node has out-links to push it to; push_gain(id, r, gain):
-  -- `gain` reaches node `id`, an unfetched node's priority, a fetched one's residual
-  local resid, pushing, resid_index, push_gain
+  -- push only: a fetched node's residual a stays indexed in `resid` (score a / od) while
+  -- it is at least epsilon and the node has out-links to push it to
   if ordering == 'push' then
-    local base = string.sub(meta, 1, -5)
-    resid, pushing = base .. 'resid', base .. 'pushing'
-    resid_index = function(id, r)
+    local resid = base .. 'resid'
+    X.resid, X.pushing = resid, base .. 'pushing'
+    function X.resid_index(id, r)
       if r.st == 2 and r.od > 0 and r.a > 0 and r.a >= P.epsilon then
         redis.call('ZADD', resid, string.format('%.17g', r.a / r.od), id)
       else
         redis.call('ZREM', resid, id)
       end
     end
-    push_gain = function(id, r, gain)
-      touch(id)
+    function X.push_gain(id, r, gain)
+      if not r then
+        if X.bucketed then
+          local c = redis.call('HGET', far, id)
+          if c then out_add(X.box, tonumber(c), id, 0, gain, '', 1) end
+        end
+        return
+      end
+      X.touch(id)
       if r.st == 2 then
         r.a = r.a + gain
-        resid_index(id, r)
+        X.resid_index(id, r)
       else
         r.s = r.s + gain
       end
     end
   end
+  local pc  -- prior_conf, read at the first new URL (false: none)
+  function X.gain_to(id, tie, payload, gain)
+    local r = X.get(id)
+    if not r then
+      r = new_record(meta, tie)
+      r.s = gain
+      if pc == nil then pc = prior_conf(meta) or false end
+      r.a = prior_of(pc, id)
+      cache[id] = r
+      X.touch(id)
+      if payload ~= '' then redis.call('HSET', req, id, payload) end
+      frontier_add(meta, frontier, ordering, r, member_of(r, id))
+      return 1
+    end
+    local before = r.s
+    if ordering == 'push' then
+      if gain ~= 0 then X.push_gain(id, r, gain) end
+    elseif gain ~= 0 then
+      r.s = r.s + gain
+      X.touch(id)
+    end
+    return 0, r, before
+  end
+  function X.flush(pid)
+    local rescored = 0
+    for _, id in ipairs(order) do
+      local r = cache[id]
+      if not shared then rec_put(node, id, r) end
+      if r.st == 0 and id ~= pid and ordering ~= 'bf' and ordering ~= 'lsf' and ordering ~= 'pr' then
+        rescored = rescored + redis.call('ZADD', frontier, 'XX', 'CH', zscore(ordering, r), member_of(r, id))
+      end
+    end
+    out_flush(meta, X.box)
+    return rescored
+  end
+  return X
+end
+
+-- bk (bucket mode, optional): {own = this bucket's number, of = n bytes, the bucket of
+-- each link}; a link of another bucket is recorded among p's out-links, remembered in
+-- `far` (push) and sent with its gain through the outbox instead of being scored here.
+local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, shared, bk)
+  local meta, frontier, lease, req = K.meta, K.frontier, K.lease, K.req
+  local ordering, cutoff, param, cap, initial = P.ordering, P.cutoff, P.param, P.cap, P.initial
+
+  if lease_member ~= '' then
+    lease_settle(lease, lease_member)
+    if is_token(lease_member) then redis.call('HDEL', req, lease_member) end
+  end
+
+  local X = record_ctx(K, P, shared)
+  X.bucketed = bk ~= nil
+  local get, touch, cache = X.get, X.touch, X.cache
 
   local p = get(pid)
   if not p then
@@ -155,10 +239,10 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
   p.od = n
 
   local added = 0
-  local pc  -- prior_conf, read at the first new URL (false: none)
   local ids = {}
   local queue = {}   -- propagation entries {id, amount}; amount -1: take a_q (ar)
   local queued = {}  -- ar: nodes with an entry waiting in `queue`
+  local far = string.sub(meta, 1, -5) .. 'far'
   for k = 0, n - 1 do
     local tid, ttie, payload = lids[k + 1], lties[k + 1], lpay[k + 1]
     ids[#ids + 1] = tid
@@ -166,24 +250,14 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
     if ordering == 'importance' and first then
       if ttie == p.tie then gain = same_share else gain = other_share end
     end
-    local r = get(tid)
-    if not r then
-      r = new_record(meta, ttie)
-      r.s = gain
-      if pc == nil then pc = prior_conf(meta) or false end
-      r.a = prior_of(pc, tid)
-      cache[tid] = r
-      touch(tid)
-      if payload ~= '' then redis.call('HSET', req, tid, payload) end
-      frontier_add(meta, frontier, ordering, r, member_of(r, tid))
-      added = added + 1
-    elseif ordering == 'push' then
-      if gain ~= 0 then push_gain(tid, r, gain) end
-    elseif gain ~= 0 then
-      local before = r.s
-      r.s = r.s + gain
-      touch(tid)
-      if ordering == 'ipr' and r.st == 2 and tid ~= pid then
+    local c = bk and string.byte(bk.of, k + 1)
+    if c and c ~= bk.own then
+      out_add(X.box, c, tid, ttie, gain, payload, 0)
+      if ordering == 'push' then redis.call('HSET', far, tid, c) end
+    else
+      local new, r, before = X.gain_to(tid, ttie, payload, gain)
+      added = added + new
+      if new == 0 and ordering == 'ipr' and gain ~= 0 and r.st == 2 and tid ~= pid then
         if cutoff == 'pl' then
           queue[#queue + 1] = {tid, gain}
         elseif cutoff == 'vr' then
@@ -259,19 +333,35 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
 
   if ordering == 'push' then
     -- the page's own residual (a self-loop) or a re-record that changed its out-degree
-    resid_index(pid, p)
-    if first then updates, dropped = push_residuals(P, resid, pushing, get, push_gain, resid_index, touch) end
-  end
-
-  local rescored = 0
-  for _, id in ipairs(order) do
-    local r = cache[id]
-    if not shared then rec_put(node, id, r) end
-    if r.st == 0 and id ~= pid and ordering ~= 'bf' and ordering ~= 'lsf' and ordering ~= 'pr' then
-      rescored = rescored + redis.call('ZADD', frontier, 'XX', 'CH', zscore(ordering, r), member_of(r, id))
+    X.resid_index(pid, p)
+    if first then
+      updates, dropped = push_residuals(P, X.resid, X.pushing, get, X.push_gain, X.resid_index, touch)
     end
   end
-  return added, first, rescored, updates, dropped
+
+  return added, first, X.flush(pid), updates, dropped
+end
+
+-- receive(K, P, list): apply one outbox entry's list (out_add's flat layout) on this
+-- bucket: a link makes its node if new (with its payload) and gives it its gain as a
+-- link of a page recorded here would; a gain only (kind 1) reaches a known node.
+-- Returns new nodes, frontier entries re-scored.
+local function receive(K, P, list)
+  local X = record_ctx(K, P, nil)
+  X.bucketed = true
+  local added = 0
+  for i = 1, #list, 5 do
+    local id, tie, gain, payload, kind = list[i], list[i + 1], list[i + 2], list[i + 3], list[i + 4]
+    if kind == 0 then
+      added = added + X.gain_to(id, tie, payload, gain)
+    elseif P.ordering == 'push' then
+      X.push_gain(id, X.get(id), gain)
+    else
+      local r = X.get(id)
+      if r then r.s = r.s + gain; X.touch(id) end
+    end
+  end
+  return added, X.flush('')
 end
 
 -- Write back the records a replay call kept in `shared` (see record).

@@ -13,6 +13,8 @@
 -- ARGV[16] n = number of distinct out-links (the caller bounds it)
 -- ARGV[17 + 3k], ARGV[18 + 3k], ARGV[19 + 3k]: id, tie key, payload of link k
 --   ('' payload: none is stored, as in a replay)
+-- ARGV[17 + 3n] (bucket mode, optional) this bucket's number; ARGV[18 + 3n] n bytes,
+--   the bucket of each link: links of other buckets go to the outbox (record's bk)
 -- Rules at p's first fetch (a page fetched before is re-recorded: out-links
 -- replaced, new URLs registered, no score update):
 --   ipr (Yamada et al. 2004, §3): s_p += initial, beta = s_p / n to every target (DL1), then
@@ -43,6 +45,8 @@ local lids, lties, lpay = {}, {}, {}
 for k = 0, n - 1 do
   lids[k + 1], lties[k + 1], lpay[k + 1] = ARGV[17 + 3 * k], tonumber(ARGV[18 + 3 * k]), ARGV[19 + 3 * k]
 end
+local bk
+if ARGV[17 + 3 * n] then bk = {own = tonumber(ARGV[17 + 3 * n]), of = ARGV[18 + 3 * n]} end
 local added, first, rescored, updates, dropped =
-  record(K, params_from(ARGV, 1), ARGV[13], ARGV[14], tonumber(ARGV[15]), n, lids, lties, lpay)
+  record(K, params_from(ARGV, 1), ARGV[13], ARGV[14], tonumber(ARGV[15]), n, lids, lties, lpay, nil, bk)
 return {added, first and 1 or 0, rescored, updates, dropped}

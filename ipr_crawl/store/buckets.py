@@ -1,0 +1,389 @@
+"""One crawl over many Redis Cluster masters: the frontier split into buckets by host.
+
+With ``IPR_CLUSTER_BUCKETS`` = B > 1, bucket b of crawl ``c`` is a whole
+:class:`~ipr_crawl.store.FrontierStore` under its own hash tag, ``ipr:{c:b}:*`` (so
+Redis Cluster places the buckets on different slots, and so on different masters),
+and the crawl-wide ``ipr:{c}:meta`` holds the schema, the ordering and B. A URL's
+bucket is its host's (:func:`ipr_crawl.ordering.urls.bucket_of`): a host's URLs, its
+leases and the politeness of its download slot stay in one bucket.
+
+A page is recorded by its own bucket's script; the links it has to other buckets,
+with the score each would get (the ordering's share, or a pushed residual), are
+written in the same atomic call as one outbox entry per bucket reached (stream
+``outbox:<c>`` of the source bucket, id ``0-<seq>``). A relay (any process,
+:meth:`BucketedFrontier.relay`, run by :meth:`~BucketedFrontier.pop` every
+``relay_secs`` and whenever the frontiers look empty) applies them on their bucket
+(relay.lua), at most once each: the target keeps, per source, the highest sequence
+number applied; entries are trimmed from the source only after that. This is the
+message-passing partition of the crawlers that scale (Mercator, Heydon & Najork 1999,
+§3.5; UbiCrawler, Boldi et al. 2004), with link-based scores carried in the messages.
+
+Pops go to the bucket whose best queued entry is best (read in one pipelined round
+trip per pop); a crawl is finished when every bucket's frontier, forced queue,
+leases and outboxes are empty (:meth:`~BucketedFrontier.pending`).
+
+What it costs and what it changes are measured in docs/scaling.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import redis
+
+from ipr_crawl.ordering.params import OrderingParams
+from ipr_crawl.store.frontier import FrontierStore, IncompatibleCrawl
+from ipr_crawl.store.keys import SCHEMA_VERSION, crawl_keys
+from ipr_crawl.store.record import Link, NodeRecord, RecordResult
+
+__all__ = ["BucketedFrontier", "open_frontier"]
+
+logger = logging.getLogger(__name__)
+
+
+def open_frontier(client: redis.Redis, crawl_id: str, params: OrderingParams, buckets: int = 1) -> Any:
+    """A :class:`FrontierStore` (``buckets`` = 1) or a :class:`BucketedFrontier`."""
+    if buckets <= 1:
+        return FrontierStore(client, crawl_id, params)
+    return BucketedFrontier(client, crawl_id, params, buckets)
+
+
+class BucketedFrontier:
+    """The frontier of one crawl split into ``buckets`` FrontierStores by host.
+
+    The methods are those of :class:`FrontierStore` the scheduler calls; the ones that
+    add a request or record a page take the ``bucket`` of its URL
+    (:func:`~ipr_crawl.ordering.urls.bucket_of`) and each :class:`Link` carries its
+    own. A lease is settled in the bucket it was taken from (remembered by this
+    process). Raises what FrontierStore raises.
+    """
+
+    def __init__(
+        self, client: redis.Redis, crawl_id: str, params: OrderingParams, buckets: int,
+        relay_secs: float = 0.2, relay_batch: int = 500,
+    ) -> None:
+        if not 2 <= buckets <= 255:
+            raise ValueError(f"buckets={buckets}: 2 to 255 (1 is a plain FrontierStore)")
+        self.client = client
+        self.crawl_id = crawl_id
+        self.params = params
+        self.ordering = params.ordering
+        self.cutoff = params.cutoff
+        self.buckets = buckets
+        self.keys = crawl_keys(crawl_id)
+        self.stores = [FrontierStore(client, f"{crawl_id}:{b}", params) for b in range(buckets)]
+        for store in self.stores:
+            store.buckets = buckets  # type: ignore[attr-defined]
+        self.relay_secs = relay_secs
+        self.relay_batch = relay_batch
+        self._last_relay = 0.0
+        self._lease_bucket: dict[bytes, int] = {}
+        self._rotate = 0
+        self.last_lost: tuple[int, list[str]] = (0, [])
+        #: counters of this process: outbox entries relayed, skipped (applied before)
+        self.relayed = 0
+        self.relay_skipped = 0
+
+    # -- lifecycle -------------------------------------------------------------
+    def open(self) -> bool:
+        """Write or check the crawl-wide schema, ordering and bucket count, then open
+        every bucket. Returns True for a resume; raises :class:`IncompatibleCrawl` for
+        a crawl written with another schema, ordering or bucket count."""
+        k = self.keys["meta"]
+        if self.client.hsetnx(k, "schema", SCHEMA_VERSION):
+            self.client.hset(k, mapping={"ordering": self.params.label, "buckets": self.buckets,
+                                         "created": time.time()})
+            resumed = False
+        else:
+            schema, stored, buckets = self.client.hmget(k, "schema", "ordering", "buckets")
+            if buckets is None:
+                raise IncompatibleCrawl(
+                    f"crawl {self.crawl_id!r} was made with one bucket; this run has IPR_CLUSTER_BUCKETS="
+                    f"{self.buckets}. Use the same IPR_CLUSTER_BUCKETS or another IPR_CRAWL_ID")
+            if int(buckets) != self.buckets:
+                raise IncompatibleCrawl(
+                    f"crawl {self.crawl_id!r} is split into {int(buckets)} buckets (IPR_CLUSTER_BUCKETS); this "
+                    f"run has {self.buckets}. Use the same IPR_CLUSTER_BUCKETS or another IPR_CRAWL_ID")
+            if schema is None or int(schema) != SCHEMA_VERSION:
+                raise IncompatibleCrawl(
+                    f"crawl {self.crawl_id!r} was written with schema {schema!r}; this is ipr-crawl schema "
+                    f"{SCHEMA_VERSION}. Use another IPR_CRAWL_ID or delete its keys")
+            label = stored.decode() if isinstance(stored, bytes) else stored
+            if label != self.params.label:
+                raise IncompatibleCrawl(
+                    f"crawl {self.crawl_id!r} is ordered by {label!r}, not {self.params.label!r}; its "
+                    "scores mean something else. Use another IPR_CRAWL_ID or the same IPR_ORDERING")
+            resumed = True
+        for b, store in enumerate(self.stores):
+            store.open()
+            self.client.hset(store.keys["meta"], "bucket", b)
+        return resumed
+
+    def wait_for_replicas(self, replicas: int, timeout_ms: int, on_short: Callable[[], Any] | None = None) -> None:
+        for store in self.stores:
+            store.wait_for_replicas(replicas, timeout_ms, on_short)
+
+    def close(self) -> None:
+        for store in self.stores:
+            store.close()
+
+    def drop(self) -> int:
+        """Delete every key of the crawl: each bucket's and the crawl-wide ones."""
+        n = sum(store.drop() for store in self.stores)
+        keys = list(self.client.scan_iter(match=f"ipr:{{{self.crawl_id}}}:*", count=1000))
+        if keys:
+            self.client.delete(*keys)
+        return n + len(keys)
+
+    # -- routing -----------------------------------------------------------------
+    def _bucket_of_lease(self, lease: bytes, bucket: int | None) -> int:
+        b = self._lease_bucket.pop(lease, None) if lease else None
+        if b is not None:
+            return b
+        if bucket is None:
+            raise ValueError("bucket mode: a page or request needs the bucket of its URL")
+        return bucket
+
+    def record_page(
+        self, page_id: bytes, page_tie: int, links: Sequence[Link], lease: bytes = b"", bucket: int | None = None,
+    ) -> RecordResult:
+        """:meth:`FrontierStore.record_page` on the page's bucket (the bucket its lease
+        came from, else ``bucket``); links of other buckets go to its outbox."""
+        self.settle_record()
+        b = self._bucket_of_lease(lease, bucket)
+        return self.stores[b].record_page(page_id, page_tie, links, lease, bucket=b)
+
+    def send_record_page(
+        self, page_id: bytes, page_tie: int, links: Sequence[Link], lease: bytes = b"",
+        then: Callable[[RecordResult], None] | None = None, bucket: int | None = None,
+    ) -> None:
+        """:meth:`FrontierStore.send_record_page` on the page's bucket (at most one call
+        outstanding over all buckets)."""
+        self.settle_record()
+        b = self._bucket_of_lease(lease, bucket)
+        self.stores[b].send_record_page(page_id, page_tie, links, lease, then=then, bucket=b)
+
+    def settle_record(self) -> None:
+        for store in self.stores:
+            store.settle_record()
+
+    def enqueue(
+        self, id_: bytes, tie: int, payload: bytes, dont_filter: bool, lease: bytes = b"", bucket: int | None = None,
+    ) -> int:
+        """:meth:`FrontierStore.enqueue` on the bucket of the request's URL; a lease it
+        settles (a retry) is settled where it was taken."""
+        if bucket is None:
+            raise ValueError("bucket mode: enqueue needs the bucket of the request's URL")
+        held = self._lease_bucket.pop(lease, None) if lease else None
+        if held is not None and held != bucket:
+            self.stores[held].ack("release", [(lease, b"")])
+            lease = b""
+        return self.stores[bucket].enqueue(id_, tie, payload, dont_filter, lease)
+
+    def ack(self, mode: str, leases: Sequence[tuple[bytes, bytes]]) -> int:
+        """:meth:`FrontierStore.ack`, each lease in the bucket it was taken from (a lease
+        this process does not know: in the bucket that knows its node)."""
+        groups: dict[int, list[tuple[bytes, bytes]]] = {}
+        for member, id_ in leases:
+            b = self._lease_bucket.pop(member, None)
+            if b is None:
+                b = self._bucket_knowing(id_ or member[-8:])
+            groups.setdefault(b, []).append((member, id_))
+        return sum(self.stores[b].ack(mode, group) for b, group in groups.items())
+
+    def _bucket_knowing(self, id_: bytes) -> int:
+        pipe = self.client.pipeline(transaction=False)
+        for store in self.stores:
+            pipe.hexists(store.keys["node"], id_)
+        found = [b for b, yes in enumerate(pipe.execute()) if yes]
+        return found[0] if found else 0
+
+    def known(self, id_: bytes) -> bool:
+        """Whether any bucket knows node ``id_``."""
+        pipe = self.client.pipeline(transaction=False)
+        for store in self.stores:
+            pipe.hexists(store.keys["node"], id_)
+        return any(pipe.execute())
+
+    # -- the relay -----------------------------------------------------------------
+    def _outbox(self, source: int, target: int) -> str:
+        return self.stores[source].keys["meta"][: -len("meta")] + f"outbox:{target}"
+
+    def relay(self) -> int:
+        """Apply up to ``relay_batch`` outbox entries per pair of buckets on their target
+        bucket (relay.lua; idempotent), then trim what was applied from the sources.
+        Three pipelined round trips. Returns the entries applied."""
+        pairs = [(s, t) for s in range(self.buckets) for t in range(self.buckets) if s != t]
+        pipe = self.client.pipeline(transaction=False)
+        for s, t in pairs:
+            pipe.xrange(self._outbox(s, t), count=self.relay_batch)
+        read = pipe.execute()
+        by_target: dict[int, list[Any]] = {}
+        trims: list[tuple[str, bytes]] = []
+        for (s, t), entries in zip(pairs, read):
+            if not entries:
+                continue
+            args = by_target.setdefault(t, [])
+            args += [s, len(entries)]
+            for entry_id, fields in entries:
+                args += [int(entry_id.split(b"-")[1]), fields[b"e"]]
+            trims.append((self._outbox(s, t), entries[-1][0]))
+        applied = 0
+        for t, args in by_target.items():
+            store = self.stores[t]
+            res = store._scripts["relay"](keys=store._k("meta", "node", "frontier", "lease", "req"),
+                                          args=[*store._record_head, *args])
+            applied += int(res[0])
+            self.relayed += int(res[0])
+            self.relay_skipped += int(res[1])
+        if trims:
+            pipe = self.client.pipeline(transaction=False)
+            for key, last in trims:
+                seq = int(last.split(b"-")[1])
+                pipe.xtrim(key, minid=f"0-{seq + 1}")
+            pipe.execute()
+        self._last_relay = time.monotonic()
+        return applied
+
+    def outbox_size(self) -> int:
+        """Outbox entries not yet applied and trimmed, over all pairs of buckets."""
+        pipe = self.client.pipeline(transaction=False)
+        for s in range(self.buckets):
+            for t in range(self.buckets):
+                if s != t:
+                    pipe.xlen(self._outbox(s, t))
+        return sum(pipe.execute())
+
+    # -- pops ------------------------------------------------------------------------
+    def _heads(self) -> list[tuple[int, float, int]]:
+        """Per bucket: (forced requests, best frontier zscore or +inf, frontier size)."""
+        pipe = self.client.pipeline(transaction=False)
+        for store in self.stores:
+            pipe.zcard(store.keys["forced"])
+            pipe.zrange(store.keys["frontier"], 0, 0, withscores=True)
+            pipe.zcard(store.keys["frontier"])
+        res = pipe.execute()
+        out = []
+        for b in range(self.buckets):
+            forced, head, size = res[3 * b : 3 * b + 3]
+            out.append((int(forced), float(head[0][1]) if head else float("inf"), int(size)))
+        return out
+
+    def pop(
+        self, count: int, lease_secs: float, requeue_cap: int = 100, scan: int = 0, busy: Sequence[str] = (),
+        offset: int = 0, min_ratio: float = 0.0, holder: str = "",
+    ) -> tuple[int, list[tuple[bytes, bytes | None]]]:
+        """:meth:`FrontierStore.pop` over the buckets: the forced queues first, then the
+        bucket whose best entry has the highest priority (equal heads in turn), then
+        the next ones until ``count`` requests are leased. The outboxes are relayed
+        first when ``relay_secs`` have passed or no frontier has anything; every bucket
+        is popped (its lost holders' and expired leases handed back) when nothing was
+        found in the others."""
+        if time.monotonic() - self._last_relay >= self.relay_secs:
+            self.relay()
+        heads = self._heads()
+        if not any(f or size for f, _, size in heads) and self.outbox_size():
+            self.relay()
+            heads = self._heads()
+        self._rotate = (self._rotate + 1) % self.buckets
+        order = sorted(
+            range(self.buckets),
+            key=lambda b: (0 if heads[b][0] else 1, heads[b][1], (b - self._rotate) % self.buckets),
+        )
+        items: list[tuple[bytes, bytes | None]] = []
+        moved, lost_n, lost = 0, 0, []
+        for b in order:
+            if len(items) >= count:
+                break
+            n, got = self.stores[b].pop(count - len(items), lease_secs, requeue_cap, scan, busy, offset,
+                                        min_ratio, holder)
+            moved += n
+            lost_n += self.stores[b].last_lost[0]
+            lost += [h for h in self.stores[b].last_lost[1] if h not in lost]
+            for member, payload in got:
+                self._lease_bucket[member] = b
+                items.append((member, payload))
+        self.last_lost = (lost_n, lost)
+        return moved, items
+
+    # -- holders ------------------------------------------------------------------
+    def beat(self, holder: str, ttl_secs: float, info: dict[str, Any] | None = None) -> bool:
+        """Renew ``holder``'s heartbeat in every bucket (each bucket's pop hands back the
+        leases of its own lost holders). False when bucket 0 did not know it."""
+        return [store.beat(holder, ttl_secs, info) for store in self.stores][0]
+
+    def holder_counts(self) -> tuple[int, int]:
+        return self.stores[0].holder_counts()
+
+    def release(self, mode: str, holder: str = "") -> tuple[int, list[str]]:
+        moved, forgotten = 0, []
+        for store in self.stores:
+            n, f = store.release(mode, holder)
+            moved += n
+            forgotten += [h for h in f if h not in forgotten]
+        if mode == "holder":
+            self._lease_bucket.clear()
+        return moved, forgotten
+
+    def holders(self) -> list[dict[str, Any]]:
+        """:meth:`FrontierStore.holders` of bucket 0, leases in flight summed over buckets."""
+        merged: dict[str, dict[str, Any]] = {}
+        for store in self.stores:
+            for h in store.holders():
+                if h["holder"] in merged:
+                    merged[h["holder"]]["in_flight"] += h["in_flight"]
+                else:
+                    merged[h["holder"]] = h
+        return list(merged.values())
+
+    def oldest_lease(self) -> float | None:
+        times = [t for t in (store.oldest_lease() for store in self.stores) if t is not None]
+        return min(times) if times else None
+
+    def sample(self, interval_secs: float, maxlen: int = 20000) -> bool:
+        """The timeline sample of bucket 0 (the timeline shows that bucket's counts)."""
+        return self.stores[0].sample(interval_secs, maxlen)
+
+    def timeline(self, last: int = 0) -> list[dict[str, float]]:
+        return self.stores[0].timeline(last)
+
+    # -- counts and inspection ------------------------------------------------------
+    def counts(self) -> dict[str, int]:
+        """:meth:`FrontierStore.counts` summed over the buckets, plus ``outbox``."""
+        total: dict[str, int] = {}
+        for store in self.stores:
+            for k, v in store.counts().items():
+                total[k] = total.get(k, 0) + v
+        total["outbox"] = self.outbox_size()
+        return total
+
+    def pending(self) -> int:
+        """Requests not yet settled in any bucket, plus outbox entries not yet applied
+        (they may hold new URLs)."""
+        return sum(store.pending() for store in self.stores) + self.outbox_size()
+
+    def fetch_order(self) -> list[bytes]:
+        """Fetched page ids, bucket by bucket (each bucket's in its own order)."""
+        return [id_ for store in self.stores for id_ in store.fetch_order()]
+
+    def records(self) -> dict[bytes, NodeRecord]:
+        return {k: v for store in self.stores for k, v in store.records().items()}
+
+    def out_links(self) -> dict[bytes, list[bytes]]:
+        return {k: v for store in self.stores for k, v in store.out_links().items()}
+
+    def scores(self) -> dict[bytes, tuple[int, float, int]]:
+        return {k: v for store in self.stores for k, v in store.scores().items()}
+
+    def node_score(self, id_: bytes) -> float | None:
+        for store in self.stores:
+            s = store.node_score(id_)
+            if s is not None:
+                return s
+        return None
+
+    def mean_score(self, sample: int = 1000) -> float:
+        return sum(store.mean_score(sample) for store in self.stores) / self.buckets
