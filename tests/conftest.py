@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from procs import start_server, stop_process
+from procs import LocalCluster, start_server, stop_process
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -234,6 +234,18 @@ def crawl_id(redis_client):
         redis_client.delete(*keys)
 
 
+@pytest.fixture
+def cluster(tmp_path):
+    """A real Redis Cluster on loopback (3 masters + 3 replicas, procs.LocalCluster);
+    skips, saying why, where one cannot be started."""
+    try:
+        c = LocalCluster(tmp_path / "cluster").start()
+    except (RuntimeError, OSError) as exc:
+        pytest.skip(f"cannot start a local Redis Cluster here: {exc}")
+    yield c
+    c.stop()
+
+
 # -- graph server --------------------------------------------------------------------
 @dataclass
 class Served:
@@ -248,18 +260,20 @@ class Served:
 
 @pytest.fixture
 def graph_server():
-    """Factory: ``graph_server(graph_path, urls_path=None, seed=None, host="127.0.0.1")``
+    """Factory: ``graph_server(graph_path, urls_path=None, seed=None, host="127.0.0.1", hosts=0)``
     starts ``python -m ipr_crawl.evaluation.serve`` on a free port of ``host``, waits for its ready line and
     returns a :class:`Served`. Every server is killed at teardown."""
     procs: list[subprocess.Popen] = []
 
     def start(
         graph: str | os.PathLike, urls: str | os.PathLike | None = None, seed: int | None = None,
-        timeout: float = 60, host: str = "127.0.0.1",
+        timeout: float = 60, host: str = "127.0.0.1", hosts: int = 0,
     ) -> Served:
         cmd = [sys.executable, "-m", "ipr_crawl.evaluation.serve", str(graph), "--port", "0", "--host", host]
         if urls:
             cmd += ["--urls", str(urls)]
+        if hosts:
+            cmd += ["--hosts", str(hosts)]
         if seed is not None:
             cmd += ["--seed", str(seed)]
         proc, m = start_server(cmd, _READY, timeout)

@@ -22,16 +22,6 @@ from ipr_crawl.store.retry import RedisRetry
 HARVARD = TEST_DATA / "harvard500.tsv.gz"
 
 
-@pytest.fixture
-def cluster(tmp_path):
-    try:
-        c = LocalCluster(tmp_path / "cluster").start()
-    except (RuntimeError, OSError) as exc:
-        pytest.skip(f"cannot start a local Redis Cluster here: {exc}")
-    yield c
-    c.stop()
-
-
 def other_node(cluster: LocalCluster, crawl_id: str) -> str:
     """The URL of a master that does NOT hold the crawl's slot: the client must follow."""
     owner = cluster.master_of(crawl_keys(crawl_id)["meta"])

@@ -244,6 +244,8 @@ class IprScheduler(BaseScheduler):
             counts["in_flight"],
         )
         self._stats_set("ipr/resumed", int(resumed))
+        if cfg.cluster_buckets > 1:
+            self._log_buckets(client)
         if cfg.prior_crawl:
             self._install_prior(client)
         pending = counts["frontier"] + counts["forced"] + counts["in_flight"]
@@ -263,6 +265,20 @@ class IprScheduler(BaseScheduler):
             self.revisit_observer = RevisitObserver(self.revisits, self.revisit_config, spider)
         self._start_heartbeat(spider)
         _by_crawler[self.crawler] = self
+
+    def _log_buckets(self, client: Any) -> None:
+        """Bucket mode: say how many masters the buckets' slots lie on (a warning when a
+        cluster has masters that hold none)."""
+        n = self.config.cluster_buckets
+        if not is_cluster(client):
+            logger.info("ipr-crawl: crawl %r split into %d buckets on one server", self.config.crawl_id, n)
+            return
+        used = {client.get_node_from_key(store.keys["meta"]).name for store in self.store.stores}
+        masters = len(client.get_primaries())
+        log = logger.info if len(used) >= masters else logger.warning
+        log("ipr-crawl: crawl %r split into %d buckets on %d of the cluster's %d masters%s", self.config.crawl_id,
+            n, len(used), masters, "" if len(used) >= masters else
+            " (the buckets' hash tags fell on fewer slots' masters; more buckets spread the crawl wider)")
 
     def _install_prior(self, client: Any) -> None:
         """``IPR_PRIOR_CRAWL``: the earlier crawl's PageRank becomes this crawl's prior

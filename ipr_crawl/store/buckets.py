@@ -10,11 +10,13 @@ leases and the politeness of its download slot stay in one bucket.
 A page is recorded by its own bucket's script; the links it has to other buckets,
 with the score each would get (the ordering's share, or a pushed residual), are
 written in the same atomic call as one outbox entry per bucket reached (stream
-``outbox:<c>`` of the source bucket, id ``0-<seq>``). A relay (any process,
+``outbox:<c>`` of the source bucket, ids from the server's clock). A relay (any process,
 :meth:`BucketedFrontier.relay`, run by :meth:`~BucketedFrontier.pop` every
 ``relay_secs`` and whenever the frontiers look empty) applies them on their bucket
 (relay.lua), at most once each: the target keeps, per source, the highest sequence
-number applied; entries are trimmed from the source only after that. This is the
+id applied; entries are trimmed from the source only after that. After a failover
+that lost a source's last writes, its new entries still get ids above those applied
+(the promoted replica's clock is past them), so none is skipped by mistake. This is the
 message-passing partition of the crawlers that scale (Mercator, Heydon & Najork 1999,
 §3.5; UbiCrawler, Boldi et al. 2004), with link-based scores carried in the messages.
 
@@ -229,7 +231,7 @@ class BucketedFrontier:
             args = by_target.setdefault(t, [])
             args += [s, len(entries)]
             for entry_id, fields in entries:
-                args += [int(entry_id.split(b"-")[1]), fields[b"e"]]
+                args += [entry_id, fields[b"e"]]
             trims.append((self._outbox(s, t), entries[-1][0]))
         applied = 0
         for t, args in by_target.items():
@@ -242,8 +244,8 @@ class BucketedFrontier:
         if trims:
             pipe = self.client.pipeline(transaction=False)
             for key, last in trims:
-                seq = int(last.split(b"-")[1])
-                pipe.xtrim(key, minid=f"0-{seq + 1}")
+                ms, seq = last.decode().split("-")
+                pipe.xtrim(key, minid=f"{ms}-{int(seq) + 1}")
             pipe.execute()
         self._last_relay = time.monotonic()
         return applied

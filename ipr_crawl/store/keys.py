@@ -26,7 +26,14 @@ scripts stay atomic in one Redis Cluster slot). Keys:
 ``revisit_out``   zset   revisits in flight, score = when due again if the response never comes
 ``rates``         hash   revisits under a budget: rate bin ("a:b") -> URLs (revisit/budget.py)
 ``changes``       stream change events (new, changed, unchanged, not_modified, gone), capped
+``outbox:<c>``    stream bucket mode: links and gains for bucket c, one entry per recorded page
+``hwm``           hash   bucket mode: source bucket -> id of the last outbox entry applied here
+``far``           hash   bucket mode, push: node id of another bucket's URL -> its bucket
 ================= ====== ==========================================================
+
+Bucket mode (``IPR_CLUSTER_BUCKETS`` = B > 1, :mod:`ipr_crawl.store.buckets`): bucket
+b is the keyspace above under the hash tag ``{<crawl id>:<b>}``; the crawl-wide
+``ipr:{<crawl id>}:meta`` holds the schema, the ordering and B.
 """
 
 from __future__ import annotations

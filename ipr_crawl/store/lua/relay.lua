@@ -1,27 +1,36 @@
 -- relay: apply outbox entries of other buckets on this bucket (bucket mode,
--- store/buckets.py), each at most once: per source bucket, the highest entry
--- sequence number applied is kept in the `hwm` hash (source -> seq) and entries at
+-- store/buckets.py), each at most once: per source bucket, the highest entry id
+-- applied (stream id ms-seq) is kept in the `hwm` hash (source -> id) and entries at
 -- or below it are skipped, so a relay that runs twice, or two relays at once,
 -- change nothing more.
 -- KEYS[1] meta  KEYS[2] node  KEYS[3] frontier  KEYS[4] lease  KEYS[5] req (this bucket)
 -- ARGV[1..N_ORDERING_ARGS] ordering parameters as record_page.lua
--- then groups: source bucket, number of entries k, then k pairs (seq, entry)
+-- then groups: source bucket, number of entries k, then k pairs (stream id, entry)
 --   (entry: the cmsgpack list written by out_flush in the source bucket)
 -- Returns {entries applied, entries skipped (applied before), new nodes, re-scored}.
 -- Cost: O(links in the entries), each O(log F) in the frontier.
 local K = {meta = KEYS[1], node = KEYS[2], frontier = KEYS[3], lease = KEYS[4], req = KEYS[5]}
 local P = params_from(ARGV, 1)
 local hwm = string.sub(K.meta, 1, -5) .. 'hwm'
+-- a stream id 'ms-seq' as two numbers
+local function sid(s)
+  local dash = string.find(s, '-', 1, true)
+  return tonumber(string.sub(s, 1, dash - 1)), tonumber(string.sub(s, dash + 1))
+end
+local function after(a_ms, a_seq, b_ms, b_seq) return a_ms > b_ms or (a_ms == b_ms and a_seq > b_seq) end
 local i = N_ORDERING_ARGS + 1
 local applied, skipped, added, rescored = 0, 0, 0, 0
 while ARGV[i] do
   local src, k = ARGV[i], tonumber(ARGV[i + 1])
-  local last = tonumber(redis.call('HGET', hwm, src) or '0')
+  local last = redis.call('HGET', hwm, src) or '0-0'
+  local last_ms, last_seq = sid(last)
   for j = 0, k - 1 do
-    local seq = tonumber(ARGV[i + 2 + 2 * j])
-    if seq > last then
+    local id = ARGV[i + 2 + 2 * j]
+    local ms, seq = sid(id)
+    if after(ms, seq, last_ms, last_seq) then
       local a, r = receive(K, P, cmsgpack.unpack(ARGV[i + 3 + 2 * j]))
-      added, rescored, applied, last = added + a, rescored + r, applied + 1, seq
+      added, rescored, applied = added + a, rescored + r, applied + 1
+      last, last_ms, last_seq = id, ms, seq
     else
       skipped = skipped + 1
     end
