@@ -88,6 +88,7 @@ class BucketedFrontier:
         #: counters of this process: outbox entries relayed, skipped (applied before)
         self.relayed = 0
         self.relay_skipped = 0
+        self._wait: tuple[int, int] | None = None
 
     # -- lifecycle -------------------------------------------------------------
     def open(self) -> bool:
@@ -125,6 +126,10 @@ class BucketedFrontier:
         return resumed
 
     def wait_for_replicas(self, replicas: int, timeout_ms: int, on_short: Callable[[], Any] | None = None) -> None:
+        """:meth:`FrontierStore.wait_for_replicas` for every bucket's record calls, and a
+        ``WAIT`` after each relay call too, before the relayed entries are trimmed from
+        their source (else a failover of the target could lose them)."""
+        self._wait = (int(replicas), int(timeout_ms))
         for store in self.stores:
             store.wait_for_replicas(replicas, timeout_ms, on_short)
 
@@ -238,6 +243,8 @@ class BucketedFrontier:
             store = self.stores[t]
             res = store._scripts["relay"](keys=store._k("meta", "node", "frontier", "lease", "req"),
                                           args=[*store._record_head, *args])
+            if self._wait is not None:
+                store._waited(self._wait_on(store.keys["meta"]))
             applied += int(res[0])
             self.relayed += int(res[0])
             self.relay_skipped += int(res[1])
@@ -249,6 +256,16 @@ class BucketedFrontier:
             pipe.execute()
         self._last_relay = time.monotonic()
         return applied
+
+    def _wait_on(self, key: str) -> Any:
+        """``WAIT`` on the server (the cluster node) that holds ``key``."""
+        from ipr_crawl.store.connection import is_cluster
+
+        assert self._wait is not None
+        client: Any = self.client
+        if is_cluster(client):
+            return client.execute_command("WAIT", *self._wait, target_nodes=client.get_node_from_key(key))
+        return client.execute_command("WAIT", *self._wait)
 
     def outbox_size(self) -> int:
         """Outbox entries not yet applied and trimmed, over all pairs of buckets."""

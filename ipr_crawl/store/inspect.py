@@ -106,11 +106,32 @@ def payload_summary(payload: bytes | None) -> dict[str, Any]:
     }
 
 
+def _in_links(node_keys: list[str], client: Any, ids: list[bytes]) -> dict[bytes, int]:
+    """Links to each of ``ids`` among the fetched pages' out-links (HSCAN of the ``node`` hashes)."""
+    wanted = dict.fromkeys(ids, 0)
+    for key in node_keys:
+        for _, raw in client.hscan_iter(key, count=2000):
+            if len(raw) > RECORD_SIZE:
+                for target in parse_record(raw)[1]:
+                    if target in wanted:
+                        wanted[target] += 1
+    return wanted
+
+
 def top(store: FrontierStore, n: int, in_links: bool = True) -> list[dict[str, Any]]:
     """The ``n`` best frontier entries, best first: ``url``, ``host``, ``score`` (the
     ordering's score of the node record), ``priority`` (the frontier's order key),
     ``seq`` (discovery number), ``depth`` and ``in_links`` (links to it among the
-    fetched pages; with ``in_links`` False: None, and no O(edges) scan)."""
+    fetched pages; with ``in_links`` False: None, and no O(edges) scan). A bucketed
+    crawl (:class:`~ipr_crawl.store.buckets.BucketedFrontier`): the best of every bucket's."""
+    buckets = getattr(store, "stores", None)
+    if buckets is not None:
+        rows = sorted((r for b in buckets for r in top(b, n, in_links=False)), key=lambda r: -r["priority"])[:n]
+        if in_links and rows:
+            wanted = _in_links([b.keys["node"] for b in buckets], store.client, [bytes.fromhex(r["id"]) for r in rows])
+            for r in rows:
+                r["in_links"] = wanted[bytes.fromhex(r["id"])]
+        return rows
     c: Any = store.client
     entries = c.zrange(store.keys["frontier"], 0, max(0, n - 1), withscores=True) if n > 0 else []
     ids = [m[8:] for m, _ in entries]
@@ -120,15 +141,7 @@ def top(store: FrontierStore, n: int, in_links: bool = True) -> list[dict[str, A
     pipe.hmget(store.keys["node"], ids)
     pipe.hmget(store.keys["req"], ids)
     raws, payloads = pipe.execute()
-    counts: dict[Any, int] | None = None
-    if in_links:
-        wanted = dict.fromkeys(ids, 0)
-        for _, raw in c.hscan_iter(store.keys["node"], count=2000):
-            if len(raw) > RECORD_SIZE:
-                for target in parse_record(raw)[1]:
-                    if target in wanted:
-                        wanted[target] += 1
-        counts = wanted
+    counts = _in_links([store.keys["node"]], c, ids) if in_links else None
     out = []
     for (_member, zscore), id_, raw, payload in zip(entries, ids, raws, payloads):
         record = parse_record(raw)[0] if raw else None
