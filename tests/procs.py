@@ -284,9 +284,11 @@ class LocalCluster:
         proc.wait(20)
 
     def stop(self) -> None:
+        # SIGKILL: the cluster's data is thrown away, and a node told to shut down may
+        # first wait for its replicas (redis-server's shutdown-timeout), seconds each
         for proc in self.procs.values():
             if proc.poll() is None:
-                proc.terminate()
+                proc.kill()
         for proc in self.procs.values():
             _reap(proc)
 

@@ -234,7 +234,7 @@ def test_bucketed_crawl_survives_a_crawler_and_a_master_killed(graph_server, clu
                 "IPR_ORDERING": "blc", "IPR_GRAPH_STAY_ON_HOSTS": False, "CONCURRENT_REQUESTS": 8,
                 "DOWNLOAD_DELAY": 0.02, "IPR_HEARTBEAT_SECS": 1, "IPR_REDIS_WAIT_REPLICAS": 1,
                 # after the failover the promoted master has no replica: each WAIT there is short
-                "IPR_REDIS_WAIT_MS": 50}
+                "IPR_REDIS_WAIT_MS": 10}
     logs = [tmp_path / "a.log", tmp_path / "b.log"]
     procs = [start_crawl(served.seed_url, log, settings) for log in logs]
 

@@ -621,10 +621,13 @@ class IprScheduler(BaseScheduler):
                 return None
             member, request = picked
         else:
-            if not self._buffer:
-                # slow start: lease no more than may leave now (a request leased ahead
-                # would be chosen before the pages now in progress are recorded)
-                self._refill(self._slow_start_room() if self.config.slow_start else 0)
+            # slow start: lease no more than may leave now (a request leased ahead
+            # would be chosen before the pages now in progress are recorded). A pop whose
+            # requests were all undecodable (dropped with a stat) is followed by another
+            # at once: else the engine would wait for its 5 s heartbeat.
+            for _ in range(16):
+                if self._buffer or not self._refill(self._slow_start_room() if self.config.slow_start else 0):
+                    break
             if not self._buffer:
                 return None
             member, request = self._buffer.popleft()

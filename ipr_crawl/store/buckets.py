@@ -88,6 +88,8 @@ class BucketedFrontier:
         #: counters of this process: outbox entries relayed, skipped (applied before)
         self.relayed = 0
         self.relay_skipped = 0
+        #: bytes of the outbox entries this process read for relaying
+        self.relayed_bytes = 0
         self._wait: tuple[int, int] | None = None
 
     # -- lifecycle -------------------------------------------------------------
@@ -237,6 +239,7 @@ class BucketedFrontier:
             args += [s, len(entries)]
             for entry_id, fields in entries:
                 args += [entry_id, fields[b"e"]]
+                self.relayed_bytes += len(fields[b"e"])
             trims.append((self._outbox(s, t), entries[-1][0]))
         applied = 0
         for t, args in by_target.items():
