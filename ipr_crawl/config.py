@@ -86,7 +86,7 @@ SETTINGS: tuple[Setting, ...] = (
       "replicas have it, so that a failover cannot lose it; 0: do not wait ([docs/scaling.md](docs/scaling.md))",
       low=0),
     S("IPR_REDIS_WAIT_MS", 1000, "int", "`IPR_REDIS_WAIT_REPLICAS`: wait at most this long; fewer replicas in time "
-      "are counted in `ipr/redis/wait_short`, the crawl goes on", low=1, unit="ms"),
+      "are counted in `ipr/redis/wait_short`, the crawl goes on and sends no `WAIT` to that server for 5 s", low=1, unit="ms"),
     S("IPR_CLUSTER_BUCKETS", 1, "int", "split the crawl over this many buckets by host, each under its own "
       "Redis Cluster hash tag `ipr:{<id>:<bucket>}:*`, so that one crawl spreads over several masters; links "
       "between buckets go through outboxes. 1: one hash tag (one server, or one slot of a cluster). Not with "

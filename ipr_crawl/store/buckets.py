@@ -91,6 +91,7 @@ class BucketedFrontier:
         #: bytes of the outbox entries this process read for relaying
         self.relayed_bytes = 0
         self._wait: tuple[int, int] | None = None
+        self._lost_seen: set[str] = set()
 
     # -- lifecycle -------------------------------------------------------------
     def open(self) -> bool:
@@ -146,6 +147,19 @@ class BucketedFrontier:
         if keys:
             self.client.delete(*keys)
         return n + len(keys)
+
+    def _pipelined(self, build: Callable[[Any], Any]) -> list[Any]:
+        """Run the commands ``build(pipe)`` queues in one pipeline (not a transaction:
+        on a cluster it is split by node), under the client's RedisRetry when it has one
+        (a cluster client's pipelines bypass its command retry). Every caller's commands
+        are reads or idempotent, so running them again after an error is safe."""
+        def run() -> list[Any]:
+            pipe = self.client.pipeline(transaction=False)
+            build(pipe)
+            return pipe.execute()
+
+        retry = getattr(self.client, "ipr_retry", None)
+        return retry.call_with_retry(run, lambda exc: None) if retry is not None else run()
 
     # -- routing -----------------------------------------------------------------
     def _bucket_of_lease(self, lease: bytes, bucket: int | None) -> int:
@@ -204,18 +218,13 @@ class BucketedFrontier:
         return sum(self.stores[b].ack(mode, group) for b, group in groups.items())
 
     def _bucket_knowing(self, id_: bytes) -> int:
-        pipe = self.client.pipeline(transaction=False)
-        for store in self.stores:
-            pipe.hexists(store.keys["node"], id_)
-        found = [b for b, yes in enumerate(pipe.execute()) if yes]
+        res = self._pipelined(lambda pipe: [pipe.hexists(store.keys["node"], id_) for store in self.stores])
+        found = [b for b, yes in enumerate(res) if yes]
         return found[0] if found else 0
 
     def known(self, id_: bytes) -> bool:
         """Whether any bucket knows node ``id_``."""
-        pipe = self.client.pipeline(transaction=False)
-        for store in self.stores:
-            pipe.hexists(store.keys["node"], id_)
-        return any(pipe.execute())
+        return any(self._pipelined(lambda pipe: [pipe.hexists(store.keys["node"], id_) for store in self.stores]))
 
     # -- the relay -----------------------------------------------------------------
     def _outbox(self, source: int, target: int) -> str:
@@ -226,10 +235,7 @@ class BucketedFrontier:
         bucket (relay.lua; idempotent), then trim what was applied from the sources.
         Three pipelined round trips. Returns the entries applied."""
         pairs = [(s, t) for s in range(self.buckets) for t in range(self.buckets) if s != t]
-        pipe = self.client.pipeline(transaction=False)
-        for s, t in pairs:
-            pipe.xrange(self._outbox(s, t), count=self.relay_batch)
-        read = pipe.execute()
+        read = self._pipelined(lambda pipe: [pipe.xrange(self._outbox(s, t), count=self.relay_batch) for s, t in pairs])
         by_target: dict[int, list[Any]] = {}
         trims: list[tuple[str, bytes]] = []
         for (s, t), entries in zip(pairs, read):
@@ -246,17 +252,18 @@ class BucketedFrontier:
             store = self.stores[t]
             res = store._scripts["relay"](keys=store._k("meta", "node", "frontier", "lease", "req"),
                                           args=[*store._record_head, *args])
-            if self._wait is not None:
+            if self._wait is not None and store._waiting():
                 store._waited(self._wait_on(store.keys["meta"]))
             applied += int(res[0])
             self.relayed += int(res[0])
             self.relay_skipped += int(res[1])
         if trims:
-            pipe = self.client.pipeline(transaction=False)
-            for key, last in trims:
-                ms, seq = last.decode().split("-")
-                pipe.xtrim(key, minid=f"{ms}-{int(seq) + 1}")
-            pipe.execute()
+            def trim(pipe: Any) -> None:
+                for key, last in trims:
+                    ms, seq = last.decode().split("-")
+                    pipe.xtrim(key, minid=f"{ms}-{int(seq) + 1}")
+
+            self._pipelined(trim)
         self._last_relay = time.monotonic()
         return applied
 
@@ -272,22 +279,19 @@ class BucketedFrontier:
 
     def outbox_size(self) -> int:
         """Outbox entries not yet applied and trimmed, over all pairs of buckets."""
-        pipe = self.client.pipeline(transaction=False)
-        for s in range(self.buckets):
-            for t in range(self.buckets):
-                if s != t:
-                    pipe.xlen(self._outbox(s, t))
-        return sum(pipe.execute())
+        pairs = [(s, t) for s in range(self.buckets) for t in range(self.buckets) if s != t]
+        return sum(self._pipelined(lambda pipe: [pipe.xlen(self._outbox(s, t)) for s, t in pairs]))
 
     # -- pops ------------------------------------------------------------------------
     def _heads(self) -> list[tuple[int, float, int]]:
         """Per bucket: (forced requests, best frontier zscore or +inf, frontier size)."""
-        pipe = self.client.pipeline(transaction=False)
-        for store in self.stores:
-            pipe.zcard(store.keys["forced"])
-            pipe.zrange(store.keys["frontier"], 0, 0, withscores=True)
-            pipe.zcard(store.keys["frontier"])
-        res = pipe.execute()
+        def build(pipe: Any) -> None:
+            for store in self.stores:
+                pipe.zcard(store.keys["forced"])
+                pipe.zrange(store.keys["frontier"], 0, 0, withscores=True)
+                pipe.zcard(store.keys["frontier"])
+
+        res = self._pipelined(build)
         out = []
         for b in range(self.buckets):
             forced, head, size = res[3 * b : 3 * b + 3]
@@ -324,10 +328,12 @@ class BucketedFrontier:
                                         min_ratio, holder)
             moved += n
             lost_n += self.stores[b].last_lost[0]
-            lost += [h for h in self.stores[b].last_lost[1] if h not in lost]
+            lost += [h for h in self.stores[b].last_lost[1] if h not in lost and h not in self._lost_seen]
             for member, payload in got:
                 self._lease_bucket[member] = b
                 items.append((member, payload))
+        # each bucket hands back its own leases of a lost holder: say so once per holder
+        self._lost_seen.update(lost)
         self.last_lost = (lost_n, lost)
         return moved, items
 

@@ -111,6 +111,9 @@ class FrontierStore:
         self._record_pool: Any = None
         # wait_for_replicas: (replicas, timeout ms, on_short) or None
         self._wait: tuple[int, int, Callable[[], Any] | None] | None = None
+        # after a short WAIT, none is sent until then (time.monotonic(); see _waited)
+        self._wait_paused_until = 0.0
+        self._outstanding_wait = False
         self._outstanding: tuple[list[Any], Callable[[RecordResult], None] | None] | None = None
 
     # -- lifecycle -------------------------------------------------------------
@@ -197,7 +200,8 @@ class FrontierStore:
 
     def _record_now(self, argv: list[Any]) -> RecordResult:
         result = record_result(self._scripts["record_page"](keys=self._record_keys, args=argv))
-        if self._wait is not None:
+        if self._waiting():
+            assert self._wait is not None
             n, ms, _ = self._wait
             client: Any = self.client
             if is_cluster(client):  # WAIT has no key: send it to the node of the crawl's slot
@@ -214,9 +218,17 @@ class FrontierStore:
         calls ``on_short()`` (a stat) and the crawl goes on."""
         self._wait = (int(replicas), int(timeout_ms), on_short)
 
+    def _waiting(self) -> bool:
+        return self._wait is not None and time.monotonic() >= self._wait_paused_until
+
     def _waited(self, acked: Any) -> None:
-        if self._wait is not None and int(acked) < self._wait[0] and self._wait[2] is not None:
-            self._wait[2]()
+        """A WAIT's reply: fewer replicas than asked calls ``on_short`` and sends no WAIT
+        for the next 5 s (a master without replicas, after a failover, would make each
+        one last its whole timeout, which Redis checks only 10 times a second)."""
+        if self._wait is not None and int(acked) < self._wait[0]:
+            self._wait_paused_until = time.monotonic() + 5.0
+            if self._wait[2] is not None:
+                self._wait[2]()
 
     def send_record_page(
         self,
@@ -243,13 +255,16 @@ class FrontierStore:
         for a script error, for this call or the outstanding one.
         """
         self.settle_record()
+        self._outstanding_wait = False
         argv = self._record_argv(page_id, page_tie, links, lease, bucket)
         keys = self._record_keys
         self._outstanding = (argv, then)
         try:
             self._record_conn = self._record_conn or self._new_record_conn()
             self._record_conn.send_command("EVALSHA", self._scripts["record_page"].sha, len(keys), *keys, *argv)
-            if self._wait is not None:
+            self._outstanding_wait = self._waiting()
+            if self._outstanding_wait:
+                assert self._wait is not None
                 self._record_conn.send_command("WAIT", self._wait[0], self._wait[1])
         except (redis.ConnectionError, redis.TimeoutError):
             self._drop_record_conn()
@@ -268,7 +283,7 @@ class FrontierStore:
             try:
                 result = record_result(self._record_conn.read_response())
             finally:
-                if self._wait is not None:  # the WAIT's reply, whatever the script's was
+                if self._outstanding_wait:  # the WAIT's reply, whatever the script's was
                     self._waited(self._record_conn.read_response())
         except redis.exceptions.NoScriptError:
             result = self._record_now(argv)
