@@ -7,9 +7,9 @@ graph enqueued as a start URL so that the whole graph is crawled. A page's bucke
 its real host's (:func:`ipr_crawl.ordering.urls.bucket_of` on the graph's URLs).
 
 ``traffic``: on one redis-server, B = 1, 2, 4, 8, 16 buckets; per fetched page: outbox
-entries (messages), links that cross buckets, bytes of the entries; and the server's
-memory per known URL and per link (INFO used_memory after the crawl, over the empty
-server's) against B = 1.
+entries (messages: one per page and bucket its links reach, plus push's residuals
+sent on), links that cross buckets, bytes of the entries; and the crawl's bytes per
+known URL in Redis (MEMORY USAGE of every key after the crawl) against B = 1.
 
 ``cpu``: Redis Clusters of 1, 2, 3 masters (no replicas; appendonly everysec) with 1 and
 8 buckets, and one plain server; per configuration pages/s of the one client and Redis
@@ -61,13 +61,39 @@ def host_url(url: str) -> str:
     return url if "://" in url else "http://" + url
 
 
+def payloads(graph: Any, urls: dict[int, str]) -> dict[int, bytes]:
+    """Each page's request as the scheduler stores it (scheduler/codec.py): a GET of
+    its URL with the spider's ``parse`` callback, about 80 B."""
+    from scrapy import Request, Spider
+
+    from ipr_crawl.scheduler.codec import encode_request
+
+    class Bench(Spider):
+        name = "bench"
+
+        def parse(self, response: Any) -> None:
+            return None
+
+    spider = Bench()
+    return {n: encode_request(Request(host_url(urls.get(n, f"x{n}.example")), callback=spider.parse), spider)[0]
+            for n in graph.nodes}
+
+
+_PAYLOADS: dict[int, dict[int, bytes]] = {}
+
+
 def crawl(client: Any, graph: Any, urls: dict[int, str], buckets: int, ordering: str = "push") -> dict[str, Any]:
-    """Crawl every page of ``graph`` through a (bucketed) frontier; returns counts."""
+    """Crawl every page of ``graph`` through a (bucketed) frontier; returns counts.
+    Every link carries its request payload (a real crawl sends one with every link to
+    another bucket, and with each URL new to the process)."""
     bucket = {n: bucket_of(host_url(urls.get(n, "")), buckets) for n in graph.nodes}
+    if id(graph) not in _PAYLOADS:
+        _PAYLOADS[id(graph)] = payloads(graph, urls)
+    payload = _PAYLOADS[id(graph)]
     store = open_frontier(client, f"bench-{uuid.uuid4().hex[:8]}", OrderingParams(ordering=ordering), buckets)
     store.open()
     kw = (lambda n: {"bucket": bucket[n]}) if buckets > 1 else (lambda n: {})
-    pipe = [store.enqueue(nid(n), 0, b"", False, **kw(n)) for n in graph.nodes]
+    pipe = [store.enqueue(nid(n), 0, payload[n], False, **kw(n)) for n in graph.nodes]
     assert all(pipe)
     crossing = links = pages = 0
     t0 = time.perf_counter()
@@ -82,7 +108,7 @@ def crawl(client: Any, graph: Any, urls: dict[int, str], buckets: int, ordering:
             targets = list(dict.fromkeys(graph.out.get(n, ())))
             crossing += sum(bucket[t] != bucket[n] for t in targets)
             links += len(targets)
-            store.record_page(nid(n), 0, [Link(nid(t), 0, b"", bucket[t]) for t in targets], lease=member, **kw(n))
+            store.record_page(nid(n), 0, [Link(nid(t), 0, payload[t], bucket[t]) for t in targets], lease=member, **kw(n))
             pages += 1
     seconds = time.perf_counter() - t0
     out = {"pages": pages, "links": links, "crossing_links": crossing, "seconds": seconds,
@@ -108,9 +134,8 @@ def traffic(args: argparse.Namespace) -> dict[str, Any]:
         for b in args.buckets:
             with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp), appendfsync="everysec") as server:
                 client = connect(server.url, "", retry=RedisRetry(30))
-                base = int(client.info("memory")["used_memory"])
                 r = crawl(client, graph, urls, b)
-                used = int(client.info("memory")["used_memory"]) - base
+                used = key_bytes(client)
                 r.pop("store")
                 client.close()
             r.update(buckets=b, used_memory=used, bytes_per_url=used / r["known"],
@@ -122,6 +147,12 @@ def traffic(args: argparse.Namespace) -> dict[str, Any]:
                   f"{r['bytes_per_url']:.0f} B of Redis memory per URL; {r['pages_per_sec']:.0f} pages/s", flush=True)
         results[name] = rows
     return results
+
+
+def key_bytes(client: Any) -> int:
+    """Bytes of every key of the server (MEMORY USAGE ... SAMPLES 0: exact), which holds
+    one crawl: the data, without buffers that come and go (AOF, clients)."""
+    return sum(int(client.memory_usage(k, samples=0) or 0) for k in client.scan_iter(count=1000))
 
 
 def redis_cpu(client: Any, nodes: list[Any]) -> list[float]:

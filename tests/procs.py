@@ -240,14 +240,30 @@ class LocalCluster:
     def start(self, timeout: float = 60.0) -> LocalCluster:
         for port in self.ports:
             self._start_node(port)
-        cli = os.path.join(os.path.dirname(redis_server_binary()), "redis-cli")
-        if not os.path.exists(cli):
-            cli = shutil.which("redis-cli") or cli
-        subprocess.run([cli, "--cluster", "create", *(f"127.0.0.1:{p}" for p in self.ports),
-                        "--cluster-replicas", str(self.replicas), "--cluster-yes"],
-                       check=True, capture_output=True, timeout=timeout)
+        if self.masters < 3:  # redis-cli --cluster create wants 3 masters at least
+            if self.replicas:
+                raise ValueError("LocalCluster: fewer than 3 masters only without replicas")
+            self._create_small()
+        else:
+            cli = os.path.join(os.path.dirname(redis_server_binary()), "redis-cli")
+            if not os.path.exists(cli):
+                cli = shutil.which("redis-cli") or cli
+            subprocess.run([cli, "--cluster", "create", *(f"127.0.0.1:{p}" for p in self.ports),
+                            "--cluster-replicas", str(self.replicas), "--cluster-yes"],
+                           check=True, capture_output=True, timeout=timeout)
         self.wait_ok(timeout)
         return self
+
+    def _create_small(self) -> None:
+        """1 or 2 masters: split the 16,384 slots evenly (CLUSTER ADDSLOTS) and let the
+        nodes meet (CLUSTER MEET)."""
+        n = len(self.ports)
+        for i, port in enumerate(self.ports):
+            with self.node(port) as c:
+                c.execute_command("CLUSTER", "ADDSLOTS", *range(i * 16384 // n, (i + 1) * 16384 // n))
+        with self.node(self.ports[0]) as c:
+            for port in self.ports[1:]:
+                c.execute_command("CLUSTER", "MEET", "127.0.0.1", port)
 
     def node(self, port: int) -> redis.Redis:
         return redis.Redis(port=port, socket_connect_timeout=1)

@@ -274,3 +274,66 @@ def test_bucketed_crawl_survives_a_crawler_and_a_master_killed(graph_server, clu
           f"{len(twice)} pages fetched twice; in-degrees differing from one server's: {len(wrong)}")
     assert not wrong
     client.close()
+
+
+def test_reshard_during_a_bucketed_crawl_changes_nothing(graph_server, cluster, tmp_path):
+    """`redis-cli --cluster reshard` moves every slot of the master that holds most of
+    the 8 buckets to another master while two processes crawl: every page is fetched
+    once and the in-degrees are one server's."""
+    import collections
+    import os
+    import subprocess
+    import time
+
+    from procs import fetched, read_log, redis_server_binary, start_crawl, wait_all
+
+    from ipr_crawl.ordering.urls import canonical_url, node_id
+    from ipr_crawl.store import connect, crawl_keys
+    from ipr_crawl.store.retry import RedisRetry
+
+    graph, urls = read_graph(POLBLOGS), read_urls(POLBLOGS_URLS)
+    served = graph_server(POLBLOGS, POLBLOGS_URLS, hosts=16)
+    cid = "bkr"
+    settings = {"IPR_REDIS_URL": cluster.url, "IPR_CRAWL_ID": cid, "IPR_CLUSTER_BUCKETS": 8,
+                "IPR_ORDERING": "blc", "IPR_GRAPH_STAY_ON_HOSTS": False, "CONCURRENT_REQUESTS": 8,
+                "DOWNLOAD_DELAY": 0.05}
+    logs = [tmp_path / "a.log", tmp_path / "b.log"]
+    procs = [start_crawl(served.seed_url, log, settings) for log in logs]
+    deadline = time.monotonic() + 120
+    while sum(len(fetched(log)) for log in logs) < 100:
+        assert time.monotonic() < deadline and all(p.poll() is None for p in procs), read_log(logs[0])[-3000:]
+        time.sleep(0.05)
+    owners = collections.Counter(cluster.master_of(crawl_keys(f"{cid}:{b}")["meta"]) for b in range(8))
+    owner = owners.most_common(1)[0][0]
+    target = next(p for p in cluster.ports[: cluster.masters] if p != owner)
+    with cluster.node(owner) as c:
+        src_id = c.cluster("myid")
+        slots = sum(e[1] - e[0] + 1 for e in c.cluster("slots") if int(e[2][1]) == owner)
+    with cluster.node(target) as c:
+        dst_id = c.cluster("myid")
+    cli = os.path.join(os.path.dirname(redis_server_binary()), "redis-cli")
+    moved = subprocess.run(
+        [cli, "--cluster", "reshard", f"127.0.0.1:{owner}", "--cluster-from", src_id, "--cluster-to", dst_id,
+         "--cluster-slots", str(slots), "--cluster-yes", "--cluster-pipeline", "100"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert moved.returncode == 0, moved.stdout[-2000:] + moved.stderr[-2000:]
+    codes = wait_all(procs, timeout=300)
+    for code, log in zip(codes, logs):
+        text = read_log(log)
+        assert code == 0 and "closed (finished)" in text, text[-3000:]
+        assert "Traceback" not in text, text[text.index("Traceback") - 300:][:3000]
+    back = _served_pages(graph, served, urls)
+    pages = [back[canonical_url(u)] for log in logs for u in fetched(log)]
+    want = reachable(graph, served.seed)
+    assert sorted(pages) == sorted(want)
+    client = connect(cluster.url, "", retry=RedisRetry(30))
+    scores = {k: v[1] for k, v in BucketedFrontier(client, cid, OrderingParams(ordering="blc"), 8).scores().items()}
+    indegree: dict[int, int] = {}
+    for p in want:
+        for t in set(graph.out.get(p, ())):
+            indegree[t] = indegree.get(t, 0) + 1
+    page_url = {n: u for u, n in back.items()}
+    assert all(scores.get(node_id(page_url[n])) == indegree.get(n, 0) for n in set(want) | set(indegree))
+    print(f"reshard of {slots} slots ({owners[owner]} of 8 buckets) during a bucketed crawl; {len(pages)} fetches")
+    client.close()

@@ -90,7 +90,13 @@ class BucketedFrontier:
         self.relay_skipped = 0
         #: bytes of the outbox entries this process read for relaying
         self.relayed_bytes = 0
-        self._wait: tuple[int, int] | None = None
+        # WAIT after a relay call, before its entries are trimmed from their source:
+        # (replicas, timeout ms); on a Redis Cluster 1 replica for up to 100 ms unless
+        # wait_for_replicas says more. A short WAIT pauses those of that bucket for 5 s.
+        from ipr_crawl.store.connection import is_cluster
+
+        self._wait: tuple[int, int] | None = (1, 100) if is_cluster(client) else None
+        self._relay_paused = [0.0] * buckets
         self._lost_seen: set[str] = set()
 
     # -- lifecycle -------------------------------------------------------------
@@ -129,10 +135,11 @@ class BucketedFrontier:
         return resumed
 
     def wait_for_replicas(self, replicas: int, timeout_ms: int, on_short: Callable[[], Any] | None = None) -> None:
-        """:meth:`FrontierStore.wait_for_replicas` for every bucket's record calls, and a
-        ``WAIT`` after each relay call too, before the relayed entries are trimmed from
-        their source (else a failover of the target could lose them)."""
-        self._wait = (int(replicas), int(timeout_ms))
+        """:meth:`FrontierStore.wait_for_replicas` for every bucket's record calls, and
+        the same ``WAIT`` after each relay call (on a cluster there is one by default:
+        1 replica, 100 ms), before the relayed entries are trimmed from their source:
+        else a failover of the target that lost the relay call would lose them."""
+        self._wait = (int(replicas), int(timeout_ms)) if replicas > 0 else self._wait
         for store in self.stores:
             store.wait_for_replicas(replicas, timeout_ms, on_short)
 
@@ -252,8 +259,9 @@ class BucketedFrontier:
             store = self.stores[t]
             res = store._scripts["relay"](keys=store._k("meta", "node", "frontier", "lease", "req"),
                                           args=[*store._record_head, *args])
-            if self._wait is not None and store._waiting():
-                store._waited(self._wait_on(store.keys["meta"]))
+            if self._wait is not None and time.monotonic() >= self._relay_paused[t]:
+                if int(self._wait_on(store.keys["meta"])) < self._wait[0]:
+                    self._relay_paused[t] = time.monotonic() + 5.0
             applied += int(res[0])
             self.relayed += int(res[0])
             self.relay_skipped += int(res[1])
