@@ -218,7 +218,7 @@ class IprScheduler(BaseScheduler):
         )
         client, where, _ = self._connect(retry)
         self.where = where
-        self.store = open_frontier(client, cfg.crawl_id, cfg.params, cfg.cluster_buckets)
+        self.store = open_frontier(client, cfg.crawl_id, cfg.params, cfg.cluster_buckets, exact=cfg.pop_batch_size == 1)
         if cfg.redis_wait_replicas:
             self.store.wait_for_replicas(cfg.redis_wait_replicas, cfg.redis_wait_ms,
                                          on_short=lambda: self._stats_inc("ipr/redis/wait_short"))

@@ -46,11 +46,15 @@ __all__ = ["BucketedFrontier", "open_frontier"]
 logger = logging.getLogger(__name__)
 
 
-def open_frontier(client: redis.Redis, crawl_id: str, params: OrderingParams, buckets: int = 1) -> Any:
-    """A :class:`FrontierStore` (``buckets`` = 1) or a :class:`BucketedFrontier`."""
+def open_frontier(
+    client: redis.Redis, crawl_id: str, params: OrderingParams, buckets: int = 1, exact: bool = False,
+) -> Any:
+    """A :class:`FrontierStore` (``buckets`` = 1) or a :class:`BucketedFrontier`
+    (``exact``: relay and read every bucket's head before each pop, for
+    ``IPR_POP_BATCH_SIZE=1``)."""
     if buckets <= 1:
         return FrontierStore(client, crawl_id, params)
-    return BucketedFrontier(client, crawl_id, params, buckets)
+    return BucketedFrontier(client, crawl_id, params, buckets, relay_secs=0.0 if exact else 0.2)
 
 
 class BucketedFrontier:
@@ -84,6 +88,8 @@ class BucketedFrontier:
         self._last_relay = 0.0
         self._lease_bucket: dict[bytes, int] = {}
         self._rotate = 0
+        # the buckets' heads as last seen: read every relay_secs, updated by each pop's reply
+        self._cached: list[tuple[int, float]] | None = None
         self.last_lost: tuple[int, list[str]] = (0, [])
         #: counters of this process: outbox entries relayed, skipped (applied before)
         self.relayed = 0
@@ -291,19 +297,19 @@ class BucketedFrontier:
         return sum(self._pipelined(lambda pipe: [pipe.xlen(self._outbox(s, t)) for s, t in pairs]))
 
     # -- pops ------------------------------------------------------------------------
-    def _heads(self) -> list[tuple[int, float, int]]:
-        """Per bucket: (forced requests, best frontier zscore or +inf, frontier size)."""
+    def _heads(self) -> list[tuple[int, float]]:
+        """Per bucket: (forced requests, best frontier zscore or +inf); one pipelined
+        round trip."""
         def build(pipe: Any) -> None:
             for store in self.stores:
                 pipe.zcard(store.keys["forced"])
                 pipe.zrange(store.keys["frontier"], 0, 0, withscores=True)
-                pipe.zcard(store.keys["frontier"])
 
         res = self._pipelined(build)
         out = []
         for b in range(self.buckets):
-            forced, head, size = res[3 * b : 3 * b + 3]
-            out.append((int(forced), float(head[0][1]) if head else float("inf"), int(size)))
+            forced, head = res[2 * b : 2 * b + 2]
+            out.append((int(forced), float(head[0][1]) if head else float("inf")))
         return out
 
     def pop(
@@ -312,16 +318,21 @@ class BucketedFrontier:
     ) -> tuple[int, list[tuple[bytes, bytes | None]]]:
         """:meth:`FrontierStore.pop` over the buckets: the forced queues first, then the
         bucket whose best entry has the highest priority (equal heads in turn), then
-        the next ones until ``count`` requests are leased. The outboxes are relayed
-        first when ``relay_secs`` have passed or no frontier has anything; every bucket
+        the next ones until ``count`` requests are leased. The buckets' heads are read
+        (one pipelined round trip) and the outboxes relayed every ``relay_secs`` (0:
+        before every pop, the exact order) and whenever no bucket seems to have
+        anything; in between, each pop's reply updates its bucket's head. Every bucket
         is popped (its lost holders' and expired leases handed back) when nothing was
         found in the others."""
-        if time.monotonic() - self._last_relay >= self.relay_secs:
-            self.relay()
-        heads = self._heads()
-        if not any(f or size for f, _, size in heads) and self.outbox_size():
-            self.relay()
-            heads = self._heads()
+        if time.monotonic() - self._last_relay >= self.relay_secs or self._cached is None:
+            if time.monotonic() - self._last_relay >= self.relay_secs:
+                self.relay()
+            self._cached = self._heads()
+        heads = self._cached
+        if not any(forced or head != float("inf") for forced, head in heads):
+            if self.outbox_size():
+                self.relay()
+            heads = self._cached = self._heads()
         self._rotate = (self._rotate + 1) % self.buckets
         order = sorted(
             range(self.buckets),
@@ -340,6 +351,8 @@ class BucketedFrontier:
             for member, payload in got:
                 self._lease_bucket[member] = b
                 items.append((member, payload))
+            head, forced = self.stores[b].last_head
+            heads[b] = (forced, head)
         # each bucket hands back its own leases of a lost holder: say so once per holder
         self._lost_seen.update(lost)
         self.last_lost = (lost_n, lost)

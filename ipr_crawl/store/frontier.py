@@ -105,6 +105,7 @@ class FrontierStore:
         #: what the last :meth:`pop` handed back from holders whose heartbeat was gone:
         #: (leases, [holder ids])
         self.last_lost: tuple[int, list[str]] = (0, [])
+        self.last_head: tuple[float, int] = (float("inf"), 0)
         self._record_keys = self._k("meta", "node", "frontier", "lease", "req")
         # send_record_page's connection and its call whose reply is not read yet
         self._record_conn: redis.connection.AbstractConnection | None = None
@@ -376,7 +377,10 @@ class FrontierStore:
         )
         reclaimed = int(res[1])
         self.last_lost = (reclaimed, [h.decode() for h in res[2]])
-        items = [(res[i], res[i + 1] or None) for i in range(3, len(res), 2)]
+        head, forced = res[3]
+        #: after the last pop: (best frontier ZSET score or +inf when empty, forced requests left)
+        self.last_head = (float(head) if head else float("inf"), int(forced))
+        items = [(res[i], res[i + 1] or None) for i in range(4, len(res), 2)]
         return int(res[0]) + reclaimed, items
 
     # -- holders: processes that lease, and their heartbeats -----------------------

@@ -19,8 +19,10 @@
 --   Downloader.get_slot_key (meta download_slot, else its URL's host name), stored at
 --   the head of its payload by scheduler/codec.py. Not for lsf.
 -- Returns {expired leases moved back, leases of lost holders moved back, {lost
--- holder ids}, member1, payload1, member2, payload2, ...}; a payload is false when
--- no request body is stored (a replay, or lost: the caller decides).
+-- holder ids}, {best frontier ZSET score left ('' when empty), forced requests left},
+-- member1, payload1, member2, payload2, ...}; a payload is false when no request body
+-- is stored (a replay, or lost: the caller decides). The head lets a bucketed crawl
+-- (store/buckets.py) keep the buckets' best scores without asking.
 -- Cost: O((count + cap) log F); a lost holder: + O(leases in flight), once;
 -- polite scan: + O(S) payload reads.
 local meta, node, frontier, lease, req, forced = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
@@ -49,7 +51,7 @@ for _, m in ipairs(expired) do
   lease_requeue(meta, node, frontier, lease, forced, ordering, m)
 end
 
-local result = {#expired, reclaimed, lost}
+local result = {#expired, reclaimed, lost, false}
 local taken = 0
 local by = lease_by_key(lease)
 local function take(m)
@@ -131,4 +133,6 @@ elseif taken < count then
   local popped = redis.call('ZPOPMIN', frontier, count - taken)
   for i = 1, #popped, 2 do lease_it(popped[i]) end
 end
+local head = redis.call('ZRANGE', frontier, 0, 0, 'WITHSCORES')
+result[4] = {head[2] or '', redis.call('ZCARD', forced)}
 return result
