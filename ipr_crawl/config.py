@@ -192,6 +192,10 @@ SETTINGS: tuple[Setting, ...] = (
     S("IPR_REVISIT_WEIGHT", "uniform", "str", "`harmonic`: a URL's weight w in the budget: `uniform` (1), or "
       "`pagerank` (its link-based score in the frontier's ordering over the crawl's mean: important pages kept "
       "fresher)", choices=("uniform", "pagerank")),
+    S("IPR_REVISIT_HOST_DELAY_SECS", None, "float", "`harmonic`: per-host politeness in the budget: no host "
+      "gets more than one revisit per this many seconds of the crawl's clock; the budget a host cannot take goes "
+      "to the others, what none can take is logged and counted (`ipr/revisit/unplaced_per_day`); 0: no cap",
+      low=0.0, unit="s", shown_default="DOWNLOAD_DELAY"),
     S("IPR_REVISIT_BUDGET_REFRESH_SECS", 3600.0, "float", "`harmonic`: the budget's multiplier ν is solved again "
       "from the crawl's rate histogram at most this often (the crawl's clock)", low=0.0, unit="s"),
     S("IPR_REVISIT_REFRESH_SECS", 1.0, "float", "at most one refresher call (due URLs -> forced queue) per this",
@@ -453,6 +457,14 @@ class FrontierConfig:
         )
 
 
+def _host_delay(settings: Any) -> float:
+    """``IPR_REVISIT_HOST_DELAY_SECS``, or Scrapy's ``DOWNLOAD_DELAY`` when unset (s, >= 0)."""
+    value = read(settings, "IPR_REVISIT_HOST_DELAY_SECS")
+    if value is None:
+        value = settings.getfloat("DOWNLOAD_DELAY", 0.0) if hasattr(settings, "getfloat") else 0.0
+    return max(0.0, float(value))
+
+
 def parse_instant(value: Any, name: str) -> float | None:
     """POSIX seconds of an ISO 8601 date/instant (UTC when naive) or a number;
     None for an empty value. Raises :class:`ValueError` naming ``name``.
@@ -509,6 +521,9 @@ class RevisitConfig:
     retry_secs: float
     events_maxlen: int
     weight: str = "uniform"
+    #: harmonic: Scrapy's DOWNLOAD_DELAY (s); > 0 caps each host's share of the budget
+    #: at one revisit per delay (revisit.budget.solve_nu_hosts)
+    host_delay: float = 0.0
 
     @classmethod
     def from_settings(cls, settings: Any) -> RevisitConfig:
@@ -563,6 +578,7 @@ class RevisitConfig:
             refresh_batch_size=read(settings, "IPR_REVISIT_REFRESH_BATCH_SIZE"),
             budget_refresh_secs=read(settings, "IPR_REVISIT_BUDGET_REFRESH_SECS"),
             weight=read(settings, "IPR_REVISIT_WEIGHT"),
+            host_delay=_host_delay(settings),
             retry_secs=read(settings, "IPR_REVISIT_RETRY_SECS"),
             events_maxlen=read(settings, "IPR_REVISIT_EVENTS_MAXLEN"),
         )

@@ -12,7 +12,14 @@ from scrapy.settings import Settings
 from ipr_crawl.config import RevisitConfig, SettingError
 from ipr_crawl.evaluation.revisit_budget import equal_budget, oracle, scaled
 from ipr_crawl.evaluation.revisit_sim import _windows, load_log, simulate
-from ipr_crawl.revisit.budget import RateHistogram, access_rate, change_rate, parse_budget, solve_nu
+from ipr_crawl.revisit.budget import (
+    RateHistogram,
+    access_rate,
+    change_rate,
+    parse_budget,
+    solve_nu,
+    solve_nu_hosts,
+)
 from ipr_crawl.revisit.policy import DAY, HarmonicPolicy, parse_policy
 
 SAMPLE = (str(TEST_DATA / "emacswiki_changes.first1100.csv.gz"), str(TEST_DATA / "emacswiki_pages.first1100.csv.gz"))
@@ -83,3 +90,53 @@ def test_equal_budget_rows_spend_what_they_say_and_the_oracle_bounds_them():
     windows = list(_windows(pages, None, None))
     assert oracle(windows, 1e9, [1.0] * len(windows))["coverage"] == 1.0
     assert scaled(parse_policy("fixed:30d"), 2.0).interval == 60 * DAY
+
+
+def test_per_host_caps_split_the_budget_by_water_filling():
+    """solve_nu_hosts: hosts whose URLs would exceed the cap are held at it (their rates
+    sum to the cap), the others share the rest at one nu, and the split is the best one:
+    no other split that respects the caps has a lower harmonic cost."""
+    day = 86400.0
+    hosts = {"big": [(1 / day, 1.0, 50), (0.1 / day, 1.0, 50)], "mid": [(0.5 / day, 1.0, 20)],
+             "small": [(1 / day, 1.0, 2)]}
+    total, cap = 30 / day, 15 / day
+    sol = solve_nu_hosts(hosts, total, cap)
+
+    def rates(h: str) -> float:
+        nu = sol.host_nu.get(h, sol.nu)
+        return sum(c * access_rate(r, w, nu) for r, w, c in hosts[h])
+
+    assert sorted(sol.host_nu) == ["big"] and sol.unplaced == 0
+    assert rates("big") == pytest.approx(cap, rel=1e-6)
+    assert sum(rates(h) for h in hosts) == pytest.approx(total, rel=1e-6)
+    assert all(rates(h) <= cap * (1 + 1e-6) for h in hosts)
+    assert sol.host_nu["big"] > sol.nu
+
+    def cost(nus: dict[str, float]) -> float:  # harmonic cost w ln(1 + lambda / rho), Kolobov et al. 2019
+        return sum(c * w * math.log(1 + r / access_rate(r, w, nus[h])) for h, g in hosts.items() for r, w, c in g)
+
+    best = cost({h: sol.host_nu.get(h, sol.nu) for h in hosts})
+    # any other split that keeps within the caps costs more: the held host a little
+    # below its cap, the rest to the others
+    for share in (0.8, 0.95):
+        nus = {"big": solve_nu(hosts["big"], cap * share)}
+        free_nu = solve_nu(hosts["mid"] + hosts["small"], total - cap * share)
+        nus.update(mid=free_nu, small=free_nu)
+        assert cost(nus) > best
+    everyone_full = solve_nu_hosts(hosts, 100 / day, cap)
+    assert sorted(everyone_full.host_nu) == ["big", "mid", "small"]
+    assert everyone_full.unplaced * day == pytest.approx(100 - 3 * 15, rel=1e-6)
+    with pytest.raises(ValueError, match="cap"):
+        solve_nu_hosts(hosts, total, 0)
+
+
+def test_revisit_sim_with_a_host_delay_keeps_every_host_under_it():
+    """--host-delay: the sample is one host (www.emacswiki.org); at one revisit per 2 h
+    no day has more than 12 revisits, the budget above that is reported unplaced, and
+    coverage falls against the uncapped run."""
+    pages = load_log(*SAMPLE)
+    free = simulate(pages, ["harmonic:8/y"])["policies"]["harmonic:8/y"]
+    held = simulate(pages, ["harmonic:8/y"], host_delay=2 * 3600)["policies"]["harmonic:8/y"]
+    assert free["max_host_day"] > 12 and held["max_host_day"] <= 12
+    assert held["hosts_capped"] == 1 and held["unplaced_per_day"] > 0
+    assert held["accesses"] < free["accesses"] and held["coverage"] < free["coverage"]

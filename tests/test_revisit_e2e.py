@@ -275,3 +275,33 @@ def test_a_simulated_year_under_a_budget(emacswiki, tmp_path, change_server, red
     assert abs(got["coverage"] - sim["coverage"]) <= 0.03
     state = RevisitStore(redis_client, crawl_id).budget_state()
     assert state["nu"] > 0 and 0.5 <= state["gain"] <= 2
+
+
+def test_a_simulated_year_under_a_budget_and_a_host_cap(emacswiki, tmp_path, change_server, redis_client, crawl_id):
+    """harmonic:8/y with IPR_REVISIT_HOST_DELAY_SECS = 2 days: the crawl's 41 URLs are on
+    one host, whose budget (8/y each, 0.9 a day) is above its cap (0.5 a day): the host
+    is held at the cap and what it cannot take is reported; the crawl spends the cap,
+    not the budget, as revisit-sim --host-delay 2d does."""
+    policy = "harmonic:8/y"
+    pages = pick(emacswiki, changed=30, still=10, start=YEAR_START, end=YEAR_END)
+    changes, listing = write_log(pages, tmp_path)
+    index = change_server(changes, listing, "--resolution", "1d", "--start", YEAR_START)
+    base = index.rsplit("/_ipr/", 1)[0]
+    start, end = parse_time(YEAR_START), parse_time(YEAR_END)
+    _, log = crawl(
+        index, redis_client, crawl_id, tmp_path / "crawl.log",
+        IPR_REVISIT_POLICY=policy, IPR_REVISIT_CLOCK=f"virtual:{YEAR_START}", IPR_REVISIT_UNTIL=LAST_DAY,
+        IPR_REVISIT_MAX_SECS=0, IPR_REVISIT_BUDGET_REFRESH_SECS=86400, IPR_REVISIT_HOST_DELAY_SECS=2 * DAY,
+    )
+    assert "1 of 1 hosts held at one revisit per 172800 s" in log, log[-3000:]
+    assert "'ipr/revisit/unplaced_per_day'" in log
+    sim = simulate(pages, [policy], start=start, end=end, host_delay=2 * DAY)["policies"][policy]
+    got = crawl_figures(redis_client, crawl_id, base, pages, start, end)
+    years = (end - start) / (365 * DAY)
+    per_day = (got["accesses"] - len(pages)) / (years * 365)  # revisits a day (first visits aside)
+    print(f"{policy}, one revisit per 2 d per host: crawl {got}, {per_day:.3f} revisits/day; revisit-sim coverage "
+          f"{sim['coverage']:.4f}, unplaced {sim['unplaced_per_day']:.2f}/day, busiest host-day {sim['max_host_day']}")
+    assert per_day <= 0.5 * 1.1, per_day
+    assert sim["max_host_day"] <= 1 and sim["unplaced_per_day"] > 0.3
+    assert abs(got["coverage"] - sim["coverage"]) <= 0.05
+    assert RevisitStore(redis_client, crawl_id).host_multipliers()

@@ -43,9 +43,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import IO, Any
+from urllib.parse import urlsplit
 
 from ipr_crawl.evaluation import import_eval
-from ipr_crawl.revisit.budget import YEAR, RateHistogram, access_rate, next_gain, solve_nu
+from ipr_crawl.revisit.budget import YEAR, RateHistogram, access_rate, next_gain, solve_nu, solve_nu_hosts
 from ipr_crawl.revisit.policy import (
     DAY,
     HarmonicPolicy,
@@ -229,6 +230,8 @@ def simulate_budget(
     refresh: float = DAY,
     true_rates: Sequence[float] | None = None,
     weights: Sequence[float] | None = None,
+    host_delay: float = 0.0,
+    report: dict[str, Any] | None = None,
 ) -> list[PageResult]:
     """Every page under one budget policy at once (the budget couples them): accesses
     in time order; every ``refresh`` s of simulated time ``nu`` is solved again, as the
@@ -236,6 +239,12 @@ def simulate_budget(
     :class:`~ipr_crawl.revisit.budget.RateHistogram` of their estimated rates (or, the
     bound, from ``true_rates``: each page's mean rate over its window, which then also
     replaces the estimate in its intervals). ``weights``: per window (default 1).
+    ``host_delay`` > 0 (s): per-host politeness, no host (of the page URL) gets more than
+    one access per ``host_delay``: the budget is split under that cap
+    (:func:`~ipr_crawl.revisit.budget.solve_nu_hosts`) and a host's revisits are paced
+    as a polite downloader serves them (each at least ``host_delay`` after the last);
+    ``report`` then receives ``unplaced_per_day`` (the budget no host could take,
+    averaged over the solves) and ``hosts_capped`` (the most held at their cap at once).
     Returns one :class:`PageResult` per window, in order. The rules of a visit are
     :func:`simulate_page`'s."""
     import heapq
@@ -246,6 +255,11 @@ def simulate_budget(
     w = list(weights) if weights is not None else [1.0] * n
     lmv = "sim" if use_last_modified else ""
     hist = RateHistogram()
+    hosts = [urlsplit(page.url).hostname or "" for page, _, _ in windows] if host_delay > 0 else [""] * n
+    by_host: dict[str, RateHistogram] = defaultdict(RateHistogram)
+    unplaced: list[float] = []
+    most_capped = 0
+    free_at: dict[str, float] = defaultdict(float)  # host -> when its next access may be
     keys: list[tuple[int, int] | None] = [None] * n
     cds: list[list[float]] = []
     starts: list[list[float]] = []
@@ -273,7 +287,7 @@ def simulate_budget(
     def tau_of(i: int, tau: float) -> float:
         if true_rates is None:
             return tau
-        rho = access_rate(true_rates[i], w[i], pol.nu)
+        rho = access_rate(true_rates[i], w[i], pol.nu_for(hosts[i]))
         return 1 / rho if rho > 0 else math.inf
 
     # Spend control (as the refresher does): the accesses the budget allowed so far
@@ -290,21 +304,33 @@ def simulate_budget(
         t_prev = t
         if end:  # the page is observed until its window ends, visited or not
             hist.discard(hist.key(rate_of(i), w[i]))
+            if host_delay > 0:
+                by_host[hosts[i]].discard(hist.key(rate_of(i), w[i]))
             active -= 1
             continue
         if t >= next_solve and len(hist):
             gain = next_gain(allowed, spent)
-            mult.nu = solve_nu(hist.groups(), pol.budget.total_rate(active) * gain)
+            if host_delay > 0:
+                nominal = pol.budget.total_rate(active)
+                sol = solve_nu_hosts({h: g.groups() for h, g in by_host.items() if len(g)},
+                                     nominal * gain, 1 / host_delay)
+                mult.nu, mult.host_nu = sol.nu, sol.host_nu
+                # unplaced: of the budget itself (the spend control's gain aside)
+                unplaced.append(max(0.0, nominal - (nominal * gain - sol.unplaced)) * DAY)
+                most_capped = max(most_capped, len(sol.host_nu))
+            else:
+                mult.nu = solve_nu(hist.groups(), pol.budget.total_rate(active) * gain)
             next_solve = t + refresh
         spent += 1
         if states[i] is None:
-            states[i], tau = access(pol, None, t, False, weight=w[i], last_modified=lmv)
+            states[i], tau = access(pol, None, t, False, weight=w[i], host=hosts[i], last_modified=lmv)
             active += 1
         else:
             k = bisect.bisect_right(cds[i], t)
             changed = k > seen[i]
             lm = cds[i][k - 1] if (changed and use_last_modified) else None
-            states[i], tau = access(pol, states[i], t, changed, modified_at=lm, weight=w[i], last_modified=lmv)
+            states[i], tau = access(pol, states[i], t, changed, modified_at=lm, weight=w[i], host=hosts[i],
+                                    last_modified=lmv)
             if changed:
                 got[i][k] = True
                 fetched[i] += 1
@@ -313,12 +339,22 @@ def simulate_budget(
         old_key = keys[i]
         if old_key is not None:
             hist.discard(old_key)
+            if host_delay > 0:
+                by_host[hosts[i]].discard(old_key)
         keys[i] = hist.add(rate_of(i), w[i])
+        if host_delay > 0:
+            by_host[hosts[i]].add(rate_of(i), w[i])
         t_next = next_due(t, tau_of(i, tau), resolution, min_interval, max_interval)
+        if host_delay > 0:  # a polite downloader: one access per host_delay per host, in turn
+            t_next = max(t_next, free_at[hosts[i]])
+            free_at[hosts[i]] = t_next + host_delay
         if t_next > windows[i][2]:
             heapq.heappush(heap, (max(t, windows[i][2]), 1, i))
         else:
             heapq.heappush(heap, (t_next, 0, i))
+    if report is not None and host_delay > 0:
+        report["unplaced_per_day"] = sum(unplaced) / len(unplaced) if unplaced else 0.0
+        report["hosts_capped"] = most_capped
     results = []
     for i, (_, _, w1) in enumerate(windows):
         window = bucket(w1, resolution) - starts[i][0]
@@ -399,8 +435,11 @@ def simulate(
     min_interval: float = 0.0,
     max_interval: float = 0.0,
     progress: IO[str] | None = None,
+    host_delay: float = 0.0,
 ) -> dict[str, Any]:
-    """Run every policy spec over ``pages`` and aggregate (the JSON of the command)."""
+    """Run every policy spec over ``pages`` and aggregate (the JSON of the command).
+    ``host_delay`` (s): per-host politeness for ``harmonic`` (:func:`simulate_budget`);
+    every policy's busiest host-day is reported (``max_host_day``)."""
     windows = list(_windows(pages, start, end))
     out: dict[str, Any] = {
         "resolution_s": resolution,
@@ -420,9 +459,12 @@ def simulate(
         n_changed = n_multi = accesses = fetched = true_versions = 0
         by_interval: dict[tuple[float, float], list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0, 0, 0])
         by_month: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+        host_days: dict[tuple[str, float], int] = defaultdict(int)
+        report: dict[str, Any] = {}
         if isinstance(policy, HarmonicPolicy):
             results: Iterable[PageResult] = simulate_budget(
                 windows, policy, resolution, use_last_modified, min_interval, max_interval,
+                host_delay=host_delay, report=report,
             )
         else:
             results = (
@@ -456,8 +498,11 @@ def simulate(
                 mm = by_month[_month(s, months)]
                 mm[0] += 1
                 mm[1] += g
-            for v in r.visits:
+            host = urlsplit(windows[i][0].url).hostname or ""
+            for k, v in enumerate(r.visits):
                 by_month[_month(v, months)][2] += 1
+                if k:  # revisits only: first visits are discovery, not the budget's
+                    host_days[host, v // DAY] += 1
             if bar is not None and i % 256 == 0:
                 bar.update(i)
         if bar is not None:
@@ -478,6 +523,10 @@ def simulate(
             "versions": fetched,
             "true_versions": true_versions,
             "missed": true_versions - fetched,
+            # politeness: the most revisits one host got in one day, and what the per-host
+            # cap (host_delay) left unplaced (harmonic only)
+            "max_host_day": max(host_days.values()) if host_days else 0,
+            **({"host_delay": host_delay, **report} if host_delay > 0 else {}),
             "by_interval": [
                 {
                     "lo_days": lo,
@@ -510,14 +559,16 @@ def format_table(result: dict[str, Any]) -> str:
     """The per-policy summary as a fixed-width text table."""
     head = (
         f"{'policy':<24} {'cov(chg)':>8} {'eff(chg)':>8} {'cov(all)':>8} {'eff(all)':>8} "
-        f"{'accesses':>10} {'versions':>9} {'missed':>8}"
+        f"{'accesses':>10} {'versions':>9} {'missed':>8} {'host-day':>8}"
     )
     lines = [head]
     for name, p in result["policies"].items():
         lines.append(
             f"{name:<24} {p['coverage'] or 0:8.3f} {p['efficiency'] or 0:8.3f} "
             f"{p['coverage_all'] or 0:8.3f} {p['efficiency_all'] or 0:8.3f} "
-            f"{p['accesses']:10d} {p['versions']:9d} {p['missed']:8d}"
+            f"{p['accesses']:10d} {p['versions']:9d} {p['missed']:8d} {p.get('max_host_day', 0):8d}"
+            + (f"  unplaced {p['unplaced_per_day']:.1f}/day, {p['hosts_capped']} hosts at their cap"
+               if "unplaced_per_day" in p else "")
         )
     return "\n".join(lines)
 
@@ -660,6 +711,9 @@ def add_revisit_sim_parser(sub: Any) -> None:
                    "each budget; plus the true-rate and change-time bounds)")
     p.add_argument("--sample", type=int, default=0, help="only N pages of the log, a seeded random sample "
                    "(random.Random(0)); 0: all")
+    p.add_argument("--host-delay", default="0", help="per-host politeness for harmonic: at most one access "
+                   "per this duration per host (its download delay, e.g. 60s); what cannot be placed is "
+                   "reported (default 0: no cap)")
     p.add_argument("--weights", help="page weights for PageRank-weighted coverage (and harmonic's w): "
                    "the log's link graph, src_url<TAB>dst_url (.tsv or .tsv.gz)")
     p.set_defaults(func=run)
@@ -689,7 +743,7 @@ def run(args: argparse.Namespace) -> int:
     result = simulate(
         pages, specs, resolution, start, end, args.last_modified,
         parse_duration(args.min_interval), parse_duration(args.max_interval),
-        progress=None if args.quiet else sys.stderr,
+        progress=None if args.quiet else sys.stderr, host_delay=parse_duration(args.host_delay),
     )
     result["changes"] = args.changes
     result["pages_file"] = args.pages

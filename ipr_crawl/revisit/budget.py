@@ -18,6 +18,9 @@ Pure logic (no Scrapy, no Redis). Times in seconds, rates per second.
   (bisection on ``log ν``; the sum falls as ``ν`` grows), from a
   :class:`RateHistogram` (log-binned rates and weights: bounded state for millions
   of URLs) or exact ``(λ, w, count)`` triples.
+- :func:`solve_nu_hosts`: the same under per-host politeness: no host gets more
+  accesses per second than ``cap`` (1 / its download delay); a host held at its cap
+  gets its own multiplier, and what the caps leave unplaced is returned.
 - :func:`parse_budget`: ``N/d`` (revisits per day for the whole crawl) or ``N/y``
   (per URL per year).
 """
@@ -40,6 +43,8 @@ __all__ = [
     "next_gain",
     "parse_budget",
     "solve_nu",
+    "solve_nu_hosts",
+    "HostSolution",
 ]
 
 DAY = 86400.0
@@ -152,6 +157,66 @@ def solve_nu(groups: Iterable[tuple[float, float, float]], total_rate: float, it
         if hi - lo < 1e-9:
             break
     return math.exp((lo + hi) / 2)
+
+
+@dataclass(frozen=True)
+class HostSolution:
+    """:func:`solve_nu_hosts`' answer: ``nu`` for the hosts below their cap, ``host_nu``
+    for each host held at it (``>= nu``), ``unplaced``: the access rate (per s) of the
+    budget that no host could take (0 unless every host is at its cap)."""
+
+    nu: float
+    host_nu: dict[str, float]
+    unplaced: float
+
+
+def solve_nu_hosts(
+    hosts: dict[str, list[tuple[float, float, float]]], total_rate: float, cap: float,
+) -> HostSolution:
+    """The budget split of :func:`solve_nu` under per-host politeness: the rates of
+    one host's URLs sum to at most ``cap`` (per s; 1 / the host's download delay).
+
+    The constraints are those of a separable concave problem, so the optimum is the
+    water-filling of the Karush-Kuhn-Tucker conditions (Boyd & Vandenberghe 2004,
+    §5.5.3): solve the crawl's ``nu`` over the hosts not yet capped with the budget
+    they leave; a host whose URLs would then exceed ``cap`` is held at it, with its own
+    multiplier ``nu_h`` (its URLs' rates sum to ``cap``); repeat until no host exceeds.
+
+    >>> day = 86400.0
+    >>> hosts = {"a": [(1 / day, 1.0, 100)], "b": [(1 / day, 1.0, 1)]}
+    >>> sol = solve_nu_hosts(hosts, 8 / day, 5 / day)   # a would take 7.9 a day, may take 5
+    >>> sorted(sol.host_nu), round(sol.unplaced * day, 6), round(1 / access_rate(1 / day, 1.0, sol.nu) / day, 3)
+    (['a'], 0.0, 0.333)
+    >>> round(1 / access_rate(1 / day, 1.0, sol.host_nu["a"]) / day, 3)   # each of a's 100: every 20 d
+    20.0
+    >>> round(solve_nu_hosts(hosts, 20 / day, 5 / day).unplaced * day, 6)   # both full: 10 a day unplaced
+    10.0
+
+    Raises :class:`ValueError` as :func:`solve_nu` does, or for ``cap`` not > 0.
+    """
+    if not cap > 0:
+        raise ValueError("solve_nu_hosts: the per-host cap must be > 0")
+    groups = {h: [(r, w, c) for r, w, c in g if r > 0 and w > 0 and c > 0] for h, g in hosts.items()}
+    groups = {h: g for h, g in groups.items() if g}
+    if not total_rate > 0 or not groups:
+        raise ValueError("solve_nu_hosts: need a positive total rate and a group with rate, weight and count > 0")
+    capped: set[str] = set()
+    nu = math.inf
+    while True:
+        free = [h for h in groups if h not in capped]
+        remaining = total_rate - cap * len(capped)
+        if not free or remaining <= 0:
+            break
+        nu = solve_nu([x for h in free for x in groups[h]], remaining)
+        over = {h for h in free if sum(c * access_rate(r, w, nu) for r, w, c in groups[h]) > cap * (1 + 1e-9)}
+        if not over:
+            break
+        capped |= over
+    host_nu = {h: solve_nu(groups[h], cap) for h in capped}
+    placed = cap * len(capped) + (max(0.0, total_rate - cap * len(capped)) if len(capped) < len(groups) else 0.0)
+    if nu == math.inf:  # every host at its cap: the crawl-wide nu is the largest of theirs
+        nu = max(host_nu.values())
+    return HostSolution(nu, host_nu, max(0.0, total_rate - placed))
 
 
 class RateHistogram:

@@ -215,6 +215,9 @@ class Multiplier:
 
     def __init__(self, nu: float | None = None) -> None:
         self.nu = nu
+        #: hosts held at their politeness cap: their own multiplier (>= nu), by host
+        #: label (:func:`ipr_crawl.revisit.budget.solve_nu_hosts`)
+        self.host_nu: dict[str, float] = {}
 
 
 @dataclass(frozen=True)
@@ -239,6 +242,11 @@ class HarmonicPolicy:
     @property
     def nu(self) -> float:
         return self.multiplier.nu if self.multiplier.nu is not None else self.initial_nu()
+
+    def nu_for(self, host: str = "") -> float:
+        """``nu`` of a URL of ``host``: its host's own when the host is held at its
+        politeness cap, else the crawl's."""
+        return self.multiplier.host_nu.get(host, self.nu) if host else self.nu
 
 
 Policy = MlePolicy | AimdPolicy | NutchAdaptivePolicy | FixedPolicy | HarmonicPolicy
@@ -492,10 +500,10 @@ def update(
     return state
 
 
-def harmonic_interval(policy: HarmonicPolicy, state: RevisitState, weight: float = 1.0) -> float:
+def harmonic_interval(policy: HarmonicPolicy, state: RevisitState, weight: float = 1.0, host: str = "") -> float:
     """``1 / rho`` (s) for the URL's estimated change rate (:func:`estimated_rate`),
-    ``weight`` and the policy's ``nu``."""
-    rho = access_rate(estimated_rate(state), weight, policy.nu)
+    ``weight`` and the policy's ``nu`` (of its ``host``, :meth:`HarmonicPolicy.nu_for`)."""
+    rho = access_rate(estimated_rate(state), weight, policy.nu_for(host))
     return 1 / rho if rho > 0 else math.inf
 
 
@@ -506,7 +514,7 @@ def estimated_rate(state: RevisitState) -> float:
 
 
 def next_interval(
-    policy: Policy, state: RevisitState, changed: bool | None = None, weight: float = 1.0
+    policy: Policy, state: RevisitState, changed: bool | None = None, weight: float = 1.0, host: str = ""
 ) -> float:
     """The interval (s) from the latest access to the next one.
 
@@ -516,7 +524,7 @@ def next_interval(
     access saw a change (``changed``; default: inferred from ``unchanged_run``).
     """
     if isinstance(policy, HarmonicPolicy):
-        return harmonic_interval(policy, state, weight)
+        return harmonic_interval(policy, state, weight, host)
     if state.accesses <= 1:
         return policy.tau2
     prev = _previous_interval(policy, state)
@@ -605,6 +613,7 @@ def access(
     modified_at: float | None = None,
     *,
     weight: float = 1.0,
+    host: str = "",
     etag: str | None = None,
     last_modified: str | None = None,
     digest: str | None = None,
@@ -625,11 +634,11 @@ def access(
     validators = {k: v for k, v in (("etag", etag), ("last_modified", last_modified), ("digest", digest)) if v is not None}
     if state is None:
         state = first_access(now, **validators)
-        tau = next_interval(policy, state, weight=weight)
+        tau = next_interval(policy, state, weight=weight, host=host)
     else:
         before = state.last
         update(state, now, changed, modified_at, None, **validators)
-        tau = next_interval(policy, state, changed if state.accesses > 1 else None, weight)
+        tau = next_interval(policy, state, changed if state.accesses > 1 else None, weight, host)
         tau = earned_growth(tau, _previous_interval(policy, state), now - before)
     state.interval = tau
     return state, tau

@@ -30,7 +30,7 @@ import time
 from typing import Protocol
 
 from ipr_crawl.config import RevisitConfig
-from ipr_crawl.revisit.budget import RateHistogram, next_gain, solve_nu
+from ipr_crawl.revisit.budget import RateHistogram, next_gain, solve_nu, solve_nu_hosts
 from ipr_crawl.revisit.policy import FixedPolicy, HarmonicPolicy
 from ipr_crawl.store.revisit import RevisitStore
 
@@ -128,6 +128,9 @@ class Refresher:
         self._mean_at = -1e18
         self._swept = False
         self.moved = 0
+        #: revisits per day the per-host caps left unplaced at the last solve
+        self.unplaced_per_day = 0.0
+        self._capped_logged = False
 
     def _cutoff(self, now: float) -> float:
         t = self.opened_at + self.cfg.horizon if self.cfg.mode == "run-once" else now
@@ -164,9 +167,14 @@ class Refresher:
             shared = store.budget_state().get("nu")  # another process solved it this period
             if shared:
                 policy.multiplier.nu = shared
+                policy.multiplier.host_nu = store.host_multipliers()
             return shared
+        by_host = store.rate_histogram_by_host() if self.cfg.host_delay > 0 else {}
         hist = RateHistogram()
-        hist.counts = store.rate_histogram()
+        hist.counts = store.rate_histogram() if not by_host else {}
+        for bins in by_host.values():
+            for key, count in bins.items():
+                hist.counts[key] = hist.counts.get(key, 0) + count
         urls = len(hist)
         if not urls:
             return None
@@ -182,7 +190,10 @@ class Refresher:
             allowed += (st.get("rate", 0.0) + rate) / 2 * max(0.0, now - st["t"])
         spent = accesses - st.get("accesses0", accesses)
         gain = next_gain(allowed, spent)
-        nu = solve_nu(hist.groups(), rate * gain)
+        if by_host:
+            nu = self._solve_hosts(by_host, rate, gain)
+        else:
+            nu = solve_nu(hist.groups(), rate * gain)
         fields = {"t": now, "rate": rate, "allowed": allowed, "nu": nu, "gain": gain}
         if "accesses0" not in st:
             fields["accesses0"] = accesses
@@ -195,6 +206,34 @@ class Refresher:
                 policy.budget, urls, policy.budget.total_rate(urls) * 86400, nu,
             )
         return nu
+
+    def _solve_hosts(self, by_host: dict[str, dict[tuple[int, int], int]], total_rate: float, gain: float) -> float:
+        """The budget split under per-host politeness (``DOWNLOAD_DELAY`` > 0): no host's
+        URLs get more than one revisit per delay (:func:`~ipr_crawl.revisit.budget.solve_nu_hosts`);
+        the hosts held at that cap get their own multiplier (kept in ``meta`` for the
+        other processes). What no host can take is logged and counted
+        (``ipr/revisit/unplaced_per_day``: of ``total_rate``, the budget itself; the
+        solve is for ``total_rate × gain``, the spend control's). Returns the crawl's ``nu``."""
+        policy = self.cfg.policy
+        groups = {}
+        for label, bins in by_host.items():
+            h = RateHistogram()
+            h.counts = dict(bins)
+            groups[label] = h.groups()
+        sol = solve_nu_hosts(groups, total_rate * gain, 1.0 / self.cfg.host_delay)
+        policy.multiplier.host_nu = sol.host_nu
+        self.store.set_host_multipliers(sol.host_nu)
+        self.unplaced_per_day = max(0.0, total_rate - (total_rate * gain - sol.unplaced)) * 86400
+        if sol.host_nu and (sol.unplaced > 0 or not self._capped_logged):
+            self._capped_logged = True
+            logger.log(
+                logging.WARNING if sol.unplaced > 0 else logging.INFO,
+                "ipr-crawl: revisit budget: %d of %d hosts held at one revisit per %g s "
+                "(IPR_REVISIT_HOST_DELAY_SECS, default DOWNLOAD_DELAY); %.2f revisits/day of the budget "
+                "cannot be placed", len(sol.host_nu), len(groups),
+                self.cfg.host_delay, self.unplaced_per_day,
+            )
+        return sol.nu
 
     def refresh(self) -> int:
         """Move the URLs due now into the forced queue; with a virtual clock and

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from scrapy import Request
 from scrapy.http import Response, TextResponse
 
 from ipr_crawl.config import RevisitConfig
 from ipr_crawl.meta import LEASE_META, RECORDED_META, REVISIT_META, lease_of
-from ipr_crawl.ordering.urls import canonical_url, node_id
+from ipr_crawl.ordering.urls import canonical_url, node_id, site_hash
 from ipr_crawl.revisit.budget import RateHistogram
 from ipr_crawl.revisit.fingerprint import digest, same_version
 from ipr_crawl.revisit.policy import (
@@ -91,13 +92,21 @@ class RevisitObserver:
             headers[b"If-Modified-Since"] = state.last_modified
         return headers
 
-    def rate_bin(self, state: RevisitState | None, weight: float) -> str:
-        """The URL's bin in the crawl's rate histogram (``"a:b"``), ``""`` when the
-        policy is not ``harmonic`` or the URL has no state."""
+    def rate_bin(self, state: RevisitState | None, weight: float, url: str = "") -> str:
+        """The URL's bin in the crawl's rate histogram (``"a:b"``; under a per-host cap,
+        ``DOWNLOAD_DELAY`` > 0, ``"a:b:<host label>"``), ``""`` when the policy is not
+        ``harmonic`` or the URL has no state."""
         if state is None or not isinstance(self.cfg.policy, HarmonicPolicy):
             return ""
         a, b = _BINS.key(estimated_rate(state), weight)
-        return f"{a}:{b}"
+        return f"{a}:{b}:{self.host(url)}" if self.cfg.host_delay > 0 and url else f"{a}:{b}"
+
+    def host(self, url: str) -> str:
+        """The label of ``url``'s host in the budget ('' without a per-host cap): its
+        host name's :func:`~ipr_crawl.ordering.urls.site_hash`, in hex."""
+        if self.cfg.host_delay <= 0:
+            return ""
+        return format(site_hash((urlsplit(url).hostname or "").lower()), "x")
 
     def weight(self, request: Request) -> float:
         """The URL's weight in the revisit budget (``IPR_REVISIT_WEIGHT``): 1 (uniform),
@@ -143,7 +152,7 @@ class RevisitObserver:
             t = bucket(clock.now(), cfg.resolution)
             store.record(id_, canonical_url(url), state, None,
                          event={"url": canonical_url(url), "t": t, "kind": "gone", "status": status},
-                         rate_bins=(self.rate_bin(state, self.weight(request)), ""))
+                         rate_bins=(self.rate_bin(state, self.weight(request), url), ""))
             return Observation("gone")
         if status != 304 and not 200 <= status < 300:
             return None
@@ -172,8 +181,9 @@ class RevisitObserver:
         changed = kind == "changed"
         modified_at = parse_http_date(last_modified) if (changed and cfg.use_last_modified) else None
         weight = self.weight(request)
-        old_bin = self.rate_bin(state, weight)  # before access() updates the state in place
-        state, tau = access(cfg.policy, state, t, changed, modified_at, weight=weight, **validators)
+        old_bin = self.rate_bin(state, weight, url)  # before access() updates the state in place
+        state, tau = access(cfg.policy, state, t, changed, modified_at, weight=weight, host=self.host(url),
+                            **validators)
         due = next_due(t, tau, cfg.resolution, cfg.min_interval, cfg.max_interval)
         drop = kind == "not_modified" or (kind == "unchanged" and cfg.skip_unchanged)
         payload = self.payload(request) if kind in ("new", "changed") else b""
@@ -182,5 +192,5 @@ class RevisitObserver:
             "m": state.m, "T": state.T, "U": state.U,
         }
         store.record(id_, canonical_url(url), state, due, payload, lease_of(request) if drop else b"", event,
-                     rate_bins=(old_bin, self.rate_bin(state, weight)))
+                     rate_bins=(old_bin, self.rate_bin(state, weight, url)))
         return Observation(kind, tau, drop)

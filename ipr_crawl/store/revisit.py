@@ -16,6 +16,7 @@ prints.
 from __future__ import annotations
 
 import importlib.resources
+import json
 import math
 import time
 from collections.abc import Iterator
@@ -117,13 +118,27 @@ class RevisitStore:
         return int(moved), (float(first) if first else None)
 
     def rate_histogram(self) -> dict[tuple[int, int], int]:
-        """The crawl's histogram of estimated change rates: ``(rate bin, weight bin) -> URLs``."""
+        """The crawl's histogram of estimated change rates: ``(rate bin, weight bin) -> URLs``
+        (summed over hosts when it is kept per host)."""
+        out: dict[tuple[int, int], int] = {}
+        for bins in self.rate_histogram_by_host().values():
+            for key, count in bins.items():
+                out[key] = out.get(key, 0) + count
+        return out
+
+    def rate_histogram_by_host(self) -> dict[str, dict[tuple[int, int], int]]:
+        """The histogram per host label (``""``: bins kept without a host, ``a:b``):
+        ``label -> {(rate bin, weight bin): URLs}``."""
         c: Any = self.client
-        out = {}
+        out: dict[str, dict[tuple[int, int], int]] = {}
         for key, count in c.hgetall(self.keys["rates"]).items():
-            a, sep, b = key.decode().partition(":")
-            if sep and int(count) > 0:
-                out[(int(a), int(b))] = int(count)
+            parts = key.decode().split(":")
+            if len(parts) in (2, 3) and int(count) > 0:
+                try:
+                    a, b = int(parts[0]), int(parts[1])
+                except ValueError:
+                    continue
+                out.setdefault(parts[2] if len(parts) == 3 else "", {})[(a, b)] = int(count)
         return out
 
     def budget_accesses(self) -> int:
@@ -135,11 +150,21 @@ class RevisitStore:
         """The budget solver's shared state in ``meta`` (``budget_*`` fields)."""
         c: Any = self.client
         raw = c.hgetall(self.keys["meta"])
-        return {k.decode()[7:]: float(v) for k, v in raw.items() if k.startswith(b"budget_")}
+        return {k.decode()[7:]: float(v) for k, v in raw.items()
+                if k.startswith(b"budget_") and k != b"budget_host_nu"}
 
     def set_budget_state(self, **fields: float) -> None:
         """Write the budget solver's state (``budget_<name>`` fields of ``meta``)."""
         self.client.hset(self.keys["meta"], mapping={f"budget_{k}": repr(float(v)) for k, v in fields.items()})
+
+    def host_multipliers(self) -> dict[str, float]:
+        """The hosts held at their cap by the last budget solve: label -> nu."""
+        c: Any = self.client
+        raw = c.hget(self.keys["meta"], "budget_host_nu")
+        return {k: float(v) for k, v in json.loads(raw).items()} if raw else {}
+
+    def set_host_multipliers(self, host_nu: dict[str, float]) -> None:
+        self.client.hset(self.keys["meta"], "budget_host_nu", json.dumps(host_nu))
 
     def claim_budget_solve(self, period_ms: int) -> bool:
         """Whether this process solves the budget this period (one per crawl: SET NX PX)."""
