@@ -162,10 +162,11 @@ SETTINGS: tuple[Setting, ...] = (
     S("IPR_POLITE_BUFFER_SIZE", 64, "int", "polite pop: leased requests one process holds, at most", low=1),
     S("IPR_REVISIT_ENABLED", False, "bool", "revisits: the conditional-GET middleware and the refresher; off, a "
       "crawl fetches each URL once"),
-    S("IPR_REVISIT_POLICY", "mle-mix:0.1-10:15d", "str", "estimator of the next visit: `mle-min`, `mle-avg`, "
+    S("IPR_REVISIT_POLICY", "harmonic:8/y", "str", "estimator of the next visit: `harmonic[:N/y|N/d]` (the "
+      "default: revisits under a budget, 8 per URL per year; Kolobov et al. 2019; docs/revisits.md), `mle-min`, `mle-avg`, "
       "`mle-mix[:MU_LOW-MU_HIGH][:TAU2][:xALPHA]`, `aimd[:D][:R][:TAU2][:pair]`, "
-      "`nutch-adaptive[:INC][:DEC][:MIN][:MAX][:TAU2]`, `fixed:INTERVAL` (Tamura & Kitsuregawa 2008, §4), "
-      "`harmonic[:N/y|N/d]` (under a budget; Kolobov et al. 2019; docs/revisits.md)"),
+      "`nutch-adaptive[:INC][:DEC][:MIN][:MAX][:TAU2]`, `fixed:INTERVAL` (Tamura & Kitsuregawa 2008, §4; "
+      "`mle-mix:0.1-10:15d` was the default until 2026-11)"),
     S("IPR_REVISIT_MODE", "run-once", "str", "`run-once`: fetch what is due at start plus new discoveries, then "
       "close (cron, scrapyd); `continuous`: stay open while a revisit is scheduled", choices=REVISIT_MODES),
     S("IPR_REVISIT_HASH", "body", "str", "what \"changed\" compares: `body` (SHA-1 of the bytes), `text` "

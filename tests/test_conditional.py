@@ -43,6 +43,8 @@ class Harness:
             IPR_REVISIT_ENABLED=True,
             IPR_REVISIT_CLOCK="virtual:2020-01-01",
             IPR_REVISIT_MIN_SECS=0,
+            # the conditional-GET mechanics with the papers' policy (its first interval: 15 d)
+            IPR_REVISIT_POLICY="mle-mix:0.1-10:15d",
         )
         values.update(settings)
         self.crawler = get_crawler(PageSpider, values)
@@ -281,7 +283,7 @@ def test_addon_wires_the_middleware_only_when_enabled():
     Addon().update_settings(on)
     assert on.getdict("DOWNLOADER_MIDDLEWARES")[CONDITIONAL_MIDDLEWARE] == 580
     cfg = RevisitConfig.from_settings(on)
-    assert cfg.policy.name == "mle-mix:0.1-10:15d" and cfg.mode == "run-once"
+    assert cfg.policy.name == "harmonic:8/y" and cfg.mode == "run-once"
 
 
 def test_run_once_horizon_takes_what_falls_due_soon(harness):

@@ -290,7 +290,7 @@ def test_next_due(now, tau, res):
 
 
 # -- growth earned by observed time (the burst-of-304s issue) ------------------------------------
-DEFAULT_POLICY = DEFAULTS["IPR_REVISIT_POLICY"]
+DEFAULT_POLICY = "mle-mix:0.1-10:15d"  # the papers' policy (the default until 2026-11)
 
 
 def test_a_burst_of_304s_does_not_push_the_next_visit_out():

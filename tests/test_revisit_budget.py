@@ -35,7 +35,9 @@ def test_budget_setting_errors_name_the_setting():
     with pytest.raises(SettingError, match="IPR_REVISIT_BUDGET='lots'"):
         RevisitConfig.from_settings(Settings({"IPR_REVISIT_POLICY": "harmonic", "IPR_REVISIT_BUDGET": "lots"}))
     with pytest.raises(SettingError, match="is for IPR_REVISIT_POLICY=harmonic"):
-        RevisitConfig.from_settings(Settings({"IPR_REVISIT_BUDGET": "8/y"}))
+        RevisitConfig.from_settings(Settings({"IPR_REVISIT_POLICY": "aimd", "IPR_REVISIT_BUDGET": "8/y"}))
+    default = RevisitConfig.from_settings(Settings({"IPR_REVISIT_BUDGET": "2/y"}))  # the default is harmonic
+    assert isinstance(default.policy, HarmonicPolicy) and str(default.policy.budget) == "2/y"
     cfg = RevisitConfig.from_settings(Settings({"IPR_REVISIT_POLICY": "harmonic:2/y", "IPR_REVISIT_BUDGET": "500/d"}))
     assert isinstance(cfg.policy, HarmonicPolicy) and str(cfg.policy.budget) == "500/d"
 

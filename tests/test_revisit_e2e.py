@@ -103,6 +103,7 @@ def crawl(index_url: str, redis_client, crawl_id: str, log: Path, **settings: ob
         "IPR_REVISIT_RESOLUTION_SECS": 86400,
         "IPR_REVISIT_MIN_SECS": 0,
         "IPR_REVISIT_USE_LAST_MODIFIED": False,
+        "IPR_REVISIT_POLICY": "mle-mix:0.1-10:15d",  # the papers' policy unless a test names one
         "LOG_LEVEL": "DEBUG",
         "LOG_FILE": str(log),
         **settings,
