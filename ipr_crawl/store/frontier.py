@@ -561,9 +561,10 @@ class FrontierStore:
             ids.append(id_)
             heads.append(raw[:RECORD_SIZE])
             if len(raw) > RECORD_SIZE:
+                od = parse_record(raw[:RECORD_SIZE])[0].outdeg  # bucket mode: a byte per link follows
                 srcs.append(id_)
-                lists.append(raw[RECORD_SIZE:])
-                counts.append((len(raw) - RECORD_SIZE) // ID_SIZE)
+                lists.append(raw[RECORD_SIZE : RECORD_SIZE + ID_SIZE * od])
+                counts.append(od)
         empty = np.zeros(0, dtype=np.int64)
         if not ids:
             return ids, np.zeros(0), empty, empty

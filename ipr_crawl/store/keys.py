@@ -7,6 +7,7 @@ scripts stay atomic in one Redis Cluster slot). Keys:
 ``meta``          hash   schema version, ordering, counters (seq, fetched, failed)
 ``node``          hash   8-byte node id -> packed record (:mod:`ipr_crawl.store.record`):
                          37 bytes, then a fetched page's out-links, 8 bytes per edge
+                         (bucket mode: then 1 byte per edge, the link's bucket)
 ``frontier``      zset   seq.id member, score = -priority
 ``lease``         zset   members in flight, score = when leased (ms since the epoch)
 ``lease_by``      hash   lease member -> the holder id of the process that leased it
@@ -28,7 +29,6 @@ scripts stay atomic in one Redis Cluster slot). Keys:
 ``changes``       stream change events (new, changed, unchanged, not_modified, gone), capped
 ``outbox:<c>``    stream bucket mode: links and gains for bucket c, one entry per recorded page
 ``hwm``           hash   bucket mode: source bucket -> id of the last outbox entry applied here
-``far``           hash   bucket mode, push: node id of another bucket's URL -> its bucket
 ================= ====== ==========================================================
 
 Bucket mode (``IPR_CLUSTER_BUCKETS`` = B > 1, :mod:`ipr_crawl.store.buckets`): bucket

@@ -101,4 +101,5 @@ def parse_record(raw: bytes) -> tuple[NodeRecord, list[bytes]]:
     (2, 0.5, [b'12345678'])
     """
     head = NodeRecord(*struct.unpack_from(RECORD_FORMAT, raw))
-    return head, [raw[i : i + ID_SIZE] for i in range(RECORD_SIZE, len(raw), ID_SIZE)]
+    end = min(len(raw), RECORD_SIZE + ID_SIZE * head.outdeg)  # bucket mode: one byte per link follows
+    return head, [raw[i : i + ID_SIZE] for i in range(RECORD_SIZE, end, ID_SIZE)]

@@ -12,7 +12,8 @@
 --             importance, larger-sites-first: 52-bit hash of the URL's host:port
 --   od     I4 out-degree recorded at fetch
 --   then   the out-links of a fetched page, 8-byte ids (od of them), in numbering
---          order: one hash entry per URL holds both (about 8 B per edge)
+--          order: one hash entry per URL holds both (about 8 B per edge); in bucket
+--          mode then od bytes, each link's bucket
 -- Frontier member = 8-byte big-endian seq .. 8-byte id; ZSET score = -priority,
 -- so ZPOPMIN pops the highest priority and, among equals, the lowest seq.
 -- larger-sites-first ('lsf') keeps the frontier ZSET (score 0) as the set of
@@ -23,15 +24,22 @@ local TWO32 = 4294967296
 
 
 
+-- In bucket mode a fetched page's links are followed by one byte per link, its
+-- bucket (`lbk`; store/buckets.py), so that push can send a residual to a link of
+-- another bucket; the links are the 8 * od bytes after the head.
 local function rec_get(node_key, id)
   local raw = redis.call('HGET', node_key, id)
   if not raw then return nil end
   local st, seq, s, a, tie, od = struct.unpack(REC, raw)
-  return {st = st, seq = seq, s = s, a = a, tie = tie, od = od, links = string.sub(raw, REC_SIZE + 1)}
+  local cut = REC_SIZE + 8 * od
+  local links, lbk = string.sub(raw, REC_SIZE + 1), nil
+  if #raw > cut then links, lbk = string.sub(raw, REC_SIZE + 1, cut), string.sub(raw, cut + 1) end
+  return {st = st, seq = seq, s = s, a = a, tie = tie, od = od, links = links, lbk = lbk}
 end
 
 local function rec_put(node_key, id, r)
-  redis.call('HSET', node_key, id, struct.pack(REC, r.st, r.seq, r.s, r.a, r.tie, r.od) .. (r.links or ''))
+  redis.call('HSET', node_key, id,
+    struct.pack(REC, r.st, r.seq, r.s, r.a, r.tie, r.od) .. (r.links or '') .. (r.lbk or ''))
 end
 
 local function member_of(r, id)

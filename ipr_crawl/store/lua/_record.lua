@@ -14,8 +14,8 @@
 -- its out-links get their share in this call and the next ones, before any other
 -- push (key `pushing`: 8-byte id .. share (double) .. next link index (uint32)).
 -- resid, pushing: the two keys; get / push_gain / resid_index / touch: record's
--- closures over its record cache (push_gain(id, nil, gain): a link without a record
--- here, sent to its bucket in bucket mode, else dropped).
+-- closures over its record cache (push_gain(id, nil, gain, c): a link without a record
+-- here, sent to its bucket c in bucket mode, else dropped).
 -- Returns the edge updates done, and 1 if the budget ran out with work left, else 0.
 local function push_residuals(P, resid, pushing, get, push_gain, resid_index, touch)
   local left, updates = P.budget, 0
@@ -42,7 +42,7 @@ local function push_residuals(P, resid, pushing, get, push_gain, resid_index, to
     local to = math.min(od, from + left)
     for i = from, to - 1 do
       local rid = string.sub(q.links, 8 * i + 1, 8 * i + 8)
-      push_gain(rid, get(rid), part)
+      push_gain(rid, get(rid), part, q.lbk and string.byte(q.lbk, i + 1))
     end
     if to > from then
       left = left - (to - from)
@@ -84,8 +84,8 @@ end
 -- The record cache of one call and the score rules that do not depend on the
 -- page being recorded, shared by record and receive (relay.lua). Returns a table:
 --   get(id) -> record or nil; touch(id): mark written back at the end;
---   push_gain(id, r, gain) (push): `gain` reaches node id (r its record, or nil: a
---     node of another bucket, known from the `far` hash, gets it through the outbox);
+--   push_gain(id, r, gain, c) (push): `gain` reaches node id (r its record, or nil: a
+--     node of bucket c, known from the linking page's record, gets it through the outbox);
 --   resid_index(id, r) (push); gain_to(id, tie, payload, gain) -> 1 if a new node was
 --     made (s = gain, a = its prior, into the frontier), else 0 and the record and
 --     its score before (ipr, blc, ifs, opic, importance: s += gain; push: push_gain);
@@ -98,7 +98,6 @@ local function record_ctx(K, P, shared)
   if shared then cache, written = shared.cache, shared.dirty end
   local X = {cache = cache, box = {}, bucketed = false}
   local base = string.sub(meta, 1, -5)
-  local far = base .. 'far'
   function X.get(id)
     local r = cache[id]
     if r == nil then
@@ -122,12 +121,9 @@ local function record_ctx(K, P, shared)
         redis.call('ZREM', resid, id)
       end
     end
-    function X.push_gain(id, r, gain)
+    function X.push_gain(id, r, gain, c)
       if not r then
-        if X.bucketed then
-          local c = redis.call('HGET', far, id)
-          if c then out_add(X.box, tonumber(c), id, 0, gain, '', 1) end
-        end
+        if c then out_add(X.box, c, id, 0, gain, '', 1) end
         return
       end
       X.touch(id)
@@ -178,8 +174,9 @@ local function record_ctx(K, P, shared)
 end
 
 -- bk (bucket mode, optional): {own = this bucket's number, of = n bytes, the bucket of
--- each link}; a link of another bucket is recorded among p's out-links, remembered in
--- `far` (push) and sent with its gain through the outbox instead of being scored here.
+-- each link}; a link of another bucket is recorded among p's out-links (its bucket in
+-- the record's bucket bytes) and sent with its gain through the outbox instead of
+-- being scored here.
 local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, shared, bk)
   local meta, frontier, lease, req = K.meta, K.frontier, K.lease, K.req
   local ordering, cutoff, param, cap, initial = P.ordering, P.cutoff, P.param, P.cap, P.initial
@@ -243,7 +240,6 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
   local ids = {}
   local queue = {}   -- propagation entries {id, amount}; amount -1: take a_q (ar)
   local queued = {}  -- ar: nodes with an entry waiting in `queue`
-  local far = string.sub(meta, 1, -5) .. 'far'
   for k = 0, n - 1 do
     local tid, ttie, payload = lids[k + 1], lties[k + 1], lpay[k + 1]
     ids[#ids + 1] = tid
@@ -254,7 +250,6 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
     local c = bk and string.byte(bk.of, k + 1)
     if c and c ~= bk.own then
       out_add(X.box, c, tid, ttie, gain, payload, 0)
-      if ordering == 'push' then redis.call('HSET', far, tid, c) end
     else
       local new, r, before = X.gain_to(tid, ttie, payload, gain)
       added = added + new
@@ -274,6 +269,7 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
     end
   end
   p.links = table.concat(ids)
+  if bk then p.lbk = bk.of else p.lbk = nil end
 
   -- Propagation beyond the direct targets (ipr pl / vr / ar), at most `cap` updates.
   local updates, dropped = 0, 0
