@@ -294,6 +294,25 @@ class LocalCluster:
                     return int(entry[2][1])
         raise RuntimeError(f"no master for slot {slot}")
 
+    def move_all_slots(self, owner: int, timeout: float = 300.0) -> tuple[int, int]:
+        """``redis-cli --cluster reshard``: every slot of master ``owner`` to another
+        master. Returns ``(that master's port, slots moved)``; raises AssertionError
+        with redis-cli's output when it fails."""
+        target = next(p for p in self.ports[: self.masters] if p != owner)
+        with self.node(owner) as c:
+            src_id = c.cluster("myid")
+            slots = sum(e[1] - e[0] + 1 for e in c.cluster("slots") if int(e[2][1]) == owner)
+        with self.node(target) as c:
+            dst_id = c.cluster("myid")
+        cli = os.path.join(os.path.dirname(redis_server_binary()), "redis-cli")
+        moved = subprocess.run(
+            [cli, "--cluster", "reshard", f"127.0.0.1:{owner}", "--cluster-from", src_id, "--cluster-to", dst_id,
+             "--cluster-slots", str(slots), "--cluster-yes", "--cluster-pipeline", "100"],
+            capture_output=True, text=True, timeout=timeout,
+        )
+        assert moved.returncode == 0, moved.stdout[-2000:] + moved.stderr[-2000:]
+        return target, slots
+
     def kill(self, port: int) -> None:
         proc = self.procs[port]
         proc.kill()

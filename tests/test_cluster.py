@@ -186,30 +186,13 @@ def test_reshard_during_a_crawl_changes_nothing(graph_server, cluster, tmp_path)
     """`redis-cli --cluster reshard` moves every slot of the master that holds the
     crawl (its slot included) to another master while two processes crawl: MOVED,
     ASK and TRYAGAIN replies are followed; every page is fetched, none twice."""
-    import os
-    import subprocess
-
-    from procs import redis_server_binary
-
     graph = read_graph(HARVARD)
     served = graph_server(HARVARD)
     settings = {"IPR_REDIS_URL": cluster.url, "IPR_CRAWL_ID": "rs", "DOWNLOAD_DELAY": 0.03, "CONCURRENT_REQUESTS": 8}
     logs = [tmp_path / "a.log", tmp_path / "b.log"]
     procs = _two_crawls_past_100_pages(served, settings, logs)
     owner = cluster.master_of(crawl_keys("rs")["meta"])
-    target = next(p for p in cluster.ports[: cluster.masters] if p != owner)
-    with cluster.node(owner) as c:
-        src_id = c.cluster("myid")
-        slots = sum(e[1] - e[0] + 1 for e in c.cluster("slots") if int(e[2][1]) == owner)
-    with cluster.node(target) as c:
-        dst_id = c.cluster("myid")
-    cli = os.path.join(os.path.dirname(redis_server_binary()), "redis-cli")
-    moved = subprocess.run(
-        [cli, "--cluster", "reshard", f"127.0.0.1:{owner}", "--cluster-from", src_id, "--cluster-to", dst_id,
-         "--cluster-slots", str(slots), "--cluster-yes", "--cluster-pipeline", "100"],
-        capture_output=True, text=True, timeout=300,
-    )
-    assert moved.returncode == 0, moved.stdout[-2000:] + moved.stderr[-2000:]
+    target, slots = cluster.move_all_slots(owner)
     assert cluster.master_of(crawl_keys("rs")["meta"]) == target
     texts = _finished(procs, logs)
     for text in texts:
