@@ -250,22 +250,27 @@ def test_continuous_system_clock_closes_past_the_horizon(emacswiki, tmp_path, ch
     assert store.scheduled() == len(pages) + 1 and store.earliest_due() > time.time() + 14 * DAY
 
 
+def _budget_year(emacswiki, tmp_path, change_server, redis_client, crawl_id, policy, **settings):
+    """A simulated year of 40 EmacsWiki pages (30 that change) crawled in continuous mode
+    with ``policy`` and ``settings``; returns (pages, base URL, start, end, crawl log)."""
+    pages = pick(emacswiki, changed=30, still=10, start=YEAR_START, end=YEAR_END)
+    changes, listing = write_log(pages, tmp_path)
+    index = change_server(changes, listing, "--resolution", "1d", "--start", YEAR_START)
+    _, log = crawl(
+        index, redis_client, crawl_id, tmp_path / "crawl.log",
+        IPR_REVISIT_POLICY=policy, IPR_REVISIT_CLOCK=f"virtual:{YEAR_START}", IPR_REVISIT_UNTIL=LAST_DAY,
+        IPR_REVISIT_MAX_SECS=0, IPR_REVISIT_BUDGET_REFRESH_SECS=86400, **settings,
+    )
+    return pages, index.rsplit("/_ipr/", 1)[0], parse_time(YEAR_START), parse_time(YEAR_END), log
+
+
 def test_a_simulated_year_under_a_budget(emacswiki, tmp_path, change_server, redis_client, crawl_id):
     """harmonic:8/y end to end: the crawl's refresher solves the budget's multiplier from
     the rate histogram in Redis; the crawl spends the budget (within 5 %) and gives
     revisit-sim's coverage (within 0.03: the crawl also revisits its index page, one
     more URL in the budget)."""
     policy = "harmonic:8/y"
-    pages = pick(emacswiki, changed=30, still=10, start=YEAR_START, end=YEAR_END)
-    changes, listing = write_log(pages, tmp_path)
-    index = change_server(changes, listing, "--resolution", "1d", "--start", YEAR_START)
-    base = index.rsplit("/_ipr/", 1)[0]
-    start, end = parse_time(YEAR_START), parse_time(YEAR_END)
-    _, log = crawl(
-        index, redis_client, crawl_id, tmp_path / "crawl.log",
-        IPR_REVISIT_POLICY=policy, IPR_REVISIT_CLOCK=f"virtual:{YEAR_START}", IPR_REVISIT_UNTIL=LAST_DAY,
-        IPR_REVISIT_MAX_SECS=0, IPR_REVISIT_BUDGET_REFRESH_SECS=86400,
-    )
+    pages, base, start, end, log = _budget_year(emacswiki, tmp_path, change_server, redis_client, crawl_id, policy)
     assert "revisit budget 8/y over" in log
     sim = simulate(pages, [policy], start=start, end=end)["policies"][policy]
     got = crawl_figures(redis_client, crawl_id, base, pages, start, end)
@@ -284,16 +289,8 @@ def test_a_simulated_year_under_a_budget_and_a_host_cap(emacswiki, tmp_path, cha
     is held at the cap and what it cannot take is reported; the crawl spends the cap,
     not the budget, as revisit-sim --host-delay 2d does."""
     policy = "harmonic:8/y"
-    pages = pick(emacswiki, changed=30, still=10, start=YEAR_START, end=YEAR_END)
-    changes, listing = write_log(pages, tmp_path)
-    index = change_server(changes, listing, "--resolution", "1d", "--start", YEAR_START)
-    base = index.rsplit("/_ipr/", 1)[0]
-    start, end = parse_time(YEAR_START), parse_time(YEAR_END)
-    _, log = crawl(
-        index, redis_client, crawl_id, tmp_path / "crawl.log",
-        IPR_REVISIT_POLICY=policy, IPR_REVISIT_CLOCK=f"virtual:{YEAR_START}", IPR_REVISIT_UNTIL=LAST_DAY,
-        IPR_REVISIT_MAX_SECS=0, IPR_REVISIT_BUDGET_REFRESH_SECS=86400, IPR_REVISIT_HOST_DELAY_SECS=2 * DAY,
-    )
+    pages, base, start, end, log = _budget_year(emacswiki, tmp_path, change_server, redis_client, crawl_id, policy,
+                                                IPR_REVISIT_HOST_DELAY_SECS=2 * DAY)
     assert "1 of 1 hosts held at one revisit per 172800 s" in log, log[-3000:]
     assert "'ipr/revisit/unplaced_per_day'" in log
     sim = simulate(pages, [policy], start=start, end=end, host_delay=2 * DAY)["policies"][policy]
