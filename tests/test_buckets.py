@@ -289,6 +289,7 @@ def test_bucketed_crawl_survives_a_crawler_and_a_master_killed(graph_server, clu
     client.close()
 
 
+@pytest.mark.slow  # ~20 s; CI time (make test ARGS='-m slow' runs it)
 def test_reshard_during_a_bucketed_crawl_changes_nothing(graph_server, cluster, tmp_path):
     """`redis-cli --cluster reshard` moves every slot of the master that holds most of
     the 8 buckets to another master while two processes crawl: every page is fetched

@@ -103,6 +103,7 @@ def _whole_graph(graph, served, logs) -> tuple[list[int], list[int]]:
     return pages, twice
 
 
+@pytest.mark.slow  # ~20 s; CI time (make test ARGS='-m slow' runs it)
 def test_crawl_survives_a_master_killed_mid_crawl(graph_server, cluster, tmp_path):
     """Two `scrapy crawl` processes on one node's URL; kill -9 of the master that holds
     the crawl once 100 pages are fetched: its replica is promoted, the crawl pauses,
@@ -182,6 +183,7 @@ def test_wait_for_replicas_after_each_record_call(cluster, replicas, short):
     client.close()
 
 
+@pytest.mark.slow  # ~20 s; CI time (make test ARGS='-m slow' runs it)
 def test_reshard_during_a_crawl_changes_nothing(graph_server, cluster, tmp_path):
     """`redis-cli --cluster reshard` moves every slot of the master that holds the
     crawl (its slot included) to another master while two processes crawl: MOVED,

@@ -76,7 +76,7 @@ def test_two_processes_wait_for_start_urls_and_share_the_crawl(graph_server, red
     graph = read_graph(HARVARD)
     served = graph_server(HARVARD)
     settings = {"IPR_REDIS_URL": redis_server.url, "IPR_CRAWL_ID": "waiting", "IPR_START_URLS_KEY": KEY,
-                "IPR_START_URLS_IDLE_SECS": 15, "DOWNLOAD_DELAY": 0.03}
+                "IPR_START_URLS_IDLE_SECS": 6, "DOWNLOAD_DELAY": 0.03}
     logs = [tmp_path / "a.log", tmp_path / "b.log"]
     procs = [start_crawl("", log, settings) for log in logs]
     deadline = time.monotonic() + 60
