@@ -32,9 +32,10 @@ DATA = REPO / "ipr_crawl" / "data"
 #: Small real data sets shipped for the tests (tests/data/SOURCES.md): the default
 #: suite needs nothing outside the repository.
 TEST_DATA = REPO / "tests" / "data"
-#: The project's shared data folder, beside the clone (``../shared/data``). Only tests
-#: marked ``data`` read it, through :func:`shared_file`.
-SHARED_DATA = REPO.parent / "shared" / "data"
+#: The project's shared data folder, beside the clone (``../shared/data``; or the folder
+#: ``$IPR_SHARED_DATA`` names, as CI's data run does from its copy). Only tests marked
+#: ``data`` read it, through :func:`shared_file`.
+SHARED_DATA = Path(os.environ.get("IPR_SHARED_DATA") or REPO.parent / "shared" / "data")
 
 
 def shared_file(relative: str) -> Path:
