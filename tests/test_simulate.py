@@ -89,13 +89,13 @@ def test_simulate_command_writes_json_and_plot(tmp_path):
     out, png = tmp_path / "h.json", tmp_path / "h.png"
     done = subprocess.run(
         [sys.executable, "-m", "ipr_crawl.cli", "simulate", "--graph", f"{GRAPHS}/harvard500.tsv.gz",
-         "--orderings", "bf,blc,ipr:dl1,ipr:ar", "--json", str(out), "--plot", str(png), "-q"],
+         "--orderings", "bf,blc,ipr:dl1,ipr:ar,push", "--json", str(out), "--plot", str(png), "-q"],
         capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stderr
     data = json.loads(out.read_text())
     assert (data["nodes"], data["edges"], data["reachable"]) == (500, 2636, 500)
-    assert set(data["orderings"]) == {"bf", "blc", "ipr:dl1", "ipr:ar", "limit", "oracle"}
+    assert set(data["orderings"]) == {"bf", "blc", "ipr:dl1", "ipr:ar", "push", "limit", "oracle"}
     for name, row in data["orderings"].items():
         fractions = [cp["fraction"] for cp in row["checkpoints"]]
         assert fractions == [0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0]

@@ -326,7 +326,10 @@ def _curve_of(
 
 
 def plot(path: str, title: str, rows: dict[str, tuple[list[float], list[float], list[float]]]) -> None:
-    """Criterion B and A(1 %) curves of every row (limit/oracle dashed)."""
+    """Criterion B and A(1 %) curves of every row (limit/oracle dashed; the default
+    ordering, ``IPR_ORDERING``'s default, drawn thick in black and on top)."""
+    from ipr_crawl.config import DEFAULTS
+
     matplotlib = import_eval("matplotlib")
 
     matplotlib.use("Agg")
@@ -340,8 +343,11 @@ def plot(path: str, title: str, rows: dict[str, tuple[list[float], list[float], 
             style["linewidth"] = 1.8
         if name in ("limit", "oracle"):
             style.update(linestyle="--", color="black" if name == "limit" else "gray")
-        ax_b.plot(x, b, label=name, **style)
-        ax_a.plot(x, a, label=name, **style)
+        if name == DEFAULTS["IPR_ORDERING"]:
+            style.update(linewidth=2.6, color="black", zorder=5, label=f"{name} (default)")
+        style.setdefault("label", name)
+        ax_b.plot(x, b, **style)
+        ax_a.plot(x, a, **style)
     ax_b.set(xlabel="pages fetched (% of reachable)", ylabel="PageRank fetched (graph total = 1)",
              title=f"Criterion B — {title}")
     ax_a.set(xlabel="pages fetched (% of reachable)", ylabel="share of top-1% pages fetched",
