@@ -47,6 +47,9 @@ def test_ctrl_c_during_a_crawl_leaves_no_process(tmp_path):
          "-s", "DOWNLOAD_DELAY=0.05"],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
         env={**os.environ, "IPR_DEMO_TEST": mark},
+        # a terminal's foreground job takes Ctrl-C; a test run started in the background
+        # (`cmd &` in a script) ignores SIGINT, and its children would inherit that
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         deadline = time.monotonic() + 120
