@@ -1,0 +1,104 @@
+"""Variants of the ``push`` rule on real site graphs, exact order (issue 13's search).
+
+Replays each site graph written by ``benchmarks/realsite_order.py --graph-out DIR``
+(node 0 is the start URL) through the pure-Python statement of the rule
+(:class:`ipr_crawl.ordering.reference.ReferenceFrontier`), one page at a time, with
+the frontier's pop key changed as the variant says, and prints B (the exact PageRank
+mass of the first 10 % of the site's pages fetched) per site:
+
+- ``ordering=bf`` / ``ordering=blc`` / ``ordering=push``: the rules as they are;
+- ``startmass=M``: the start URL begins with mass M (units of ``IPR_INITIAL_SCORE``;
+  a teleport to the start URL, personalised PageRank);
+- ``depth=K``: priority x K^depth, depth = fewest links from the start URL;
+- ``conf=K``: priority x c / (c + K), c = fetched pages linking to the URL.
+
+    python benchmarks/site_rules.py --graphs DIR --sites python,django,postgres \\
+        ordering=push ordering=bf ordering=blc startmass=50 depth=0.4 conf=3
+
+(``bf`` and ``blc`` without URL tie keys: every link has tie 0.) Measured 2026-11-23:
+docs/orderings.md, "Three more rules tried".
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from ipr_crawl.evaluation.graphio import Graph, pagerank, read_graph
+from ipr_crawl.ordering.params import OrderingParams
+from ipr_crawl.ordering.reference import QUEUED, ReferenceFrontier
+
+
+def crawl(g: Graph, params: OrderingParams, budget: int, key: Callable[[float, int, int], float],
+          start_mass: float) -> list[int]:
+    """Fetch order of the first ``budget`` pages from node 0, popping the queued URL of
+    largest ``key(priority, fetched in-linkers, depth)`` (ties: discovery order)."""
+    f = ReferenceFrontier(params)
+    f.enqueue(0, 0)
+    f.nodes[0].s += start_mass
+    inlinks: dict[int, int] = {}
+    depth = {0: 0}
+    order: list[int] = []
+    while len(order) < budget:
+        queued = [(k, n) for k, n in f.nodes.items() if n.state == QUEUED and k not in f.in_flight]
+        if not queued:
+            break
+        page = min(queued, key=lambda kn: (-key(kn[1].s, inlinks.get(kn[0], 0), depth[kn[0]]), kn[1].seq))[0]
+        f.in_flight.add(page)
+        order.append(page)
+        links = list(dict.fromkeys(g.out.get(page, ())))
+        for t in links:
+            inlinks[t] = inlinks.get(t, 0) + 1
+            depth[t] = min(depth.get(t, depth[page] + 1), depth[page] + 1)
+        f.record_page(page, 0, [(t, 0) for t in links])
+    return order
+
+
+Key = Callable[[float, int, int], float]
+
+
+def make_key(kind: str, k: float) -> Key:
+    """The pop key of a variant: the priority as it is, x k^depth, or x c / (c + k)."""
+    def key(s: float, c: int, d: int) -> float:
+        if kind == "depth":
+            return s * k**d
+        if kind == "conf":
+            return s * c / (c + k)
+        return s
+    return key
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--graphs", required=True, help="folder of <site>.tsv.gz (realsite_order.py --graph-out)")
+    ap.add_argument("--sites", default="python,django,postgres,scipy,boost,linux")
+    ap.add_argument("--fraction", type=float, default=0.10)
+    ap.add_argument("variants", nargs="+", help="ordering=NAME, startmass=M, depth=K, conf=K (comma-joined)")
+    args = ap.parse_args(argv)
+    sites = [s.strip() for s in args.sites.split(",") if s.strip()]
+    graphs = {}
+    for site in sites:
+        g = read_graph(f"{args.graphs}/{site}.tsv.gz")
+        graphs[site] = (g, pagerank(g), max(1, round(args.fraction * len(g.nodes))))
+    print(f"{'variant':32s} " + " ".join(f"{s:>9s}" for s in sites) + "      mean")
+    for variant in args.variants:
+        ordering, start_mass = "push", 0.0
+        key = make_key("", 0.0)
+        for part in variant.split(","):
+            name, _, value = part.partition("=")
+            if name == "ordering":
+                ordering = value
+            elif name == "startmass":
+                start_mass = float(value)
+            elif name in ("depth", "conf"):
+                key = make_key(name, float(value))
+            else:
+                ap.error(f"unknown variant part {part!r}")
+        params = OrderingParams(ordering=ordering, cutoff="dl1" if ordering == "ipr" else "")
+        row = [sum(pr[n] for n in crawl(g, params, budget, key, start_mass)) for g, pr, budget in graphs.values()]
+        print(f"{variant:32s} " + " ".join(f"{b:9.3f}" for b in row) + f" {sum(row) / len(row):9.3f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
