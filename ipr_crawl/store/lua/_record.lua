@@ -17,15 +17,18 @@
 -- closures over its record cache (push_gain(id, nil, gain, c): a link without a record
 -- here, sent to its bucket c in bucket mode, else dropped).
 -- Returns the edge updates done, and 1 if the budget ran out with work left, else 0.
-local function push_residuals(P, resid, pushing, get, push_gain, resid_index, touch)
+local function push_residuals(P, resid, pushing, get, push_gain, resid_index, touch, resid_flush)
   local left, updates = P.budget, 0
+  -- the hub being pushed in parts: read once, written back once at the end
+  local raw0 = redis.call('GET', pushing)
+  local cur = raw0
   while left > 0 do
     local qid, part, from
-    local raw = redis.call('GET', pushing)
-    if raw then
-      qid = string.sub(raw, 1, 8)
-      part, from = struct.unpack('>dI4', raw, 9)
+    if cur then
+      qid = string.sub(cur, 1, 8)
+      part, from = struct.unpack('>dI4', cur, 9)
     else
+      resid_flush()
       local top = redis.call('ZREVRANGE', resid, 0, 0)
       if #top == 0 then break end
       qid = top[1]
@@ -49,13 +52,17 @@ local function push_residuals(P, resid, pushing, get, push_gain, resid_index, to
       updates = updates + (to - from)
     end
     if to < od then
-      redis.call('SET', pushing, qid .. struct.pack('>dI4', part, to))
-    elseif raw then
-      redis.call('DEL', pushing)
+      cur = qid .. struct.pack('>dI4', part, to)
+    else
+      cur = nil
     end
   end
+  if cur ~= raw0 then
+    if cur then redis.call('SET', pushing, cur) else redis.call('DEL', pushing) end
+  end
+  resid_flush()
   local dropped = 0
-  if left <= 0 and (redis.call('EXISTS', pushing) == 1 or redis.call('ZCARD', resid) > 0) then dropped = 1 end
+  if left <= 0 and (cur or redis.call('ZCARD', resid) > 0) then dropped = 1 end
   return updates, dropped
 end
 
@@ -114,11 +121,30 @@ local function record_ctx(K, P, shared)
   if ordering == 'push' then
     local resid = base .. 'resid'
     X.resid, X.pushing = resid, base .. 'pushing'
+    -- index changes wait in `pend` (id -> its record, whose state when written
+    -- decides) and go to Redis in one ZADD and one ZREM per flush, before `resid`
+    -- is read and at the end of the call
+    local pend, pord = {}, {}
     function X.resid_index(id, r)
-      if r.st == 2 and r.od > 0 and r.a > 0 and r.a >= P.epsilon then
-        redis.call('ZADD', resid, string.format('%.17g', r.a / r.od), id)
-      else
-        redis.call('ZREM', resid, id)
+      if not pend[id] then pend[id] = r; pord[#pord + 1] = id end
+    end
+    function X.resid_flush()
+      if #pord == 0 then return end
+      local add, rem = {}, {}
+      for _, id in ipairs(pord) do
+        local r = pend[id]
+        if r.st == 2 and r.od > 0 and r.a > 0 and r.a >= P.epsilon then
+          add[#add + 1] = string.format('%.17g', r.a / r.od); add[#add + 1] = id
+        else
+          rem[#rem + 1] = id
+        end
+      end
+      pend, pord = {}, {}
+      for i = 1, #add, 2000 do
+        redis.call('ZADD', resid, unpack(add, i, math.min(#add, i + 1999)))
+      end
+      for i = 1, #rem, 1000 do
+        redis.call('ZREM', resid, unpack(rem, i, math.min(#rem, i + 999)))
       end
     end
     function X.push_gain(id, r, gain, c)
@@ -160,6 +186,7 @@ local function record_ctx(K, P, shared)
   end
   function X.flush(pid)
     local rescored = 0
+    if X.resid_flush then X.resid_flush() end
     for _, id in ipairs(order) do
       local r = cache[id]
       if not shared then rec_put(node, id, r) end
@@ -332,7 +359,7 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
     -- the page's own residual (a self-loop) or a re-record that changed its out-degree
     X.resid_index(pid, p)
     if first then
-      updates, dropped = push_residuals(P, X.resid, X.pushing, get, X.push_gain, X.resid_index, touch)
+      updates, dropped = push_residuals(P, X.resid, X.pushing, get, X.push_gain, X.resid_index, touch, X.resid_flush)
     end
   end
 
