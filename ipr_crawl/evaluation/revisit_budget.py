@@ -48,10 +48,11 @@ from ipr_crawl.revisit.policy import (
     NutchAdaptivePolicy,
     Policy,
     bucket,
+    parse_duration,
     parse_policy,
 )
 
-__all__ = ["equal_budget", "oracle", "pagerank_weights", "plot_budgets", "scaled"]
+__all__ = ["equal_budget", "oracle", "pagerank_weights", "plot_budgets", "scaled", "split_spec"]
 
 
 
@@ -164,24 +165,35 @@ def equal_budget(
         if progress is not None:
             print(text, file=progress, flush=True)
 
-    def run(policy: Policy, true_rates: Sequence[float] | None = None, weighted: bool = False) -> dict[str, float]:
+    def run(policy: Policy, true_rates: Sequence[float] | None = None, weighted: bool = False,
+            sitemap: tuple[float, float] = (0.0, 1.0)) -> dict[str, float]:
+        report: dict[str, Any] = {}
         if isinstance(policy, HarmonicPolicy):
             results = simulate_budget(windows, policy, resolution, use_last_modified, true_rates=true_rates,
-                                      weights=w if weighted else None)
+                                      weights=w if weighted else None, report=report,
+                                      sitemap=sitemap[0], sitemap_share=sitemap[1])
         else:
             results = [simulate_page(policy, w0, w1, page.changes, resolution, use_last_modified)
                        for page, w0, w1 in windows]
-        return _summary(results, windows, w)
+        figures = _summary(results, windows, w)
+        if "sitemap_reads" in report:
+            years = sum(w1 - w0 for _, w0, w1 in windows) / YEAR
+            figures["accesses_per_page_year"] += report["sitemap_reads"] / years
+            figures["sitemap_reads_per_page_year"] = report["sitemap_reads"] / years
+        return figures
 
     for spec in policies:
-        weighted = spec.endswith("+pagerank")
+        base, weighted, sitemap = split_spec(spec)
         if weighted and weights is None:
             raise ValueError(f"{spec}: give --weights (the log's link graph)")
-        policy = parse_policy(spec.removesuffix("+pagerank"))
+        policy = parse_policy(base)
+        if sitemap[0] > 0 and not isinstance(policy, HarmonicPolicy):
+            raise ValueError(f"{spec}: +sitemap goes with harmonic only")
         rows: dict[str, Any] = {}
         if isinstance(policy, HarmonicPolicy):
             for b in budgets:
-                rows[f"{b.amount:g}"] = run(replace(policy, budget=b, name=f"harmonic:{b}"), weighted=weighted)
+                rows[f"{b.amount:g}"] = run(replace(policy, budget=b, name=f"harmonic:{b}"), weighted=weighted,
+                                            sitemap=sitemap)
                 say(f"{spec} at {b}: {rows[f'{b.amount:g}']}")
         else:
             grid = _grid(lambda s, p=policy: run(scaled(p, s)), min(b.amount for b in budgets), max(b.amount for b in budgets))
@@ -205,6 +217,32 @@ def equal_budget(
     out["policies"]["bound: true rates"] = bound
     out["policies"]["bound: change times"] = {f"{b.amount:g}": oracle(windows, b.amount, w, resolution) for b in budgets}
     return out
+
+
+def split_spec(spec: str) -> tuple[str, bool, tuple[float, float]]:
+    """``POLICY[+pagerank][+sitemap[:PERIOD[:SHARE]]]`` -> (policy spec, PageRank-weighted,
+    (sitemap period in s, 0 = none; share of pages listed)). ``+sitemap`` alone reads
+    the sitemap daily and lists every page. Raises ValueError for another suffix or a
+    share outside (0, 1].
+
+    >>> split_spec("harmonic+pagerank+sitemap:7d:0.5")
+    ('harmonic', True, (604800.0, 0.5))
+    """
+    base, *extras = spec.split("+")
+    weighted, period, share = False, 0.0, 1.0
+    for extra in extras:
+        head, _, rest = extra.partition(":")
+        if head == "pagerank" and not rest:
+            weighted = True
+        elif head == "sitemap":
+            when, _, frac = rest.partition(":")
+            period = parse_duration(when) if when else DAY
+            share = float(frac) if frac else 1.0
+            if not 0 < share <= 1 or not period > 0:
+                raise ValueError(f"{spec}: +sitemap:PERIOD:SHARE wants a period > 0 and a share in (0, 1]")
+        else:
+            raise ValueError(f"{spec}: unknown suffix +{extra} (+pagerank, +sitemap[:PERIOD[:SHARE]])")
+    return base, weighted, (period, share)
 
 
 def _grid(run: Any, low: float, high: float, step: float = 4.0, limit: int = 8) -> list[tuple[float, dict[str, float]]]:

@@ -32,6 +32,7 @@ import argparse
 import bisect
 import csv
 import gzip
+import hashlib
 import io
 import itertools
 import json
@@ -232,6 +233,8 @@ def simulate_budget(
     weights: Sequence[float] | None = None,
     host_delay: float = 0.0,
     report: dict[str, Any] | None = None,
+    sitemap: float = 0.0,
+    sitemap_share: float = 1.0,
 ) -> list[PageResult]:
     """Every page under one budget policy at once (the budget couples them): accesses
     in time order; every ``refresh`` s of simulated time ``nu`` is solved again, as the
@@ -245,6 +248,13 @@ def simulate_budget(
     as a polite downloader serves them (each at least ``host_delay`` after the last);
     ``report`` then receives ``unplaced_per_day`` (the budget no host could take,
     averaged over the solves) and ``hosts_capped`` (the most held at their cap at once).
+    ``sitemap`` > 0 (s): the site publishes a sitemap (sitemaps.org protocol 0.9,
+    ``<lastmod>``) that the crawler reads every ``sitemap`` s, one access per 50,000
+    URLs listed, counted in the spend; a listed page whose ``lastmod`` (its latest
+    change bucket) is newer than the version last fetched is visited at that read,
+    besides the policy's own schedule. ``sitemap_share``: the share of pages listed
+    with a truthful ``lastmod`` (chosen by a hash of the URL); the others are not
+    listed. ``report`` then receives ``sitemap_reads`` (accesses spent on the sitemap).
     Returns one :class:`PageResult` per window, in order. The rules of a visit are
     :func:`simulate_page`'s."""
     import heapq
@@ -268,7 +278,12 @@ def simulate_budget(
     states: list[Any] = [None] * n
     seen = [0] * n
     fetched = [1] * n
-    heap: list[tuple[float, int, int]] = []  # (time, 0 = access | 1 = end of window, page)
+    # (time, kind, page, generation): kind 0 = access, 1 = end of window, 2 = a sitemap
+    # read that shows the page changed; an access is void once its page's generation moved on
+    heap: list[tuple[float, int, int, int]] = []
+    gen = [0] * n
+    ended = [False] * n
+    listed = 0
     for i, (page, w0, w1) in enumerate(windows):
         t = bucket(w0, resolution)
         cd = sorted({bucket(c, resolution) for c in page.changes if w0 < c <= w1})
@@ -276,7 +291,11 @@ def simulate_budget(
         cds.append(cd)
         starts.append([t] + cd)
         got.append([True] + [False] * len(cd))
-        heap.append((t, 0, i))
+        heap.append((t, 0, i, 0))
+        if sitemap > 0 and _listed(page.url, sitemap_share):
+            listed += 1
+            for c in cd:  # the first read at or after the change's bucket
+                heap.append((math.ceil(c / sitemap) * sitemap, 2, i, 0))
     heapq.heapify(heap)
     active = 0
     next_solve = -math.inf
@@ -297,16 +316,28 @@ def simulate_budget(
     # budget unspent.
     allowed = spent = 0.0
     t_prev: float | None = None
+    read_cost = math.ceil(listed / 50000)
+    first_read = math.ceil(min(st[0] for st in starts) / sitemap) * sitemap if sitemap > 0 and n else 0.0
+    reads_counted = 0
     while heap:
-        t, end, i = heapq.heappop(heap)
+        t, kind, i, g = heapq.heappop(heap)
         if t_prev is not None:
             allowed += pol.budget.total_rate(active) * (t - t_prev)
         t_prev = t
-        if end:  # the page is observed until its window ends, visited or not
+        if sitemap > 0 and t >= first_read:  # the sitemap reads up to t, spent as they fall
+            by_now = math.floor((t - first_read) / sitemap) + 1
+            spent += (by_now - reads_counted) * read_cost
+            reads_counted = by_now
+        if kind == 1:  # the page is observed until its window ends, visited or not
+            ended[i] = True
             hist.discard(hist.key(rate_of(i), w[i]))
             if host_delay > 0:
                 by_host[hosts[i]].discard(hist.key(rate_of(i), w[i]))
             active -= 1
+            continue
+        if kind == 0 and g != gen[i]:
+            continue
+        if kind == 2 and (states[i] is None or ended[i] or bisect.bisect_right(cds[i], t) <= seen[i]):
             continue
         if t >= next_solve and len(hist):
             gain = next_gain(allowed, spent)
@@ -348,19 +379,31 @@ def simulate_budget(
         if host_delay > 0:  # a polite downloader: one access per host_delay per host, in turn
             t_next = max(t_next, free_at[hosts[i]])
             free_at[hosts[i]] = t_next + host_delay
+        gen[i] += 1
         if t_next > windows[i][2]:
-            heapq.heappush(heap, (max(t, windows[i][2]), 1, i))
+            heapq.heappush(heap, (max(t, windows[i][2]), 1, i, gen[i]))
         else:
-            heapq.heappush(heap, (t_next, 0, i))
+            heapq.heappush(heap, (t_next, 0, i, gen[i]))
     if report is not None and host_delay > 0:
         report["unplaced_per_day"] = sum(unplaced) / len(unplaced) if unplaced else 0.0
         report["hosts_capped"] = most_capped
+    if report is not None and sitemap > 0:
+        report["sitemap_reads"] = reads_counted * read_cost
     results = []
     for i, (_, _, w1) in enumerate(windows):
         window = bucket(w1, resolution) - starts[i][0]
         results.append(PageResult(len(starts[i]), fetched[i], len(visits[i]), len(cds[i]), window, visits[i],
                                   starts[i], got[i]))
     return results
+
+
+def _listed(url: str, share: float) -> bool:
+    """Whether a sitemap lists ``url`` with a truthful ``lastmod``, for a ``share`` of
+    the URLs (a stable hash of the URL, so every policy sees the same pages listed)."""
+    if share >= 1:
+        return True
+    digest = hashlib.blake2b(url.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64 < share
 
 
 def interval_bucket(days: float) -> tuple[float, float]:
@@ -721,10 +764,16 @@ def add_revisit_sim_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     specs = [s.strip() for s in args.policies.split(",") if s.strip()]
+    from ipr_crawl.evaluation.revisit_budget import split_spec
+
     for spec in specs:
-        if spec.endswith("+pagerank") and not args.budgets:
-            raise SystemExit(f"ipr-crawl revisit-sim: {spec}: PageRank weights are for --budgets runs")
-        parse_policy(spec.removesuffix("+pagerank"))  # fail before loading anything
+        try:
+            base, weighted, sitemap = split_spec(spec)
+        except ValueError as e:
+            raise SystemExit(f"ipr-crawl revisit-sim: {e}") from None
+        if (weighted or sitemap[0] > 0) and not args.budgets:
+            raise SystemExit(f"ipr-crawl revisit-sim: {spec}: +pagerank and +sitemap are for --budgets runs")
+        parse_policy(base)  # fail before loading anything
     resolution = parse_duration(args.resolution)
     start = parse_time(args.start) if args.start else None
     end = parse_time(args.end) if args.end else None
