@@ -176,6 +176,10 @@ SETTINGS: tuple[Setting, ...] = (
     S("IPR_REVISIT_USE_LAST_MODIFIED", True, "bool", "the changed interval ends at `Last-Modified`, the rest "
       "counts as unchanged (Tamura & Kitsuregawa 2008, §4.1.3)"),
     S("IPR_REVISIT_SKIP_UNCHANGED", True, "bool", "an unchanged 200 does not reach the callback (like a 304)"),
+    S("IPR_REVISIT_SITEMAP_LASTMOD", True, "bool", "a fetched sitemap (sitemaps.org 0.9 `urlset`) makes each "
+      "URL it lists with a `<lastmod>` newer than the URL's last fetch due at once (docs/revisits.md)"),
+    S("IPR_REVISIT_SITEMAP_SECS", 86400.0, "float", "with IPR_REVISIT_SITEMAP_LASTMOD: a sitemap is fetched again "
+      "after this long (one day), not when the revisit policy would", low=1.0, unit="s"),
     S("IPR_REVISIT_RESOLUTION_SECS", 0.0, "float", "due times in buckets of this many seconds (the paper: 86400); "
       "0: exact", low=0.0, unit="s"),
     S("IPR_REVISIT_MIN_SECS", 3600.0, "float", "no revisit sooner than this after an access", low=0.0, unit="s"),
@@ -525,6 +529,10 @@ class RevisitConfig:
     #: harmonic: Scrapy's DOWNLOAD_DELAY (s); > 0 caps each host's share of the budget
     #: at one revisit per delay (revisit.budget.solve_nu_hosts)
     host_delay: float = 0.0
+    #: IPR_REVISIT_SITEMAP_LASTMOD
+    sitemap_lastmod: bool = True
+    #: IPR_REVISIT_SITEMAP_SECS (s)
+    sitemap_secs: float = 86400.0
 
     @classmethod
     def from_settings(cls, settings: Any) -> RevisitConfig:
@@ -582,6 +590,8 @@ class RevisitConfig:
             host_delay=_host_delay(settings),
             retry_secs=read(settings, "IPR_REVISIT_RETRY_SECS"),
             events_maxlen=read(settings, "IPR_REVISIT_EVENTS_MAXLEN"),
+            sitemap_lastmod=read(settings, "IPR_REVISIT_SITEMAP_LASTMOD"),
+            sitemap_secs=read(settings, "IPR_REVISIT_SITEMAP_SECS"),
         )
         if cfg.max_interval and cfg.max_interval < cfg.min_interval:
             raise SettingError(

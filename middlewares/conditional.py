@@ -145,6 +145,10 @@ class ConditionalGetMiddleware:
             return response
         kind = seen.kind
         self._inc(kind)
+        if seen.sitemap_due:
+            self._inc("sitemap_due", seen.sitemap_due)
+            logger.info("ipr-crawl: sitemap <GET %s>: %d URL(s) changed since their last fetch (lastmod), due now",
+                        request.url, seen.sitemap_due)
         if "cached" in response.flags and kind in ("new", "unchanged", "changed"):
             self._inc("cached")
         response.flags.append(kind)

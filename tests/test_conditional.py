@@ -353,3 +353,26 @@ def test_pagerank_weight_keeps_important_pages_fresher(harness):
     h.fetch(hub, b"v1")
     h.fetch(rare, b"v1")
     assert h.store.due_at(node_id(hub)) < h.store.due_at(node_id(rare))
+
+
+def test_sitemap_lastmods_read_urlsets_only_and_skip_bad_dates():
+    """What IPR_REVISIT_SITEMAP_LASTMOD reads: a sitemaps.org urlset's <loc>/<lastmod>
+    pairs (W3C Datetime, UTC without a zone); a malformed lastmod, an entry without one,
+    a sitemap index, an HTML page and broken XML give nothing, and raise nothing."""
+    from scrapy.http import HtmlResponse, XmlResponse
+
+    from ipr_crawl.scheduler.revisits import parse_w3c_datetime, sitemap_lastmods
+
+    body = (b'<?xml version="1.0" encoding="UTF-8"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+            b"<url><loc>http://a.test/x</loc><lastmod>2024-03-01</lastmod></url>"
+            b"<url><loc>/rel</loc><lastmod>2024-03-01T10:00:00+01:00</lastmod></url>"
+            b"<url><loc>http://a.test/bad</loc><lastmod>last tuesday</lastmod></url>"
+            b"<url><loc>http://a.test/none</loc></url></urlset>")
+    got = sitemap_lastmods(XmlResponse("http://a.test/sitemap.xml", body=body))
+    assert got == [("http://a.test/x", parse_w3c_datetime("2024-03-01T00:00:00Z")),
+                   ("http://a.test/rel", parse_w3c_datetime("2024-03-01T09:00:00Z"))]
+    index = (b'<?xml version="1.0"?><sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+             b"<sitemap><loc>http://a.test/s1.xml</loc><lastmod>2024-03-01</lastmod></sitemap></sitemapindex>")
+    assert sitemap_lastmods(XmlResponse("http://a.test/i.xml", body=index)) is None
+    assert sitemap_lastmods(HtmlResponse("http://a.test/", body=b"<html><body>urlset</body></html>")) is None
+    assert sitemap_lastmods(XmlResponse("http://a.test/b.xml", body=b"<urlset><url><loc>http://a.test/x")) in (None, [])

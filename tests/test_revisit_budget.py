@@ -145,26 +145,23 @@ def test_revisit_sim_with_a_host_delay_keeps_every_host_under_it():
 
 
 def test_a_sitemap_with_lastmod_catches_what_it_lists_and_its_reads_are_spent():
-    """``harmonic+sitemap``: a daily sitemap read shows every listed page's latest change;
-    with every page listed truthfully no version is missed, the reads count in the
-    spend, and a sitemap listing half the pages (or read monthly) lies between that and
-    harmonic alone."""
+    """``harmonic+sitemap``: a listed page is visited when a read of the sitemap shows it
+    changed, within what the budget has left: every visit catches a new version, the
+    reads count in the spend, and at 4/y it catches more than harmonic alone for far
+    fewer accesses (measured on this sample: .973 for 0.62 a page-year against .892
+    for 3.84)."""
     pages = load_log(*SAMPLE)
-    rows = equal_budget(pages, ["harmonic", "harmonic+sitemap", "harmonic+sitemap:1d:0.5", "harmonic+sitemap:30d"],
-                        [parse_budget("1/y")])["policies"]
-    alone, full, half, monthly = (rows[s]["1"] for s in ("harmonic", "harmonic+sitemap", "harmonic+sitemap:1d:0.5",
-                                                        "harmonic+sitemap:30d"))
-    assert full["coverage"] == 1.0
-    assert alone["coverage"] < half["coverage"] < full["coverage"]
-    assert alone["coverage"] < monthly["coverage"] < full["coverage"]
-    # one read a day over the sample's span, spread over its page-years
-    assert full["sitemap_reads_per_page_year"] > monthly["sitemap_reads_per_page_year"] > 0
-    assert full["sitemap_reads_per_page_year"] == pytest.approx(30 * monthly["sitemap_reads_per_page_year"], rel=0.05)
-    # the spend control takes the reads and the sitemap's visits out of harmonic's own;
-    # on this 1,100-page sample a daily read alone is 0.41 accesses per page-year, and
-    # the total overshoots by less than 0.2 (measured 1.18)
-    assert full["sitemap_reads_per_page_year"] < full["accesses_per_page_year"] <= 1.2, full
-    assert abs(monthly["accesses_per_page_year"] - 1) <= 0.1, monthly
+    rows = equal_budget(pages, ["harmonic", "harmonic+sitemap", "harmonic+sitemap:30d"],
+                        [parse_budget("4/y")])["policies"]
+    alone, daily, monthly = (rows[s]["4"] for s in ("harmonic", "harmonic+sitemap", "harmonic+sitemap:30d"))
+    assert daily["efficiency"] == 1.0 and monthly["efficiency"] == 1.0
+    assert daily["coverage"] > alone["coverage"] + 0.05
+    assert daily["coverage"] > monthly["coverage"]
+    # one read a day over the sample's span, spread over its page-years: 30 times the monthly reads
+    assert daily["sitemap_reads_per_page_year"] == pytest.approx(30 * monthly["sitemap_reads_per_page_year"], rel=0.05)
+    assert daily["sitemap_reads_per_page_year"] < daily["accesses_per_page_year"] <= 4
+    print({k: {f: round(v, 3) for f, v in r.items()} for k, r in (("harmonic", alone), ("daily", daily),
+                                                                   ("monthly", monthly))})
 
 
 @pytest.mark.parametrize("spec", ["harmonic+sitemap:0d", "harmonic+sitemap:1d:0", "harmonic+sitemap:1d:2",

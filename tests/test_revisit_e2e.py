@@ -303,3 +303,35 @@ def test_a_simulated_year_under_a_budget_and_a_host_cap(emacswiki, tmp_path, cha
     assert sim["max_host_day"] <= 1 and sim["unplaced_per_day"] > 0.3
     assert abs(got["coverage"] - sim["coverage"]) <= 0.05
     assert RevisitStore(redis_client, crawl_id).host_multipliers()
+
+
+def test_a_sitemaps_lastmod_makes_changed_pages_due(emacswiki, tmp_path, change_server, redis_client):
+    """IPR_REVISIT_SITEMAP_LASTMOD: the same simulated year of 40 EmacsWiki pages under
+    harmonic:8/y, crawled from the server's index and its sitemap (``/_ipr/sitemap.xml``,
+    lastmod = each page's latest change), with and without the setting. With it the
+    sitemap is read weekly (52 of the year's 328 accesses), each changed read makes the
+    pages it shows changed due at once (within what the budget has left) and holds the
+    others: more versions are caught for fewer accesses."""
+    policy = "harmonic:8/y"
+    pages = pick(emacswiki, changed=30, still=10, start=YEAR_START, end=YEAR_END)
+    changes, listing = write_log(pages, tmp_path)
+    index = change_server(changes, listing, "--resolution", "1d", "--start", YEAR_START)
+    base = index.rsplit("/_ipr/", 1)[0]
+    start, end = parse_time(YEAR_START), parse_time(YEAR_END)
+    got = {}
+    for on in (False, True):
+        crawl_id = f"sitemap-{int(on)}-{time.monotonic_ns()}"
+        stats, log = crawl(
+            f"{index},{base}/_ipr/sitemap.xml", redis_client, crawl_id, tmp_path / f"crawl{int(on)}.log",
+            IPR_REVISIT_POLICY=policy, IPR_REVISIT_CLOCK=f"virtual:{YEAR_START}", IPR_REVISIT_UNTIL=LAST_DAY,
+            IPR_REVISIT_MAX_SECS=0, IPR_REVISIT_BUDGET_REFRESH_SECS=86400, IPR_REVISIT_SITEMAP_LASTMOD=on,
+            IPR_REVISIT_SITEMAP_SECS=7 * DAY,
+        )
+        got[on] = {**crawl_figures(redis_client, crawl_id, base, pages, start, end),
+                   "sitemap_due": stats.get("revisit/sitemap_due", 0)}
+        if on:
+            assert "changed since their last fetch (lastmod), due now" in log
+    print(f"{policy}, 40 pages, one year: without the sitemap's lastmod {got[False]}; with it {got[True]}")
+    assert got[False]["sitemap_due"] == 0 and got[True]["sitemap_due"] > 0
+    assert got[True]["coverage"] > got[False]["coverage"] + 0.02
+    assert got[True]["accesses"] <= got[False]["accesses"] * 1.05

@@ -250,9 +250,11 @@ def simulate_budget(
     averaged over the solves) and ``hosts_capped`` (the most held at their cap at once).
     ``sitemap`` > 0 (s): the site publishes a sitemap (sitemaps.org protocol 0.9,
     ``<lastmod>``) that the crawler reads every ``sitemap`` s, one access per 50,000
-    URLs listed, counted in the spend; a listed page whose ``lastmod`` (its latest
-    change bucket) is newer than the version last fetched is visited at that read,
-    besides the policy's own schedule. ``sitemap_share``: the share of pages listed
+    URLs listed, counted in the spend. A listed page is visited only when a read shows
+    its ``lastmod`` (its latest change bucket) newer than the version last fetched
+    (each read postpones the policy's schedule, as the crawler does): at that read, as
+    many of those pages as the budget has left (the accesses it allowed so far less
+    those made), lowest estimated change rate first. ``sitemap_share``: the share of pages listed
     with a truthful ``lastmod`` (chosen by a hash of the URL); the others are not
     listed. ``report`` then receives ``sitemap_reads`` (accesses spent on the sitemap).
     Returns one :class:`PageResult` per window, in order. The rules of a visit are
@@ -284,6 +286,7 @@ def simulate_budget(
     gen = [0] * n
     ended = [False] * n
     listed = 0
+    on_sitemap = [False] * n
     for i, (page, w0, w1) in enumerate(windows):
         t = bucket(w0, resolution)
         cd = sorted({bucket(c, resolution) for c in page.changes if w0 < c <= w1})
@@ -294,6 +297,7 @@ def simulate_budget(
         heap.append((t, 0, i, 0))
         if sitemap > 0 and _listed(page.url, sitemap_share):
             listed += 1
+            on_sitemap[i] = True
             for c in cd:  # the first read at or after the change's bucket
                 heap.append((math.ceil(c / sitemap) * sitemap, 2, i, 0))
     heapq.heapify(heap)
@@ -337,7 +341,15 @@ def simulate_budget(
             continue
         if kind == 0 and g != gen[i]:
             continue
-        if kind == 2 and (states[i] is None or ended[i] or bisect.bisect_right(cds[i], t) <= seen[i]):
+        if kind == 2:  # a sitemap read: every page it shows changed, as many as the budget has left
+            shown = [i]
+            while heap and heap[0][0] == t and heap[0][1] == 2:
+                shown.append(heapq.heappop(heap)[2])
+            due_now = sorted((rate_of(j), j) for j in set(shown)
+                             if states[j] is not None and not ended[j] and bisect.bisect_right(cds[j], t) > seen[j])
+            for _, j in due_now[:max(0, int(allowed - spent))]:
+                gen[j] += 1
+                heapq.heappush(heap, (t, 0, j, gen[j]))
             continue
         if t >= next_solve and len(hist):
             gain = next_gain(allowed, spent)
@@ -379,6 +391,8 @@ def simulate_budget(
         if host_delay > 0:  # a polite downloader: one access per host_delay per host, in turn
             t_next = max(t_next, free_at[hosts[i]])
             free_at[hosts[i]] = t_next + host_delay
+        if on_sitemap[i]:  # each read says the page has not changed: no visit until one says it has
+            t_next = math.inf
         gen[i] += 1
         if t_next > windows[i][2]:
             heapq.heappush(heap, (max(t, windows[i][2]), 1, i, gen[i]))

@@ -25,6 +25,8 @@ an ``Ipr-Sim-Time`` header (s since the epoch; the crawler's virtual clock,
 version and Last-Modified is the start of the change's bucket.
 
 Other resources: ``/_ipr/index`` links every page alive at the clock;
+``/_ipr/sitemap.xml`` lists them as a sitemap (sitemaps.org 0.9), each with its
+``<lastmod>`` (its Last-Modified instant);
 ``/_ipr/pages.tsv`` lists ``url<TAB>path``; ``/_ipr/log.tsv`` lists every page
 request served: ``sim time, path, status, If-None-Match values received,
 If-Modified-Since values received``. Once listening it prints
@@ -172,6 +174,16 @@ class ChangeSite(resource.Resource):
                 for path, p in self.by_path.items() if self.alive(p, t)
             )
             return f"<!DOCTYPE html><html><body><ul>{links}</ul></body></html>\n".encode()
+        if raw == "/_ipr/sitemap.xml":  # sitemaps.org 0.9: each live page, lastmod = Last-Modified
+            request.setHeader(b"content-type", b"application/xml; charset=utf-8")
+            host = (request.getHeader(b"host") or b"localhost").decode("latin-1")
+            entries = "".join(
+                f"<url><loc>http://{html.escape(host)}{html.escape(path)}</loc><lastmod>"
+                f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(self.version(p, t)[1]))}</lastmod></url>"
+                for path, p in self.by_path.items() if self.alive(p, t)
+            )
+            return ('<?xml version="1.0" encoding="UTF-8"?>\n'
+                    f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{entries}</urlset>\n').encode()
         if raw == "/_ipr/pages.tsv":
             request.setHeader(b"content-type", b"text/tab-separated-values; charset=utf-8")
             return "".join(f"{p.url}\t{path}\n" for path, p in self.by_path.items()).encode()

@@ -149,6 +149,18 @@ class Refresher:
             self._mean_at = now
         return self._mean_score
 
+    def budget_headroom(self) -> float | None:
+        """``harmonic``: the accesses the budget has allowed so far (since the first
+        solve, as the spend control counts them, up to now) less those made; None for
+        another policy or before the first solve."""
+        if not isinstance(self.cfg.policy, HarmonicPolicy):
+            return None
+        st = self.store.budget_state()
+        if "t" not in st:
+            return None
+        allowed = st.get("allowed", 0.0) + st.get("rate", 0.0) * max(0.0, self.clock.now() - st["t"])
+        return allowed - (self.store.budget_accesses() - st.get("accesses0", 0.0))
+
     def solve_budget(self, force: bool = False) -> float | None:
         """``harmonic`` policy: solve the budget's multiplier ``nu`` again from the
         crawl's rate histogram (at most every ``IPR_REVISIT_BUDGET_REFRESH_SECS`` of the

@@ -11,16 +11,26 @@ the class and next visit of a response (Tamura & Kitsuregawa 2008, §3 (2)-(5)).
   404/410 -> ``gone`` (revisits stop). The URL's state is updated with the
   Last-Modified rule, the policy gives the next interval, and state, due time
   and one change event are written in one script call (:mod:`ipr_crawl.store.revisit`).
+- A new or changed sitemap (a sitemaps.org 0.9 ``urlset``; ``IPR_REVISIT_SITEMAP_LASTMOD``)
+  makes every URL it lists whose ``<lastmod>`` is after the URL's last fetch due now,
+  instead of at the time the policy chose: the site says it changed. Under a budget
+  (``harmonic``) no more than the budget has left, lowest estimated change rate first.
+  The URLs it shows unchanged are held until after its next reads (two periods): they
+  are visited when it says they changed. The sitemap itself is fetched again every
+  ``IPR_REVISIT_SITEMAP_SECS``.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from scrapy import Request
 from scrapy.http import Response, TextResponse
+from scrapy.utils.sitemap import Sitemap
 
 from ipr_crawl.config import RevisitConfig
 from ipr_crawl.meta import LEASE_META, RECORDED_META, REVISIT_META, lease_of
@@ -41,7 +51,9 @@ from ipr_crawl.scheduler.codec import encode_request
 if TYPE_CHECKING:
     from ipr_crawl.scheduler.refresher import Refresher
 
-__all__ = ["FLAGS", "Observation", "RevisitObserver"]
+__all__ = ["FLAGS", "Observation", "RevisitObserver", "parse_w3c_datetime", "sitemap_lastmods"]
+
+logger = logging.getLogger(__name__)
 
 #: The binning of the crawl's rate histogram (the refresher reads it with the same).
 _BINS = RateHistogram()
@@ -54,6 +66,50 @@ _DROP_META = (
     "download_slot", "download_latency", "depth", "cached_response", "_dont_cache",
     REVISIT_META, RECORDED_META, LEASE_META,
 )
+
+
+def parse_w3c_datetime(text: str) -> float | None:
+    """A sitemap ``<lastmod>`` (W3C Datetime, https://www.w3.org/TR/NOTE-datetime:
+    ``YYYY-MM-DD`` or with ``Thh:mm[:ss[.s]]TZD``) as s since the epoch; a date or
+    a time without a zone is UTC. None if malformed.
+
+    >>> parse_w3c_datetime("2024-01-02T03:04:05Z") - parse_w3c_datetime("2024-01-02")
+    11045.0
+    >>> parse_w3c_datetime("yesterday") is None
+    True
+    """
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when.timestamp()
+
+
+def sitemap_lastmods(response: Response) -> list[tuple[str, float]] | None:
+    """``(loc, lastmod)`` of every ``<url>`` of a sitemap response (sitemaps.org
+    protocol 0.9 ``urlset``, parsed by Scrapy's :class:`~scrapy.utils.sitemap.Sitemap`)
+    that has both (a malformed ``<lastmod>`` is skipped); None for anything else (an
+    HTML page, a sitemap index, bad XML)."""
+    body = response.body
+    if b"<urlset" not in body[:4096]:
+        return None
+    try:
+        sitemap = Sitemap(body)
+    except Exception:  # lxml's errors for what is not XML
+        return None
+    if sitemap.type != "urlset":
+        return None
+    out = []
+    for entry in sitemap:
+        loc, lastmod = entry.get("loc"), entry.get("lastmod")
+        if not loc or not lastmod:
+            continue
+        when = parse_w3c_datetime(str(lastmod))
+        if when is not None:
+            out.append((response.urljoin(str(loc)), when))
+    return out
 
 
 def _header(response: Response, name: bytes) -> str:
@@ -69,6 +125,8 @@ class Observation:
     kind: str
     tau: float = 0.0
     drop: bool = False
+    #: a sitemap: the URLs its ``<lastmod>`` made due at once
+    sitemap_due: int = 0
 
 
 class RevisitObserver:
@@ -185,6 +243,10 @@ class RevisitObserver:
         state, tau = access(cfg.policy, state, t, changed, modified_at, weight=weight, host=self.host(url),
                             **validators)
         due = next_due(t, tau, cfg.resolution, cfg.min_interval, cfg.max_interval)
+        lastmods = sitemap_lastmods(response) if cfg.sitemap_lastmod and status != 304 else None
+        if lastmods is not None:  # a sitemap is read on its own period, not the policy's
+            due = next_due(t, cfg.sitemap_secs, cfg.resolution)
+            tau = due - t
         drop = kind == "not_modified" or (kind == "unchanged" and cfg.skip_unchanged)
         payload = self.payload(request) if kind in ("new", "changed") else b""
         event = {
@@ -193,4 +255,14 @@ class RevisitObserver:
         }
         store.record(id_, canonical_url(url), state, due, payload, lease_of(request) if drop else b"", event,
                      rate_bins=(old_bin, self.rate_bin(state, weight, url)))
-        return Observation(kind, tau, drop)
+        moved = 0
+        if lastmods and kind in ("new", "changed"):
+            # under a budget, no more than it has left: the spend stays the budget's; the
+            # URLs the sitemap shows unchanged wait for its next reads
+            moved, held = store.apply_lastmods(
+                [(node_id(u), bucket(w, cfg.resolution)) for u, w in lastmods], clock.now(),
+                hold=2 * cfg.sitemap_secs, limit=self.refresher.budget_headroom(),
+            )
+            logger.debug("ipr-crawl: sitemap <GET %s>: %d URLs with a lastmod, %d made due now, %d held",
+                         url, len(lastmods), moved, held)
+        return Observation(kind, tau, drop, moved)

@@ -19,7 +19,7 @@ import importlib.resources
 import json
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +27,7 @@ import msgpack
 import redis
 
 from ipr_crawl.ordering.urls import canonical_url
-from ipr_crawl.revisit.policy import DAY, RevisitState
+from ipr_crawl.revisit.policy import DAY, RevisitState, estimated_rate
 from ipr_crawl.store.keys import crawl_keys
 
 __all__ = ["ChangeEvent", "RevisitStore", "format_history"]
@@ -178,6 +178,54 @@ class RevisitStore:
         if late:
             c.zadd(self.keys["due"], dict.fromkeys(late, latest))
         return len(late)
+
+    def apply_lastmods(self, lastmods: Sequence[tuple[bytes, float]], now: float, hold: float,
+                       limit: float | None = None, chunk: int = 1000) -> tuple[int, int]:
+        """What a sitemap says, applied to the due set: of the URLs of ``lastmods`` (node
+        id, modification instant in s: a sitemap's ``<lastmod>``) that are scheduled,
+        those modified after their stored last access are made due at ``now`` (s) if due
+        later, at most ``limit`` of them (None: all), the lowest estimated change rates
+        first (the versions a revisit policy is least likely to catch on its own); the
+        others are held to ``now + hold`` at the earliest (the next read of the
+        sitemap will tell). URLs not yet fetched, not scheduled, or in flight are left
+        alone. Returns (made due, held)."""
+        key, due_key = self.keys["revisit"], self.keys["due"]
+        changed: list[tuple[float, bytes]] = []
+        held: list[bytes] = []
+        for i in range(0, len(lastmods), chunk):
+            part = lastmods[i:i + chunk]
+            raws: Any = self.client.hmget(key, [id_ for id_, _ in part])
+            known = []
+            for (id_, when), raw in zip(part, raws):
+                if raw is None:
+                    continue
+                try:
+                    state = self.unpack(raw)[1]
+                except ValueError:
+                    continue
+                known.append((id_, state, when > state.last))
+            if not known:
+                continue
+            pipe = self.client.pipeline(transaction=False)
+            for id_, _, _ in known:
+                pipe.zscore(due_key, id_)
+            for (id_, state, modified), due in zip(known, pipe.execute()):
+                if due is None:
+                    continue
+                if modified and due > now:
+                    changed.append((estimated_rate(state), id_))
+                elif not modified and due < now + hold:
+                    held.append(id_)
+        changed.sort()
+        if limit is not None:
+            changed = changed[:max(0, int(limit))]
+        moved = 0
+        for ids, at in (([id_ for _, id_ in changed], now), (held, now + hold)):
+            for i in range(0, len(ids), chunk):  # XX: a URL taken out meanwhile (in flight, stopped) stays out
+                added: Any = self.client.zadd(due_key, {id_: at for id_ in ids[i:i + chunk]}, xx=True, ch=True)
+                if at == now:
+                    moved += int(added)
+        return moved, len(held)
 
     def unschedule(self, ids: list[bytes]) -> int:
         """Stop revisiting these nodes (e.g. URLs that redirect); returns how many were scheduled."""
