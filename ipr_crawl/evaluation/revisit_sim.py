@@ -347,9 +347,12 @@ def simulate_budget(
                 shown.append(heapq.heappop(heap)[2])
             due_now = sorted((rate_of(j), j) for j in set(shown)
                              if states[j] is not None and not ended[j] and bisect.bisect_right(cds[j], t) > seen[j])
-            for _, j in due_now[:max(0, int(allowed - spent))]:
+            room = max(0, int(allowed - spent))
+            for _, j in due_now[:room]:
                 gen[j] += 1
                 heapq.heappush(heap, (t, 0, j, gen[j]))
+            for _, j in due_now[room:]:  # the next read still shows them changed
+                heapq.heappush(heap, (t + sitemap, 2, j, 0))
             continue
         if t >= next_solve and len(hist):
             gain = next_gain(allowed, spent)
