@@ -428,3 +428,36 @@ def test_simhash_near_duplicate(seed, size, counter):
     assert same_version(a, b, 4) == same_version(b, a, 4)
     assert simhash64("") == 0
     assert not same_version("", a)
+
+
+def test_a_sitemaps_lastmod_moves_changed_urls_holds_the_rest_within_limits(redis_client, crawl_id):
+    """RevisitStore.apply_lastmods, on a real Redis: a URL modified after its last fetch
+    is made due now (the lowest estimated rate first, at most `limit`), one not modified
+    is held to now + hold unless fetched `stale_after` ago or more; URLs never fetched
+    or not scheduled are left alone."""
+    from ipr_crawl.ordering.urls import node_id
+    from ipr_crawl.revisit.policy import RevisitState
+    from ipr_crawl.store.revisit import RevisitStore
+
+    store = RevisitStore(redis_client, crawl_id)
+    now, day = 1_000 * DAY, DAY
+
+    def put(url: str, last: float, due: float | None, changes: int = 0) -> bytes:
+        id_ = node_id(url)
+        state = RevisitState(first=last - 100 * day, last=last, m=changes, accesses=10)
+        store.record(id_, url, state, due)
+        return id_
+
+    slow = put("http://a.test/slow", now - 10 * day, now + 50 * day, changes=1)
+    fast = put("http://a.test/fast", now - 10 * day, now + 50 * day, changes=9)
+    same = put("http://a.test/same", now - 10 * day, now + day)
+    stale = put("http://a.test/stale", now - 95 * day, now + day)
+    stopped = put("http://a.test/stopped", now - 10 * day, None)
+    lastmods = [(slow, now - day), (fast, now - day), (same, now - 20 * day), (stale, now - 200 * day),
+                (stopped, now - day), (node_id("http://a.test/unknown"), now - day)]
+    moved, held = store.apply_lastmods(lastmods, now, hold=2 * day, limit=1, stale_after=90 * day)
+    assert (moved, held) == (1, 1)
+    assert store.due_at(slow) == now and store.due_at(fast) == now + 50 * day  # the budget took one: the slower
+    assert store.due_at(same) == now + 2 * day and store.due_at(stale) == now + day
+    assert store.due_at(stopped) is None
+    assert store.apply_lastmods(lastmods, now, hold=2 * day)[0] == 1  # no limit: the other one too

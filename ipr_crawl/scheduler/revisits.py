@@ -16,7 +16,8 @@ the class and next visit of a response (Tamura & Kitsuregawa 2008, §3 (2)-(5)).
   instead of at the time the policy chose: the site says it changed. Under a budget
   (``harmonic``) no more than the budget has left, lowest estimated change rate first.
   The URLs it shows unchanged are held until after its next reads (two periods): they
-  are visited when it says they changed. The sitemap itself is fetched again every
+  are visited when it says they changed, or once ``IPR_REVISIT_MAX_SECS`` has passed
+  since their last fetch (a ``<lastmod>`` that never moves does not stop revisits). The sitemap itself is fetched again every
   ``IPR_REVISIT_SITEMAP_SECS``.
 """
 
@@ -261,7 +262,7 @@ class RevisitObserver:
             # URLs the sitemap shows unchanged wait for its next reads
             moved, held = store.apply_lastmods(
                 [(node_id(u), bucket(w, cfg.resolution)) for u, w in lastmods], clock.now(),
-                hold=2 * cfg.sitemap_secs, limit=self.refresher.budget_headroom(),
+                hold=2 * cfg.sitemap_secs, limit=self.refresher.budget_headroom(), stale_after=cfg.max_interval,
             )
             logger.debug("ipr-crawl: sitemap <GET %s>: %d URLs with a lastmod, %d made due now, %d held",
                          url, len(lastmods), moved, held)

@@ -180,15 +180,16 @@ class RevisitStore:
         return len(late)
 
     def apply_lastmods(self, lastmods: Sequence[tuple[bytes, float]], now: float, hold: float,
-                       limit: float | None = None, chunk: int = 1000) -> tuple[int, int]:
+                       limit: float | None = None, stale_after: float = 0.0, chunk: int = 1000) -> tuple[int, int]:
         """What a sitemap says, applied to the due set: of the URLs of ``lastmods`` (node
         id, modification instant in s: a sitemap's ``<lastmod>``) that are scheduled,
         those modified after their stored last access are made due at ``now`` (s) if due
         later, at most ``limit`` of them (None: all), the lowest estimated change rates
         first (the versions a revisit policy is least likely to catch on its own); the
         others are held to ``now + hold`` at the earliest (the next read of the
-        sitemap will tell). URLs not yet fetched, not scheduled, or in flight are left
-        alone. Returns (made due, held)."""
+        sitemap will tell), unless fetched ``stale_after`` s or more ago (> 0: a sitemap
+        whose ``<lastmod>`` never moves does not stop revisits for good). URLs not yet
+        fetched, not scheduled, or in flight are left alone. Returns (made due, held)."""
         key, due_key = self.keys["revisit"], self.keys["due"]
         changed: list[tuple[float, bytes]] = []
         held: list[bytes] = []
@@ -214,7 +215,7 @@ class RevisitStore:
                     continue
                 if modified and due > now:
                     changed.append((estimated_rate(state), id_))
-                elif not modified and due < now + hold:
+                elif not modified and due < now + hold and not (stale_after > 0 and now - state.last >= stale_after):
                     held.append(id_)
         changed.sort()
         if limit is not None:
