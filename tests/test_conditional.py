@@ -376,3 +376,9 @@ def test_sitemap_lastmods_read_urlsets_only_and_skip_bad_dates():
     assert sitemap_lastmods(XmlResponse("http://a.test/i.xml", body=index)) is None
     assert sitemap_lastmods(HtmlResponse("http://a.test/", body=b"<html><body>urlset</body></html>")) is None
     assert sitemap_lastmods(XmlResponse("http://a.test/b.xml", body=b"<urlset><url><loc>http://a.test/x")) in (None, [])
+    import gzip
+
+    from scrapy.http import Response
+
+    assert sitemap_lastmods(Response("http://a.test/s.xml.gz", body=gzip.compress(body))) == got
+    assert sitemap_lastmods(Response("http://a.test/s.xml.gz", body=b"\x1f\x8bnot gzip")) is None

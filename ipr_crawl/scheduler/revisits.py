@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 
 from scrapy import Request
 from scrapy.http import Response, TextResponse
+from scrapy.utils.gz import gunzip
 from scrapy.utils.sitemap import Sitemap
 
 from ipr_crawl.config import RevisitConfig
@@ -88,12 +89,22 @@ def parse_w3c_datetime(text: str) -> float | None:
     return when.timestamp()
 
 
+#: sitemaps.org 0.9: a sitemap file is at most 50 MB uncompressed
+_SITEMAP_MAX_BYTES = 50 * 1024 * 1024
+
+
 def sitemap_lastmods(response: Response) -> list[tuple[str, float]] | None:
     """``(loc, lastmod)`` of every ``<url>`` of a sitemap response (sitemaps.org
     protocol 0.9 ``urlset``, parsed by Scrapy's :class:`~scrapy.utils.sitemap.Sitemap`)
     that has both (a malformed ``<lastmod>`` is skipped); None for anything else (an
-    HTML page, a sitemap index, bad XML)."""
+    HTML page, a sitemap index, bad XML). A gzipped body is read up to the protocol's
+    50 MB."""
     body = response.body
+    if body[:2] == b"\x1f\x8b":  # a sitemap.xml.gz served as is (no Content-Encoding)
+        try:
+            body = gunzip(body, max_size=_SITEMAP_MAX_BYTES)
+        except Exception:  # not gzip after all, or too big: not a sitemap we read
+            return None
     if b"<urlset" not in body[:4096]:
         return None
     try:
