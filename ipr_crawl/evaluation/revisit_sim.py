@@ -332,14 +332,14 @@ def simulate_budget(
             by_now = math.floor((t - first_read) / sitemap) + 1
             spent += (by_now - reads_counted) * read_cost
             reads_counted = by_now
+        if kind != 2 and g != gen[i]:  # superseded: a sitemap read sent the page in earlier
+            continue
         if kind == 1:  # the page is observed until its window ends, visited or not
             ended[i] = True
             hist.discard(hist.key(rate_of(i), w[i]))
             if host_delay > 0:
                 by_host[hosts[i]].discard(hist.key(rate_of(i), w[i]))
             active -= 1
-            continue
-        if kind == 0 and g != gen[i]:
             continue
         if kind == 2:  # a sitemap read: every page it shows changed, as many as the budget has left
             shown = [i]
