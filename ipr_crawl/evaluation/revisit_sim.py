@@ -401,6 +401,8 @@ def simulate_budget(
             heapq.heappush(heap, (max(t, windows[i][2]), 1, i, gen[i]))
         else:
             heapq.heappush(heap, (t_next, 0, i, gen[i]))
+    if active != 0:  # every window ends once; anything else is a bug of this function
+        raise RuntimeError(f"simulate_budget: {active} windows left open at the end")
     if report is not None and host_delay > 0:
         report["unplaced_per_day"] = sum(unplaced) / len(unplaced) if unplaced else 0.0
         report["hosts_capped"] = most_capped
