@@ -53,7 +53,7 @@ from ipr_crawl.scheduler.codec import encode_request
 if TYPE_CHECKING:
     from ipr_crawl.scheduler.refresher import Refresher
 
-__all__ = ["FLAGS", "Observation", "RevisitObserver", "parse_w3c_datetime", "sitemap_lastmods"]
+__all__ = ["FLAGS", "Observation", "RevisitObserver", "parse_w3c_datetime", "sitemap_body", "sitemap_lastmods"]
 
 logger = logging.getLogger(__name__)
 
@@ -93,20 +93,29 @@ def parse_w3c_datetime(text: str) -> float | None:
 _SITEMAP_MAX_BYTES = 50 * 1024 * 1024
 
 
-def sitemap_lastmods(response: Response) -> list[tuple[str, float]] | None:
-    """``(loc, lastmod)`` of every ``<url>`` of a sitemap response (sitemaps.org
-    protocol 0.9 ``urlset``, parsed by Scrapy's :class:`~scrapy.utils.sitemap.Sitemap`)
-    that has both (a malformed ``<lastmod>`` is skipped); None for anything else (an
-    HTML page, a sitemap index, bad XML). A gzipped body is read up to the protocol's
-    50 MB."""
+def sitemap_body(response: Response) -> bytes | None:
+    """The XML of a sitemap response (a sitemaps.org 0.9 ``urlset`` in its first 4 KB;
+    a gzipped body read up to the protocol's 50 MB), or None for anything else. Cheap:
+    nothing is parsed."""
     body = response.body
     if body[:2] == b"\x1f\x8b":  # a sitemap.xml.gz served as is (no Content-Encoding)
         try:
             body = gunzip(body, max_size=_SITEMAP_MAX_BYTES)
         except Exception:  # not gzip after all, or too big: not a sitemap we read
             return None
-    if b"<urlset" not in body[:4096]:
-        return None
+    return body if b"<urlset" in body[:4096] else None
+
+
+def sitemap_lastmods(response: Response, body: bytes | None = None) -> list[tuple[str, float]] | None:
+    """``(loc, lastmod)`` of every ``<url>`` of a sitemap response (sitemaps.org
+    protocol 0.9 ``urlset``, parsed by Scrapy's :class:`~scrapy.utils.sitemap.Sitemap`)
+    that has both (a malformed ``<lastmod>`` is skipped); None for anything else (an
+    HTML page, a sitemap index, bad XML). ``body``: :func:`sitemap_body`'s, if the
+    caller has it."""
+    if body is None:
+        body = sitemap_body(response)
+        if body is None:
+            return None
     try:
         sitemap = Sitemap(body)
     except Exception:  # lxml's errors for what is not XML
@@ -255,8 +264,8 @@ class RevisitObserver:
         state, tau = access(cfg.policy, state, t, changed, modified_at, weight=weight, host=self.host(url),
                             **validators)
         due = next_due(t, tau, cfg.resolution, cfg.min_interval, cfg.max_interval)
-        lastmods = sitemap_lastmods(response) if cfg.sitemap_lastmod and status != 304 else None
-        if lastmods is not None:  # a sitemap is read on its own period, not the policy's
+        sitemap = sitemap_body(response) if cfg.sitemap_lastmod and status != 304 else None
+        if sitemap is not None:  # a sitemap is read on its own period, not the policy's
             due = next_due(t, cfg.sitemap_secs, cfg.resolution)
             tau = due - t
         drop = kind == "not_modified" or (kind == "unchanged" and cfg.skip_unchanged)
@@ -268,7 +277,9 @@ class RevisitObserver:
         store.record(id_, canonical_url(url), state, due, payload, lease_of(request) if drop else b"", event,
                      rate_bins=(old_bin, self.rate_bin(state, weight, url)))
         moved = 0
-        if lastmods and kind in ("new", "changed"):
+        # parsed only when it changed: an unchanged sitemap says nothing new
+        lastmods = sitemap_lastmods(response, sitemap) if sitemap is not None and kind in ("new", "changed") else None
+        if lastmods:
             # under a budget, no more than it has left: the spend stays the budget's; the
             # URLs the sitemap shows unchanged wait for its next reads
             moved, held = store.apply_lastmods(
