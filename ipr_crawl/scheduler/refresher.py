@@ -158,8 +158,8 @@ class Refresher:
         st = self.store.budget_state()
         if "t" not in st:
             return None
-        allowed = st.get("allowed", 0.0) + st.get("rate", 0.0) * max(0.0, self.clock.now() - st["t"])
-        return allowed - (self.store.budget_accesses() - st.get("accesses0", 0.0))
+        allowed, spent = _budget_account(st, self.store.budget_accesses(), self.clock.now(), st.get("rate", 0.0))
+        return allowed - spent
 
     def solve_budget(self, force: bool = False) -> float | None:
         """``harmonic`` policy: solve the budget's multiplier ``nu`` again from the
@@ -197,10 +197,7 @@ class Refresher:
         st = store.budget_state()
         accesses = store.budget_accesses()
         rate = policy.budget.total_rate(urls)
-        allowed = st.get("allowed", 0.0)
-        if "t" in st:  # the budget's rate over the period: the mean of its two ends
-            allowed += (st.get("rate", 0.0) + rate) / 2 * max(0.0, now - st["t"])
-        spent = accesses - st.get("accesses0", accesses)
+        allowed, spent = _budget_account(st, accesses, now, rate)
         gain = next_gain(allowed, spent)
         if by_host:
             nu = self._solve_hosts(by_host, rate, gain)
@@ -305,3 +302,14 @@ class Refresher:
         if cfg.until is not None and earliest > cfg.until:
             return False
         return not (cfg.horizon > 0 and earliest - self.clock.now() > cfg.horizon)
+
+
+def _budget_account(st: dict[str, float], accesses: float, now: float, rate: float) -> tuple[float, float]:
+    """The spend control's account at ``now`` (s): (accesses the budget allowed since
+    the first solve, accesses made since then), from the stored solver state ``st``,
+    the crawl's access count and the budget's rate now (per s; over the period since the
+    last solve the mean of its two ends)."""
+    allowed = st.get("allowed", 0.0)
+    if "t" in st:
+        allowed += (st.get("rate", 0.0) + rate) / 2 * max(0.0, now - st["t"])
+    return allowed, accesses - st.get("accesses0", accesses)
