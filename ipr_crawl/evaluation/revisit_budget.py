@@ -74,15 +74,19 @@ def scaled(policy: Policy, s: float) -> Policy:
 
 
 def _summary(results: Sequence[PageResult], windows: Sequence[tuple[Page, float, float]],
-             weights: Sequence[float]) -> dict[str, float]:
+             weights: Sequence[float], sitemap_reads: float | None = None) -> dict[str, float]:
+    """The figures of one run; ``sitemap_reads`` (accesses spent reading a sitemap)
+    count in the spend and are also given on their own."""
     years = sum(w1 - w0 for _, w0, w1 in windows) / YEAR
     changed = [(r, w) for r, w in zip(results, weights) if r.change_buckets]
     total_w = sum(w for _, w in changed)
+    extra = {} if sitemap_reads is None else {"sitemap_reads_per_page_year": sitemap_reads / years}
     return {
-        "accesses_per_page_year": sum(r.accesses for r in results) / years,
+        "accesses_per_page_year": (sum(r.accesses for r in results) + (sitemap_reads or 0.0)) / years,
         "coverage": sum(r.coverage for r, _ in changed) / len(changed),
         "efficiency": sum(r.efficiency for r, _ in changed) / len(changed),
         "coverage_weighted": sum(r.coverage * w for r, w in changed) / total_w,
+        **extra,
     }
 
 
@@ -175,12 +179,7 @@ def equal_budget(
         else:
             results = [simulate_page(policy, w0, w1, page.changes, resolution, use_last_modified)
                        for page, w0, w1 in windows]
-        figures = _summary(results, windows, w)
-        if "sitemap_reads" in report:
-            years = sum(w1 - w0 for _, w0, w1 in windows) / YEAR
-            figures["accesses_per_page_year"] += report["sitemap_reads"] / years
-            figures["sitemap_reads_per_page_year"] = report["sitemap_reads"] / years
-        return figures
+        return _summary(results, windows, w, report.get("sitemap_reads"))
 
     for spec in policies:
         base, weighted, sitemap = split_spec(spec)
