@@ -177,9 +177,11 @@ SETTINGS: tuple[Setting, ...] = (
       "counts as unchanged (Tamura & Kitsuregawa 2008, §4.1.3)"),
     S("IPR_REVISIT_SKIP_UNCHANGED", True, "bool", "an unchanged 200 does not reach the callback (like a 304)"),
     S("IPR_REVISIT_SITEMAP_LASTMOD", True, "bool", "a fetched sitemap (sitemaps.org 0.9 `urlset`) makes each "
-      "URL it lists with a `<lastmod>` newer than the URL's last fetch due at once (docs/revisits.md)"),
+      "URL it lists with a `<lastmod>` newer than the URL's last fetch due at once, unless the crawl's own "
+      "fetches refute it (docs/revisits.md)"),
     S("IPR_REVISIT_SITEMAP_SECS", 86400.0, "float", "with IPR_REVISIT_SITEMAP_LASTMOD: a sitemap is fetched again "
-      "after this long (one day), not when the revisit policy would", low=1.0, unit="s"),
+      "after this long (one day) when its read moved or held URLs, else at twice its latest interval (up to "
+      "IPR_REVISIT_MAX_SECS), not when the revisit policy would", low=1.0, unit="s"),
     S("IPR_REVISIT_RESOLUTION_SECS", 0.0, "float", "due times in buckets of this many seconds (the paper: 86400); "
       "0: exact", low=0.0, unit="s"),
     S("IPR_REVISIT_MIN_SECS", 3600.0, "float", "no revisit sooner than this after an access", low=0.0, unit="s"),

@@ -145,6 +145,12 @@ class ConditionalGetMiddleware:
             return response
         kind = seen.kind
         self._inc(kind)
+        if seen.distrusted is not None:
+            self._inc("sitemap_distrusted")
+            logger.warning("ipr-crawl: sitemap <GET %s>: its <lastmod> was wrong for %d URL(s) and right for %d, "
+                           "by this crawl's own fetches: not followed (read again later and later; "
+                           "IPR_REVISIT_SITEMAP_LASTMOD=False stops reading lastmod)", request.url,
+                           seen.distrusted.refuted, seen.distrusted.confirmed)
         if seen.sitemap_due:
             self._inc("sitemap_due", seen.sitemap_due)
             logger.info("ipr-crawl: sitemap <GET %s>: %d URL(s) changed since their last fetch (lastmod), due now",

@@ -444,7 +444,8 @@ def test_a_sitemaps_lastmod_moves_changed_urls_holds_the_rest_within_limits(redi
 
     def put(url: str, last: float, due: float | None, changes: int = 0) -> bytes:
         id_ = node_id(url)
-        state = RevisitState(first=last - 100 * day, last=last, m=changes, accesses=10)
+        state = RevisitState(first=last - 100 * day, last=last, m=changes, accesses=10, unchanged_run=1,
+                             last_interval=5 * day)
         store.record(id_, url, state, due)
         return id_
 
@@ -453,11 +454,52 @@ def test_a_sitemaps_lastmod_moves_changed_urls_holds_the_rest_within_limits(redi
     same = put("http://a.test/same", now - 10 * day, now + day)
     stale = put("http://a.test/stale", now - 95 * day, now + day)
     stopped = put("http://a.test/stopped", now - 10 * day, None)
+    right = put("http://a.test/right", now - 10 * day, now + day)  # its latest fetch found the change it lists
+    store.record(right, "http://a.test/right", RevisitState(first=now - 100 * day, last=now - 10 * day, m=1,
+                                                             accesses=10, last_interval=5 * day), now + 30 * day)
     lastmods = [(slow, now - day), (fast, now - day), (same, now - 20 * day), (stale, now - 200 * day),
-                (stopped, now - day), (node_id("http://a.test/unknown"), now - day)]
-    moved, held = store.apply_lastmods(lastmods, now, hold=2 * day, limit=1, stale_after=90 * day)
-    assert (moved, held) == (1, 1)
+                (stopped, now - day), (node_id("http://a.test/unknown"), now - day), (right, now - 12 * day)]
+    result = store.apply_lastmods(lastmods, now, hold=2 * day, limit=1, stale_after=90 * day)
+    assert (result.moved, result.held, result.distrusted) == (1, 1, False)
     assert store.due_at(slow) == now and store.due_at(fast) == now + 50 * day  # the budget took one: the slower
     assert store.due_at(same) == now + 2 * day and store.due_at(stale) == now + day
     assert store.due_at(stopped) is None
-    assert store.apply_lastmods(lastmods, now, hold=2 * day)[0] == 1  # no limit: the other one too
+    assert store.apply_lastmods(lastmods, now, hold=2 * day).moved == 1  # no limit: the other one too
+
+
+def test_a_sitemap_the_crawls_fetches_refute_is_not_followed(redis_client, crawl_id):
+    """apply_lastmods checks each ``<lastmod>`` against the URL's latest access interval
+    (real Redis): a date in it is confirmed if that access found a change, refuted if
+    not (a build time); a date before it is refuted if that access found a change (a
+    date that never moves). Refuted 3 times or more and more often than confirmed:
+    nothing is moved or held."""
+    from ipr_crawl.ordering.urls import node_id
+    from ipr_crawl.revisit.policy import RevisitState
+    from ipr_crawl.store.revisit import RevisitStore
+
+    store = RevisitStore(redis_client, crawl_id)
+    now, day = 1_000 * DAY, DAY
+
+    def put(url: str, found_change: bool) -> bytes:
+        id_ = node_id(url)
+        state = RevisitState(first=now - 100 * day, last=now - 10 * day, last_interval=10 * day, m=1, accesses=5,
+                             unchanged_run=0 if found_change else 1)
+        store.record(id_, url, state, now + day)
+        return id_
+
+    changed = [put(f"http://a.test/c{k}", True) for k in range(4)]
+    still = [put(f"http://a.test/s{k}", False) for k in range(4)]
+    frozen = [(id_, now - 300 * day) for id_ in changed + still]  # the first version's date
+    result = store.apply_lastmods(frozen, now, hold=2 * day)
+    assert (result.confirmed, result.refuted, result.distrusted, result.moved, result.held) == (0, 4, True, 0, 0)
+    build = [(id_, now - 12 * day) for id_ in still]  # a rebuild stamps them all
+    result = store.apply_lastmods(build, now, hold=2 * day)
+    assert (result.confirmed, result.refuted, result.distrusted) == (0, 4, True)
+    assert all(store.due_at(id_) == now + day for id_ in changed + still)  # nothing was moved or held
+    truthful = [(id_, now - 15 * day) for id_ in changed] + [(id_, now - 25 * day) for id_ in still]
+    mixed = truthful[:4] + [(still[0], now - 12 * day)] + truthful[5:]  # one wrong of eight: still followed
+    result = store.apply_lastmods(mixed, now, hold=2 * day)
+    assert (result.confirmed, result.refuted, result.distrusted) == (4, 1, False)
+    result = store.apply_lastmods(truthful, now, hold=2 * day)
+    assert (result.confirmed, result.refuted, result.distrusted) == (4, 0, False)
+    assert all(store.due_at(id_) == now + 2 * day for id_ in changed + still)  # held to the next reads

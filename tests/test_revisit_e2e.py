@@ -335,3 +335,42 @@ def test_a_sitemaps_lastmod_makes_changed_pages_due(emacswiki, tmp_path, change_
     assert got[False]["sitemap_due"] == 0 and got[True]["sitemap_due"] > 0
     assert got[True]["coverage"] > got[False]["coverage"] + 0.02
     assert got[True]["accesses"] <= got[False]["accesses"] * 1.05
+
+
+@pytest.mark.parametrize("lastmod", ["frozen", "build"])
+def test_a_sitemap_whose_lastmod_is_wrong_costs_nothing(emacswiki, tmp_path, change_server, redis_client, lastmod):
+    """The same year and pages as above, the sitemap read daily (the default), but its
+    ``<lastmod>`` wrong as sites publish it: ``frozen`` (each page's first version:
+    never moves) or ``build`` (today, every page, as a site rebuilt daily). The crawler
+    checks what the sitemap said against what its own fetches found, stops following a
+    sitemap that was wrong more often than right, and reads a sitemap of no use less and
+    less often: with the setting on, coverage stays that of the crawl without it."""
+    policy = "harmonic:8/y"
+    pages = pick(emacswiki, changed=30, still=10, start=YEAR_START, end=YEAR_END)
+    changes, listing = write_log(pages, tmp_path)
+    index = change_server(changes, listing, "--resolution", "1d", "--start", YEAR_START, "--sitemap-lastmod", lastmod)
+    base = index.rsplit("/_ipr/", 1)[0]
+    start, end = parse_time(YEAR_START), parse_time(YEAR_END)
+    got = {}
+    for on in (False, True):
+        crawl_id = f"sitemap-{lastmod}-{int(on)}-{time.monotonic_ns()}"
+        stats, log = crawl(
+            f"{index},{base}/_ipr/sitemap.xml", redis_client, crawl_id, tmp_path / f"crawl{int(on)}.log",
+            IPR_REVISIT_POLICY=policy, IPR_REVISIT_CLOCK=f"virtual:{YEAR_START}", IPR_REVISIT_UNTIL=LAST_DAY,
+            IPR_REVISIT_BUDGET_REFRESH_SECS=86400, IPR_REVISIT_SITEMAP_LASTMOD=on,
+        )
+        got[on] = {**crawl_figures(redis_client, crawl_id, base, pages, start, end),
+                   "sitemap_due": stats.get("revisit/sitemap_due", 0),
+                   "distrusted": stats.get("revisit/sitemap_distrusted", 0),
+                   "index_sitemap": [getattr(RevisitStore(redis_client, crawl_id).load(node_id(u)), "accesses", 0)
+                                     for u in (index, f"{base}/_ipr/sitemap.xml")]}
+    print(f"{policy}, 40 pages, one year, sitemap lastmod {lastmod}: without the setting {got[False]}; "
+          f"with it {got[True]}")
+    assert got[True]["coverage"] >= got[False]["coverage"] - 0.03, got
+    # measured 2026-11-23: frozen 361 page accesses against 320 (coverage .755 against .744),
+    # build 325 against 314; before the check both lost 0.07 of coverage
+    assert got[True]["accesses"] <= got[False]["accesses"] * 1.15, got
+    if lastmod == "build":  # a sitemap that changes daily is parsed, checked and refuted
+        assert got[True]["distrusted"] > 0
+    else:  # a sitemap that never changes is not parsed again: read less and less often
+        assert got[True]["index_sitemap"][1] <= 12, got

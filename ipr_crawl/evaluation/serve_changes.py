@@ -26,7 +26,9 @@ version and Last-Modified is the start of the change's bucket.
 
 Other resources: ``/_ipr/index`` links every page alive at the clock;
 ``/_ipr/sitemap.xml`` lists them as a sitemap (sitemaps.org 0.9), each with its
-``<lastmod>`` (its Last-Modified instant);
+``<lastmod>``: its Last-Modified instant, or with ``--sitemap-lastmod`` a wrong one as
+sites publish them: ``frozen`` (the page's first version, never moves) or ``build``
+(the start of the current day, as a site rebuilt daily stamps every page);
 ``/_ipr/pages.tsv`` lists ``url<TAB>path``; ``/_ipr/log.tsv`` lists every page
 request served: ``sim time, path, status, If-None-Match values received,
 If-Modified-Since values received``. Once listening it prints
@@ -50,7 +52,7 @@ from urllib.parse import parse_qs, urlsplit
 from twisted.web import http, resource, server
 
 from ipr_crawl.evaluation.revisit_sim import Page, load_log, parse_time
-from ipr_crawl.revisit.policy import bucket, parse_duration
+from ipr_crawl.revisit.policy import DAY, bucket, parse_duration
 
 __all__ = ["ChangeSite", "add_serve_changes_parser", "main"]
 
@@ -65,6 +67,10 @@ def _path(url: str, multi_host: bool) -> str:
     return f"/{parts.netloc}{path}" if multi_host else path
 
 
+#: What ``/_ipr/sitemap.xml`` gives as a page's ``<lastmod>`` (see the module doc).
+SITEMAP_LASTMODS = ("changes", "frozen", "build")
+
+
 class ChangeSite(resource.Resource):
     """The pages of a change log at a simulated clock (see the module doc)."""
 
@@ -77,8 +83,12 @@ class ChangeSite(resource.Resource):
         speed: float = 0.0,
         resolution: float = 0.0,
         noise: bool = False,
+        sitemap_lastmod: str = "changes",
     ) -> None:
         super().__init__()
+        if sitemap_lastmod not in SITEMAP_LASTMODS:
+            raise ValueError(f"sitemap_lastmod {sitemap_lastmod!r}: one of {', '.join(SITEMAP_LASTMODS)}")
+        self.sitemap_lastmod = sitemap_lastmod
         self.pages = list(pages)
         hosts = {urlsplit(p.url).netloc for p in self.pages}
         self.multi_host = len(hosts) > 1
@@ -125,6 +135,14 @@ class ChangeSite(resource.Resource):
             return k, changes[k - 1]
         first = bucket(page.first_seen, self.resolution) if self.resolution > 0 else page.first_seen
         return 0, first
+
+    def lastmod(self, page: Page, t: float) -> float:
+        """The sitemap's ``<lastmod>`` (s) of ``page`` at ``t``, by ``sitemap_lastmod``."""
+        if self.sitemap_lastmod == "frozen":
+            return bucket(page.first_seen, self.resolution) if self.resolution > 0 else page.first_seen
+        if self.sitemap_lastmod == "build":
+            return bucket(t, DAY)
+        return self.version(page, t)[1]
 
     def body(self, page: Page, version: int) -> bytes:
         rng = random.Random(hashlib.sha1(f"{page.url}\n{version}".encode()).digest())
@@ -179,7 +197,7 @@ class ChangeSite(resource.Resource):
             host = (request.getHeader(b"host") or b"localhost").decode("latin-1")
             entries = "".join(
                 f"<url><loc>http://{html.escape(host)}{html.escape(path)}</loc><lastmod>"
-                f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(self.version(p, t)[1]))}</lastmod></url>"
+                f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(self.lastmod(p, t)))}</lastmod></url>"
                 for path, p in self.by_path.items() if self.alive(p, t)
             )
             return ('<?xml version="1.0" encoding="UTF-8"?>\n'
@@ -249,6 +267,9 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--speed", type=float, default=0.0, help="simulated seconds per real second (0: stopped)")
     p.add_argument("--resolution", default="0", help="time buckets, e.g. 1d (default: exact instants)")
     p.add_argument("--noise", action="store_true", help="a per-request counter in every body")
+    p.add_argument("--sitemap-lastmod", choices=SITEMAP_LASTMODS, default="changes",
+                   help="the sitemap's <lastmod>: each page's Last-Modified (changes), its first version (frozen) "
+                        "or today (build)")
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -259,7 +280,7 @@ def _run(args: argparse.Namespace) -> int:
         print("no pages in the log", file=sys.stderr)
         return 2
     start = parse_time(args.start) if args.start else min(p.first_seen for p in pages)
-    site = ChangeSite(pages, start, args.speed, parse_duration(args.resolution), args.noise)
+    site = ChangeSite(pages, start, args.speed, parse_duration(args.resolution), args.noise, args.sitemap_lastmod)
     the_reactor: Any = reactor
     port = the_reactor.listenTCP(args.port, server.Site(site), interface=args.host)
     print(f"serving changes: {len(pages)} pages at http://{args.host}:{port.getHost().port}/_ipr/index", flush=True)

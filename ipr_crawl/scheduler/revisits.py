@@ -49,6 +49,7 @@ from ipr_crawl.revisit.policy import (
     parse_http_date,
 )
 from ipr_crawl.scheduler.codec import encode_request
+from ipr_crawl.store.revisit import LastmodResult
 
 if TYPE_CHECKING:
     from ipr_crawl.scheduler.refresher import Refresher
@@ -148,6 +149,8 @@ class Observation:
     drop: bool = False
     #: a sitemap: the URLs its ``<lastmod>`` made due at once
     sitemap_due: int = 0
+    #: a sitemap not followed because the crawl's fetches refuted it (its figures)
+    distrusted: LastmodResult | None = None
 
 
 class RevisitObserver:
@@ -265,8 +268,22 @@ class RevisitObserver:
                             **validators)
         due = next_due(t, tau, cfg.resolution, cfg.min_interval, cfg.max_interval)
         sitemap = sitemap_body(response) if cfg.sitemap_lastmod and status != 304 else None
+        # parsed only when it changed: an unchanged sitemap says nothing new
+        lastmods = sitemap_lastmods(response, sitemap) if sitemap is not None and kind in ("new", "changed") else None
+        result = None
+        if lastmods:
+            # under a budget, no more than it has left: the spend stays the budget's; the
+            # URLs the sitemap shows unchanged wait for its next reads
+            result = store.apply_lastmods(
+                [(node_id(u), bucket(w, cfg.resolution)) for u, w in lastmods], clock.now(),
+                hold=2 * cfg.sitemap_secs, limit=self.refresher.budget_headroom(), stale_after=cfg.max_interval,
+            )
+            logger.debug("ipr-crawl: sitemap <GET %s>: %d URLs with a lastmod, %d made due now, %d held; "
+                         "lastmod confirmed by our fetches %d, refuted %d", url, len(lastmods), result.moved,
+                         result.held, result.confirmed, result.refuted)
         if sitemap is not None:  # a sitemap is read on its own period, not the policy's
-            due = next_due(t, cfg.sitemap_secs, cfg.resolution)
+            useful = result is not None and not result.distrusted and result.moved + result.held > 0
+            due = next_due(t, self.sitemap_period(state, useful), cfg.resolution)
             tau = due - t
         drop = kind == "not_modified" or (kind == "unchanged" and cfg.skip_unchanged)
         payload = self.payload(request) if kind in ("new", "changed") else b""
@@ -276,16 +293,18 @@ class RevisitObserver:
         }
         store.record(id_, canonical_url(url), state, due, payload, lease_of(request) if drop else b"", event,
                      rate_bins=(old_bin, self.rate_bin(state, weight, url)))
-        moved = 0
-        # parsed only when it changed: an unchanged sitemap says nothing new
-        lastmods = sitemap_lastmods(response, sitemap) if sitemap is not None and kind in ("new", "changed") else None
-        if lastmods:
-            # under a budget, no more than it has left: the spend stays the budget's; the
-            # URLs the sitemap shows unchanged wait for its next reads
-            moved, held = store.apply_lastmods(
-                [(node_id(u), bucket(w, cfg.resolution)) for u, w in lastmods], clock.now(),
-                hold=2 * cfg.sitemap_secs, limit=self.refresher.budget_headroom(), stale_after=cfg.max_interval,
-            )
-            logger.debug("ipr-crawl: sitemap <GET %s>: %d URLs with a lastmod, %d made due now, %d held",
-                         url, len(lastmods), moved, held)
-        return Observation(kind, tau, drop, moved)
+        if result is not None:
+            return Observation(kind, tau, drop, result.moved, result if result.distrusted else None)
+        return Observation(kind, tau, drop)
+
+    def sitemap_period(self, state: RevisitState, useful: bool) -> float:
+        """The interval (s) to a sitemap's next read: ``IPR_REVISIT_SITEMAP_SECS`` after a
+        read that moved or held URLs (``useful``); otherwise twice the latest interval
+        (a sitemap unchanged, distrusted or of no use is read less and less often:
+        its reads are accesses of the budget), at most ``IPR_REVISIT_MAX_SECS`` (64
+        periods when that is 0)."""
+        cfg = self.cfg
+        if useful:
+            return cfg.sitemap_secs
+        cap = cfg.max_interval if cfg.max_interval > 0 else 64 * cfg.sitemap_secs
+        return min(max(cfg.sitemap_secs, 2 * state.last_interval), cap)

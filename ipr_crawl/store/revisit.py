@@ -30,7 +30,49 @@ from ipr_crawl.ordering.urls import canonical_url
 from ipr_crawl.revisit.policy import DAY, RevisitState, estimated_rate
 from ipr_crawl.store.keys import crawl_keys
 
-__all__ = ["ChangeEvent", "RevisitStore", "format_history"]
+__all__ = ["DISTRUST_MIN", "ChangeEvent", "LastmodResult", "RevisitStore", "format_history", "lastmod_verdict"]
+
+
+#: A sitemap found wrong (:func:`lastmod_verdict`) at least this many times, and
+#: more often than right, in one read is not followed (:meth:`RevisitStore.apply_lastmods`).
+DISTRUST_MIN = 3
+
+
+@dataclass(frozen=True)
+class LastmodResult:
+    """:meth:`RevisitStore.apply_lastmods`' answer: URLs made due now, URLs held, the
+    sitemap's ``<lastmod>`` values the crawl's fetches confirmed and refuted, and
+    whether it was therefore not followed."""
+
+    moved: int
+    held: int
+    confirmed: int
+    refuted: int
+    distrusted: bool
+
+
+def lastmod_verdict(state: RevisitState, lastmod: float) -> int:
+    """What the crawl's own fetches say of a sitemap's ``<lastmod>`` (s) for a URL
+    fetched twice or more (``state``; 0 for one fetch): 1 if it puts a change in the
+    latest access interval ``(last − last_interval, last]`` and that access found one;
+    −1 if it puts one there and the access found none (a date that moves without the
+    page: a build time), or if it is before that interval while the access found a
+    change (a date that does not move with the page); 0 otherwise (a change after the
+    last fetch, or nothing to check).
+
+    >>> s = RevisitState(first=0.0, last=20.0, last_interval=10.0, accesses=3)
+    >>> lastmod_verdict(s, 15.0), lastmod_verdict(s, 5.0), lastmod_verdict(s, 25.0)
+    (1, -1, 0)
+    >>> s.unchanged_run = 1
+    >>> lastmod_verdict(s, 15.0), lastmod_verdict(s, 5.0)
+    (-1, 0)
+    """
+    if state.accesses < 2 or lastmod > state.last:
+        return 0
+    found_change = state.unchanged_run == 0
+    if lastmod > state.last - state.last_interval:
+        return 1 if found_change else -1
+    return -1 if found_change else 0
 
 
 def _script(name: str) -> str:
@@ -180,7 +222,7 @@ class RevisitStore:
         return len(late)
 
     def apply_lastmods(self, lastmods: Sequence[tuple[bytes, float]], now: float, hold: float,
-                       limit: float | None = None, stale_after: float = 0.0, chunk: int = 1000) -> tuple[int, int]:
+                       limit: float | None = None, stale_after: float = 0.0, chunk: int = 1000) -> LastmodResult:
         """What a sitemap says, applied to the due set: of the URLs of ``lastmods`` (node
         id, modification instant in s: a sitemap's ``<lastmod>``) that are scheduled,
         those modified after their stored last access are made due at ``now`` (s) if due
@@ -189,14 +231,20 @@ class RevisitStore:
         others are held to ``now + hold`` at the earliest (the next read of the
         sitemap will tell), unless fetched ``stale_after`` s or more ago (> 0: a sitemap
         whose ``<lastmod>`` never moves does not stop revisits for good). URLs not yet
-        fetched, not scheduled, or in flight are left alone. Returns (made due, held)."""
+        fetched, not scheduled, or in flight are left alone.
+
+        First the sitemap is checked against the crawl's own fetches
+        (:func:`lastmod_verdict` per URL fetched twice or more): when it was wrong
+        (``refuted``) at least :data:`DISTRUST_MIN` times and more often than right
+        (``confirmed``), nothing is applied and the result says ``distrusted``. URLs are
+        held only once it was right at least once: held URLs are not fetched, so a
+        sitemap not yet checked must not stop the fetches that would check it."""
         key, due_key = self.keys["revisit"], self.keys["due"]
-        changed: list[tuple[float, bytes]] = []
-        held: list[bytes] = []
+        known: list[tuple[bytes, RevisitState, bool]] = []
+        confirmed = refuted = 0
         for i in range(0, len(lastmods), chunk):
             part = lastmods[i:i + chunk]
             raws: Any = self.client.hmget(key, [id_ for id_, _ in part])
-            known = []
             for (id_, when), raw in zip(part, raws):
                 if raw is None:
                     continue
@@ -204,18 +252,26 @@ class RevisitStore:
                     state = self.unpack(raw)[1]
                 except ValueError:
                     continue
+                verdict = lastmod_verdict(state, when)
+                confirmed += verdict == 1
+                refuted += verdict == -1
                 known.append((id_, state, when > state.last))
-            if not known:
-                continue
+        if refuted >= DISTRUST_MIN and refuted > confirmed:
+            return LastmodResult(0, 0, confirmed, refuted, True)
+        changed: list[tuple[float, bytes]] = []
+        held: list[bytes] = []
+        for i in range(0, len(known), chunk):
+            part2 = known[i:i + chunk]
             pipe = self.client.pipeline(transaction=False)
-            for id_, _, _ in known:
+            for id_, _, _ in part2:
                 pipe.zscore(due_key, id_)
-            for (id_, state, modified), due in zip(known, pipe.execute()):
+            for (id_, state, modified), due in zip(part2, pipe.execute()):
                 if due is None:
                     continue
                 if modified and due > now:
                     changed.append((estimated_rate(state), id_))
-                elif not modified and due < now + hold and not (stale_after > 0 and now - state.last >= stale_after):
+                elif (not modified and confirmed > 0 and due < now + hold
+                      and not (stale_after > 0 and now - state.last >= stale_after)):
                     held.append(id_)
         changed.sort()
         if limit is not None:
@@ -226,7 +282,7 @@ class RevisitStore:
                 added: Any = self.client.zadd(due_key, {id_: at for id_ in ids[i:i + chunk]}, xx=True, ch=True)
                 if at == now:
                     moved += int(added)
-        return moved, len(held)
+        return LastmodResult(moved, len(held), confirmed, refuted, False)
 
     def unschedule(self, ids: list[bytes]) -> int:
         """Stop revisiting these nodes (e.g. URLs that redirect); returns how many were scheduled."""
