@@ -367,9 +367,13 @@ def test_a_sitemap_whose_lastmod_is_wrong_costs_nothing(emacswiki, tmp_path, cha
     print(f"{policy}, 40 pages, one year, sitemap lastmod {lastmod}: without the setting {got[False]}; "
           f"with it {got[True]}")
     assert got[True]["coverage"] >= got[False]["coverage"] - 0.03, got
-    # measured 2026-11-23: frozen 361 page accesses against 320 (coverage .755 against .744),
-    # build 325 against 314; before the check both lost 0.07 of coverage
-    assert got[True]["accesses"] <= got[False]["accesses"] * 1.15, got
+    # every fetch of the year (first fetches, revisits, index and sitemap reads) within
+    # the budget: 8 revisits per URL-year. Measured 2026-11-23: frozen 378 of 378 with the
+    # setting (coverage .755), 332 without (.744: the budget's first solve came with the
+    # first revisit due, 48 days in); before the check both lost 0.07 of coverage
+    urls = len(pages) + 2
+    budget = urls * (1 + 8 * (end - start) / (365 * DAY))
+    assert got[True]["accesses"] + sum(got[True]["index_sitemap"]) <= budget * 1.05, (got, budget)
     if lastmod == "build":  # a sitemap that changes daily is parsed, checked and refuted
         assert got[True]["distrusted"] > 0
     else:  # a sitemap that never changes is not parsed again: read less and less often
