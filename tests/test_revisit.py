@@ -500,6 +500,8 @@ def test_a_sitemap_the_crawls_fetches_refute_is_not_followed(redis_client, crawl
     mixed = truthful[:4] + [(still[0], now - 12 * day)] + truthful[5:]  # one wrong of eight: still followed
     result = store.apply_lastmods(mixed, now, hold=2 * day)
     assert (result.confirmed, result.refuted, result.distrusted) == (4, 1, False)
+    assert store.due_at(still[0]) == now + day  # its own lastmod was refuted: not held
+    assert store.due_at(still[1]) == now + 2 * day
     result = store.apply_lastmods(truthful, now, hold=2 * day)
     assert (result.confirmed, result.refuted, result.distrusted) == (4, 0, False)
     assert all(store.due_at(id_) == now + 2 * day for id_ in changed + still)  # held to the next reads

@@ -27,8 +27,9 @@ version and Last-Modified is the start of the change's bucket.
 Other resources: ``/_ipr/index`` links every page alive at the clock;
 ``/_ipr/sitemap.xml`` lists them as a sitemap (sitemaps.org 0.9), each with its
 ``<lastmod>``: its Last-Modified instant, or with ``--sitemap-lastmod`` a wrong one as
-sites publish them: ``frozen`` (the page's first version, never moves) or ``build``
-(the start of the current day, as a site rebuilt daily stamps every page);
+sites publish them: ``frozen`` (the page's first version, never moves), ``build``
+(the start of the current day, as a site rebuilt daily stamps every page) or
+``partial`` (frozen for half the pages, chosen by a hash of the URL, true for the rest);
 ``/_ipr/pages.tsv`` lists ``url<TAB>path``; ``/_ipr/log.tsv`` lists every page
 request served: ``sim time, path, status, If-None-Match values received,
 If-Modified-Since values received``. Once listening it prints
@@ -68,7 +69,7 @@ def _path(url: str, multi_host: bool) -> str:
 
 
 #: What ``/_ipr/sitemap.xml`` gives as a page's ``<lastmod>`` (see the module doc).
-SITEMAP_LASTMODS = ("changes", "frozen", "build")
+SITEMAP_LASTMODS = ("changes", "frozen", "build", "partial")
 
 
 class ChangeSite(resource.Resource):
@@ -138,7 +139,9 @@ class ChangeSite(resource.Resource):
 
     def lastmod(self, page: Page, t: float) -> float:
         """The sitemap's ``<lastmod>`` (s) of ``page`` at ``t``, by ``sitemap_lastmod``."""
-        if self.sitemap_lastmod == "frozen":
+        frozen = self.sitemap_lastmod == "frozen" or (
+            self.sitemap_lastmod == "partial" and hashlib.sha1(page.url.encode()).digest()[0] % 2 == 1)
+        if frozen:
             return bucket(page.first_seen, self.resolution) if self.resolution > 0 else page.first_seen
         if self.sitemap_lastmod == "build":
             return bucket(t, DAY)
@@ -268,8 +271,8 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resolution", default="0", help="time buckets, e.g. 1d (default: exact instants)")
     p.add_argument("--noise", action="store_true", help="a per-request counter in every body")
     p.add_argument("--sitemap-lastmod", choices=SITEMAP_LASTMODS, default="changes",
-                   help="the sitemap's <lastmod>: each page's Last-Modified (changes), its first version (frozen) "
-                        "or today (build)")
+                   help="the sitemap's <lastmod>: each page's Last-Modified (changes), its first version (frozen), "
+                        "today (build), or frozen for half the pages (partial)")
 
 
 def _run(args: argparse.Namespace) -> int:

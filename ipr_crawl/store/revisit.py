@@ -238,7 +238,9 @@ class RevisitStore:
         (``refuted``) at least :data:`DISTRUST_MIN` times and more often than right
         (``confirmed``), nothing is applied and the result says ``distrusted``. URLs are
         held only once it was right at least once: held URLs are not fetched, so a
-        sitemap not yet checked must not stop the fetches that would check it."""
+        sitemap not yet checked must not stop the fetches that would check it. A URL
+        whose own ``<lastmod>`` is refuted is neither moved nor held (a sitemap
+        partly wrong is followed where it is right)."""
         key, due_key = self.keys["revisit"], self.keys["due"]
         known: list[tuple[bytes, RevisitState, bool]] = []
         confirmed = refuted = 0
@@ -255,7 +257,8 @@ class RevisitStore:
                 verdict = lastmod_verdict(state, when)
                 confirmed += verdict == 1
                 refuted += verdict == -1
-                known.append((id_, state, when > state.last))
+                if verdict != -1:  # a URL whose own lastmod was refuted keeps the policy's schedule
+                    known.append((id_, state, when > state.last))
         if refuted >= DISTRUST_MIN and refuted > confirmed:
             return LastmodResult(0, 0, confirmed, refuted, True)
         changed: list[tuple[float, bytes]] = []
