@@ -357,7 +357,7 @@ def test_pagerank_weight_keeps_important_pages_fresher(harness):
 
 def test_sitemap_lastmods_read_urlsets_only_and_skip_bad_dates():
     """What IPR_REVISIT_SITEMAP_LASTMOD reads: a sitemaps.org urlset's <loc>/<lastmod>
-    pairs (W3C Datetime, UTC without a zone); a malformed lastmod, an entry without one,
+    pairs (W3C Datetime, UTC without a zone; a date alone spans its day); a malformed lastmod, an entry without one,
     a sitemap index, an HTML page and broken XML give nothing, and raise nothing."""
     from scrapy.http import HtmlResponse, XmlResponse
 
@@ -369,8 +369,8 @@ def test_sitemap_lastmods_read_urlsets_only_and_skip_bad_dates():
             b"<url><loc>http://a.test/bad</loc><lastmod>last tuesday</lastmod></url>"
             b"<url><loc>http://a.test/none</loc></url></urlset>")
     got = sitemap_lastmods(XmlResponse("http://a.test/sitemap.xml", body=body))
-    assert got == [("http://a.test/x", parse_w3c_datetime("2024-03-01T00:00:00Z")),
-                   ("http://a.test/rel", parse_w3c_datetime("2024-03-01T09:00:00Z"))]
+    assert got == [("http://a.test/x", parse_w3c_datetime("2024-03-01T00:00:00Z"), 86400.0),  # a day
+                   ("http://a.test/rel", parse_w3c_datetime("2024-03-01T09:00:00Z"), 0.0)]
     index = (b'<?xml version="1.0"?><sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
              b"<sitemap><loc>http://a.test/s1.xml</loc><lastmod>2024-03-01</lastmod></sitemap></sitemapindex>")
     assert sitemap_lastmods(XmlResponse("http://a.test/i.xml", body=index)) is None

@@ -40,6 +40,7 @@ from ipr_crawl.ordering.urls import canonical_url, node_id, site_hash
 from ipr_crawl.revisit.budget import RateHistogram
 from ipr_crawl.revisit.fingerprint import digest, same_version
 from ipr_crawl.revisit.policy import (
+    DAY,
     HarmonicPolicy,
     RevisitState,
     access,
@@ -107,12 +108,13 @@ def sitemap_body(response: Response) -> bytes | None:
     return body if b"<urlset" in body[:4096] else None
 
 
-def sitemap_lastmods(response: Response, body: bytes | None = None) -> list[tuple[str, float]] | None:
-    """``(loc, lastmod)`` of every ``<url>`` of a sitemap response (sitemaps.org
+def sitemap_lastmods(response: Response, body: bytes | None = None) -> list[tuple[str, float, float]] | None:
+    """``(loc, lastmod, span)`` of every ``<url>`` of a sitemap response (sitemaps.org
     protocol 0.9 ``urlset``, parsed by Scrapy's :class:`~scrapy.utils.sitemap.Sitemap`)
     that has both (a malformed ``<lastmod>`` is skipped); None for anything else (an
-    HTML page, a sitemap index, bad XML). ``body``: :func:`sitemap_body`'s, if the
-    caller has it."""
+    HTML page, a sitemap index, bad XML). ``lastmod`` in s since the epoch; ``span``
+    86,400 s for a date without a time (the day it names), else 0. ``body``:
+    :func:`sitemap_body`'s, if the caller has it."""
     if body is None:
         body = sitemap_body(response)
         if body is None:
@@ -128,9 +130,10 @@ def sitemap_lastmods(response: Response, body: bytes | None = None) -> list[tupl
         loc, lastmod = entry.get("loc"), entry.get("lastmod")
         if not loc or not lastmod:
             continue
-        when = parse_w3c_datetime(str(lastmod))
+        text = str(lastmod).strip()
+        when = parse_w3c_datetime(text)
         if when is not None:
-            out.append((response.urljoin(str(loc)), when))
+            out.append((response.urljoin(str(loc)), when, 0.0 if "T" in text else DAY))
     return out
 
 
@@ -275,7 +278,7 @@ class RevisitObserver:
             # under a budget, no more than it has left: the spend stays the budget's; the
             # URLs the sitemap shows unchanged wait for its next reads
             result = store.apply_lastmods(
-                [(node_id(u), bucket(w, cfg.resolution)) for u, w in lastmods], clock.now(),
+                [(node_id(u), bucket(w, cfg.resolution), span) for u, w, span in lastmods], clock.now(),
                 hold=2 * cfg.sitemap_secs, limit=self.refresher.budget_headroom(), stale_after=cfg.max_interval,
             )
             logger.debug("ipr-crawl: sitemap <GET %s>: %d URLs with a lastmod, %d made due now, %d held; "

@@ -51,28 +51,34 @@ class LastmodResult:
     distrusted: bool
 
 
-def lastmod_verdict(state: RevisitState, lastmod: float) -> int:
+def lastmod_verdict(state: RevisitState, lastmod: float, span: float = 0.0) -> int:
     """What the crawl's own fetches say of a sitemap's ``<lastmod>`` (s) for a URL
-    fetched twice or more (``state``; 0 for one fetch): 1 if it puts a change in the
-    latest access interval ``(last − last_interval, last]`` and that access found one;
-    −1 if it puts one there and the access found none (a date that moves without the
-    page: a build time), or if it is before that interval while the access found a
-    change (a date that does not move with the page); 0 otherwise (a change after the
-    last fetch, or nothing to check).
+    fetched twice or more (``state``; 0 for one fetch). The date claims the latest
+    change in ``[lastmod, lastmod + span]`` (``span`` 86,400 for a date without a time:
+    the change is somewhere in that day). Returns 1 if the claim meets the latest
+    access interval ``(last − last_interval, last]`` and that access found a change;
+    −1 if the claim lies inside it and the access found none (a date that moves without
+    the page: a build time), or if it lies before it while the access found a change (a
+    date that does not move with the page); 0 otherwise (a change after the last fetch,
+    or nothing to check).
 
     >>> s = RevisitState(first=0.0, last=20.0, last_interval=10.0, accesses=3)
-    >>> lastmod_verdict(s, 15.0), lastmod_verdict(s, 5.0), lastmod_verdict(s, 25.0)
-    (1, -1, 0)
+    >>> lastmod_verdict(s, 15.0), lastmod_verdict(s, 5.0), lastmod_verdict(s, 25.0), lastmod_verdict(s, 5.0, 8.0)
+    (1, -1, 0, 1)
     >>> s.unchanged_run = 1
-    >>> lastmod_verdict(s, 15.0), lastmod_verdict(s, 5.0)
-    (-1, 0)
+    >>> lastmod_verdict(s, 15.0), lastmod_verdict(s, 5.0), lastmod_verdict(s, 15.0, 8.0)
+    (-1, 0, 0)
     """
     if state.accesses < 2 or lastmod > state.last:
         return 0
     found_change = state.unchanged_run == 0
-    if lastmod > state.last - state.last_interval:
-        return 1 if found_change else -1
-    return -1 if found_change else 0
+    prev = state.last - state.last_interval
+    end = lastmod + max(span, 0.0)
+    if end <= prev:
+        return -1 if found_change else 0
+    if found_change:
+        return 1
+    return -1 if lastmod > prev and end <= state.last else 0
 
 
 def _script(name: str) -> str:
@@ -221,10 +227,12 @@ class RevisitStore:
             c.zadd(self.keys["due"], dict.fromkeys(late, latest))
         return len(late)
 
-    def apply_lastmods(self, lastmods: Sequence[tuple[bytes, float]], now: float, hold: float,
+    def apply_lastmods(self, lastmods: Sequence[tuple[bytes, float] | tuple[bytes, float, float]], now: float,
+                       hold: float,
                        limit: float | None = None, stale_after: float = 0.0, chunk: int = 1000) -> LastmodResult:
         """What a sitemap says, applied to the due set: of the URLs of ``lastmods`` (node
-        id, modification instant in s: a sitemap's ``<lastmod>``) that are scheduled,
+        id, modification instant in s: a sitemap's ``<lastmod>``, optionally its span
+        in s as :func:`lastmod_verdict` takes it) that are scheduled,
         those modified after their stored last access are made due at ``now`` (s) if due
         later, at most ``limit`` of them (None: all), the lowest estimated change rates
         first (the versions a revisit policy is least likely to catch on its own); the
@@ -246,15 +254,16 @@ class RevisitStore:
         confirmed = refuted = 0
         for i in range(0, len(lastmods), chunk):
             part = lastmods[i:i + chunk]
-            raws: Any = self.client.hmget(key, [id_ for id_, _ in part])
-            for (id_, when), raw in zip(part, raws):
+            raws: Any = self.client.hmget(key, [item[0] for item in part])
+            for item, raw in zip(part, raws):
+                id_, when = item[0], item[1]
                 if raw is None:
                     continue
                 try:
                     state = self.unpack(raw)[1]
                 except ValueError:
                     continue
-                verdict = lastmod_verdict(state, when)
+                verdict = lastmod_verdict(state, when, item[2] if len(item) > 2 else 0.0)
                 confirmed += verdict == 1
                 refuted += verdict == -1
                 if verdict != -1:  # a URL whose own lastmod was refuted keeps the policy's schedule
