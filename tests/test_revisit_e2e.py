@@ -363,6 +363,7 @@ def test_a_sitemap_whose_lastmod_is_wrong_costs_nothing(emacswiki, tmp_path, cha
         got[on] = {**crawl_figures(redis_client, crawl_id, base, pages, start, end),
                    "sitemap_due": stats.get("revisit/sitemap_due", 0),
                    "distrusted": stats.get("revisit/sitemap_distrusted", 0),
+                   "most_refuted": max((int(n) for n in re.findall(r"refuted (\d+)", log)), default=0),
                    "index_sitemap": [getattr(RevisitStore(redis_client, crawl_id).load(node_id(u)), "accesses", 0)
                                      for u in (index, f"{base}/_ipr/sitemap.xml")]}
     print(f"{policy}, 40 pages, one year, sitemap lastmod {lastmod}: without the setting {got[False]}; "
@@ -375,7 +376,8 @@ def test_a_sitemap_whose_lastmod_is_wrong_costs_nothing(emacswiki, tmp_path, cha
     urls = len(pages) + 2
     budget = urls * (1 + 8 * (end - start) / (365 * DAY))
     assert got[True]["accesses"] + sum(got[True]["index_sitemap"]) <= budget * 1.05, (got, budget)
-    if lastmod == "build":  # a sitemap that changes daily is parsed, checked and refuted
-        assert got[True]["distrusted"] > 0
-    elif lastmod == "frozen":  # a sitemap that never changes is not parsed again: read less and less often
+    if lastmod != "frozen":  # a sitemap that changes is parsed and checked: refuted (and, as the
+        # crawl's timing falls, 0 to 3 of its reads not followed at all)
+        assert got[True]["most_refuted"] >= 1, got
+    else:  # a sitemap that never changes is not parsed again: read less and less often
         assert got[True]["index_sitemap"][1] <= 12, got
