@@ -305,6 +305,24 @@ def test_a_simulated_year_under_a_budget_and_a_host_cap(emacswiki, tmp_path, cha
     assert RevisitStore(redis_client, crawl_id).host_multipliers()
 
 
+def _sitemap_site(emacswiki, tmp_path, change_server, *server_args: str):
+    """The sitemap tests' site: 40 EmacsWiki pages (30 that change) over one simulated
+    year; returns (pages, index URL, base URL, start, end)."""
+    pages = pick(emacswiki, changed=30, still=10, start=YEAR_START, end=YEAR_END)
+    changes, listing = write_log(pages, tmp_path)
+    index = change_server(changes, listing, "--resolution", "1d", "--start", YEAR_START, *server_args)
+    return pages, index, index.rsplit("/_ipr/", 1)[0], parse_time(YEAR_START), parse_time(YEAR_END)
+
+
+def _sitemap_crawl(index, base, redis_client, crawl_id, log, policy, on: bool, **settings):
+    """The year crawled from the index and the sitemap, IPR_REVISIT_SITEMAP_LASTMOD = ``on``."""
+    return crawl(
+        f"{index},{base}/_ipr/sitemap.xml", redis_client, crawl_id, log,
+        IPR_REVISIT_POLICY=policy, IPR_REVISIT_CLOCK=f"virtual:{YEAR_START}", IPR_REVISIT_UNTIL=LAST_DAY,
+        IPR_REVISIT_BUDGET_REFRESH_SECS=86400, IPR_REVISIT_SITEMAP_LASTMOD=on, **settings,
+    )
+
+
 def test_a_sitemaps_lastmod_makes_changed_pages_due(emacswiki, tmp_path, change_server, redis_client):
     """IPR_REVISIT_SITEMAP_LASTMOD: the same simulated year of 40 EmacsWiki pages under
     harmonic:8/y, crawled from the server's index and its sitemap (``/_ipr/sitemap.xml``,
@@ -313,20 +331,12 @@ def test_a_sitemaps_lastmod_makes_changed_pages_due(emacswiki, tmp_path, change_
     pages it shows changed due at once (within what the budget has left) and holds the
     others: more versions are caught for fewer accesses."""
     policy = "harmonic:8/y"
-    pages = pick(emacswiki, changed=30, still=10, start=YEAR_START, end=YEAR_END)
-    changes, listing = write_log(pages, tmp_path)
-    index = change_server(changes, listing, "--resolution", "1d", "--start", YEAR_START)
-    base = index.rsplit("/_ipr/", 1)[0]
-    start, end = parse_time(YEAR_START), parse_time(YEAR_END)
+    pages, index, base, start, end = _sitemap_site(emacswiki, tmp_path, change_server)
     got = {}
     for on in (False, True):
         crawl_id = f"sitemap-{int(on)}-{time.monotonic_ns()}"
-        stats, log = crawl(
-            f"{index},{base}/_ipr/sitemap.xml", redis_client, crawl_id, tmp_path / f"crawl{int(on)}.log",
-            IPR_REVISIT_POLICY=policy, IPR_REVISIT_CLOCK=f"virtual:{YEAR_START}", IPR_REVISIT_UNTIL=LAST_DAY,
-            IPR_REVISIT_MAX_SECS=0, IPR_REVISIT_BUDGET_REFRESH_SECS=86400, IPR_REVISIT_SITEMAP_LASTMOD=on,
-            IPR_REVISIT_SITEMAP_SECS=7 * DAY,
-        )
+        stats, log = _sitemap_crawl(index, base, redis_client, crawl_id, tmp_path / f"crawl{int(on)}.log", policy, on,
+                                    IPR_REVISIT_MAX_SECS=0, IPR_REVISIT_SITEMAP_SECS=7 * DAY)
         got[on] = {**crawl_figures(redis_client, crawl_id, base, pages, start, end),
                    "sitemap_due": stats.get("revisit/sitemap_due", 0)}
         if on:
@@ -347,19 +357,11 @@ def test_a_sitemap_whose_lastmod_is_wrong_costs_nothing(emacswiki, tmp_path, cha
     sitemap that was wrong more often than right, and reads a sitemap of no use less and
     less often: with the setting on, coverage stays that of the crawl without it."""
     policy = "harmonic:8/y"
-    pages = pick(emacswiki, changed=30, still=10, start=YEAR_START, end=YEAR_END)
-    changes, listing = write_log(pages, tmp_path)
-    index = change_server(changes, listing, "--resolution", "1d", "--start", YEAR_START, "--sitemap-lastmod", lastmod)
-    base = index.rsplit("/_ipr/", 1)[0]
-    start, end = parse_time(YEAR_START), parse_time(YEAR_END)
+    pages, index, base, start, end = _sitemap_site(emacswiki, tmp_path, change_server, "--sitemap-lastmod", lastmod)
     got = {}
     for on in (False, True):
         crawl_id = f"sitemap-{lastmod}-{int(on)}-{time.monotonic_ns()}"
-        stats, log = crawl(
-            f"{index},{base}/_ipr/sitemap.xml", redis_client, crawl_id, tmp_path / f"crawl{int(on)}.log",
-            IPR_REVISIT_POLICY=policy, IPR_REVISIT_CLOCK=f"virtual:{YEAR_START}", IPR_REVISIT_UNTIL=LAST_DAY,
-            IPR_REVISIT_BUDGET_REFRESH_SECS=86400, IPR_REVISIT_SITEMAP_LASTMOD=on,
-        )
+        stats, log = _sitemap_crawl(index, base, redis_client, crawl_id, tmp_path / f"crawl{int(on)}.log", policy, on)
         got[on] = {**crawl_figures(redis_client, crawl_id, base, pages, start, end),
                    "sitemap_due": stats.get("revisit/sitemap_due", 0),
                    "distrusted": stats.get("revisit/sitemap_distrusted", 0),
