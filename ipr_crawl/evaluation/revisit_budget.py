@@ -12,7 +12,9 @@ year (its *budget*) and compared there:
   bracket the budgets, then once more at the scale interpolated (log-log) for each
   budget; its row reports what that run spent;
 - two bounds: the harmonic rule fed each page's true mean change rate over its
-  window (the rate estimate is then perfect; Kolobov et al. 2019's setting), and an
+  window (the rate estimate is then perfect; Kolobov et al. 2019's setting; a page
+  without a change in its window gets :data:`NO_CHANGE_RATE`: no revisit to speak
+  of), and an
   oracle that knows the change times: it spends the budget on the changes that
   raise the mean coverage most (each access right after a change catches it; a
   page's share of coverage per caught version is ``1/versions``, so the oracle
@@ -54,6 +56,12 @@ from ipr_crawl.revisit.policy import (
 
 __all__ = ["equal_budget", "oracle", "pagerank_weights", "plot_budgets", "scaled", "split_spec"]
 
+
+
+#: The true-rates bound's rate (changes per window) of a page that has none: about
+#: 0, so that the bound spends nothing on it (until 2026-11-23 it was 0.5, which
+#: spent a share of the budget on pages that never change).
+NO_CHANGE_RATE = 1e-6
 
 
 def scaled(policy: Policy, s: float) -> Policy:
@@ -209,7 +217,7 @@ def equal_budget(
     rates = []
     for page, w0, w1 in windows:
         n = len([c for c in page.changes if w0 < c <= w1])
-        rates.append(max(n, 0.5) / max(w1 - w0, DAY))
+        rates.append(max(n, NO_CHANGE_RATE) / max(w1 - w0, DAY))
     bound: dict[str, Any] = {}
     for b in budgets:
         bound[f"{b.amount:g}"] = run(HarmonicPolicy(b, name=f"harmonic:{b}"), true_rates=rates)
