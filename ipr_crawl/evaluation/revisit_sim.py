@@ -295,7 +295,7 @@ def simulate_budget(
         starts.append([t] + cd)
         got.append([True] + [False] * len(cd))
         heap.append((t, 0, i, 0))
-        if sitemap > 0 and _listed(page.url, sitemap_share):
+        if sitemap > 0 and in_share(page.url, sitemap_share):
             listed += 1
             on_sitemap[i] = True
             for c in cd:  # the first read at or after the change's bucket
@@ -416,9 +416,10 @@ def simulate_budget(
     return results
 
 
-def _listed(url: str, share: float) -> bool:
-    """Whether a sitemap lists ``url`` with a truthful ``lastmod``, for a ``share`` of
-    the URLs (a stable hash of the URL, so every policy sees the same pages listed)."""
+def in_share(url: str, share: float) -> bool:
+    """Whether ``url`` is among a ``share`` of URLs chosen by a stable hash of the URL
+    (so every policy, and ``serve-changes``, picks the same ones): here, the pages a
+    sitemap lists with a truthful ``lastmod``."""
     if share >= 1:
         return True
     digest = hashlib.blake2b(url.encode(), digest_size=8).digest()

@@ -52,7 +52,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from twisted.web import http, resource, server
 
-from ipr_crawl.evaluation.revisit_sim import Page, load_log, parse_time
+from ipr_crawl.evaluation.revisit_sim import Page, in_share, load_log, parse_time
 from ipr_crawl.revisit.policy import DAY, bucket, parse_duration
 
 __all__ = ["ChangeSite", "add_serve_changes_parser", "main"]
@@ -123,10 +123,12 @@ class ChangeSite(resource.Resource):
         return bucket(t, self.resolution) if self.resolution > 0 else t
 
     # -- pages ----------------------------------------------------------------------------------
+    def _first(self, page: Page) -> float:
+        """The instant (or bucket) of ``page``'s first version."""
+        return bucket(page.first_seen, self.resolution) if self.resolution > 0 else page.first_seen
+
     def alive(self, page: Page, t: float) -> bool:
-        v = self._view(t)
-        first = bucket(page.first_seen, self.resolution) if self.resolution > 0 else page.first_seen
-        return first <= v <= page.last_seen
+        return self._first(page) <= self._view(t) <= page.last_seen
 
     def version(self, page: Page, t: float) -> tuple[int, float]:
         """``(version number, its Last-Modified instant)`` of ``page`` at ``t``."""
@@ -134,15 +136,12 @@ class ChangeSite(resource.Resource):
         k = bisect.bisect_right(changes, self._view(t))
         if k:
             return k, changes[k - 1]
-        first = bucket(page.first_seen, self.resolution) if self.resolution > 0 else page.first_seen
-        return 0, first
+        return 0, self._first(page)
 
     def lastmod(self, page: Page, t: float) -> float:
         """The sitemap's ``<lastmod>`` (s) of ``page`` at ``t``, by ``sitemap_lastmod``."""
-        frozen = self.sitemap_lastmod == "frozen" or (
-            self.sitemap_lastmod == "partial" and hashlib.sha1(page.url.encode()).digest()[0] % 2 == 1)
-        if frozen:
-            return bucket(page.first_seen, self.resolution) if self.resolution > 0 else page.first_seen
+        if self.sitemap_lastmod == "frozen" or (self.sitemap_lastmod == "partial" and not in_share(page.url, 0.5)):
+            return self._first(page)
         if self.sitemap_lastmod == "build":
             return bucket(t, DAY)
         return self.version(page, t)[1]
