@@ -47,7 +47,16 @@ from typing import IO, Any
 from urllib.parse import urlsplit
 
 from ipr_crawl.evaluation import import_eval
-from ipr_crawl.revisit.budget import YEAR, RateHistogram, access_rate, next_gain, solve_nu, solve_nu_hosts
+from ipr_crawl.revisit.budget import (
+    YEAR,
+    RateHistogram,
+    RatePool,
+    access_rate,
+    next_gain,
+    pool_group,
+    solve_nu,
+    solve_nu_hosts,
+)
 from ipr_crawl.revisit.policy import (
     DAY,
     HarmonicPolicy,
@@ -257,7 +266,9 @@ def simulate_budget(
     those made), lowest estimated change rate first. ``sitemap_share``: the share of pages listed
     with a truthful ``lastmod`` (chosen by a hash of the URL); the others are not
     listed. ``report`` then receives ``sitemap_reads`` (accesses spent on the sitemap).
-    Returns one :class:`PageResult` per window, in order. The rules of a visit are
+    ``policy.pool == "directory"``: each estimate's prior is scaled by the page's
+    directory (:class:`~ipr_crawl.revisit.budget.RatePool`, fed every access interval
+    as it is observed), as the crawl does. Returns one :class:`PageResult` per window, in order. The rules of a visit are
     :func:`simulate_page`'s."""
     import heapq
 
@@ -267,6 +278,8 @@ def simulate_budget(
     w = list(weights) if weights is not None else [1.0] * n
     lmv = "sim" if use_last_modified else ""
     hist = RateHistogram()
+    pool = RatePool() if policy.pool == "directory" and true_rates is None else None
+    groups = [pool_group(page.url) for page, _, _ in windows] if pool is not None else []
     hosts = [urlsplit(page.url).hostname or "" for page, _, _ in windows] if host_delay > 0 else [""] * n
     by_host: dict[str, RateHistogram] = defaultdict(RateHistogram)
     unplaced: list[float] = []
@@ -336,9 +349,9 @@ def simulate_budget(
             continue
         if kind == 1:  # the page is observed until its window ends, visited or not
             ended[i] = True
-            hist.discard(hist.key(rate_of(i), w[i]))
+            hist.discard(keys[i] or hist.key(rate_of(i), w[i]))
             if host_delay > 0:
-                by_host[hosts[i]].discard(hist.key(rate_of(i), w[i]))
+                by_host[hosts[i]].discard(keys[i] or hist.key(rate_of(i), w[i]))
             active -= 1
             continue
         if kind == 2:  # a sitemap read: every page it shows changed, as many as the budget has left
@@ -368,15 +381,20 @@ def simulate_budget(
                 mult.nu = solve_nu(hist.groups(), pol.budget.total_rate(active) * gain)
             next_solve = t + refresh
         spent += 1
+        scale = pool.scale(groups[i]) if pool is not None else None
         if states[i] is None:
-            states[i], tau = access(pol, None, t, False, weight=w[i], host=hosts[i], last_modified=lmv)
+            states[i], tau = access(pol, None, t, False, weight=w[i], host=hosts[i], prior_scale=scale,
+                                    last_modified=lmv)
             active += 1
         else:
             k = bisect.bisect_right(cds[i], t)
             changed = k > seen[i]
             lm = cds[i][k - 1] if (changed and use_last_modified) else None
+            before = states[i].last
             states[i], tau = access(pol, states[i], t, changed, modified_at=lm, weight=w[i], host=hosts[i],
-                                    last_modified=lmv)
+                                    prior_scale=scale, last_modified=lmv)
+            if pool is not None and t > before:
+                pool.observe(groups[i], changed, t - before)
             if changed:
                 got[i][k] = True
                 fetched[i] += 1

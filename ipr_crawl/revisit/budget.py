@@ -9,6 +9,12 @@ Pure logic (no Scrapy, no Redis). Times in seconds, rates per second.
   Cho & Garcia-Molina's improved estimator (ACM TOIT 3(3), 2003, §4.2)
   ``λ = −ln((n − X + 0.5) / (n + 0.5)) / I`` for ``n`` access intervals, ``X`` of them
   with a change, mean interval ``I``; never below the prior ``0.5 / (T + 90 d)``.
+- :class:`RatePool`: that prior scaled by what the URL's directory has shown (an
+  empirical-Bayes prior pooled over the URLs of one directory; Robbins 1956, here in
+  the form of a scaled floor): the directory's rate ``(X_g + 0.5) / (E_g + 90 d)``
+  (changes and exposure of its URLs' access intervals) over the crawl's ``ΣX / ΣE``,
+  within ``[1/100, 100]``. A URL not seen changing yet in a directory whose pages
+  change often is revisited sooner, and one in a directory that never changes later.
 - :func:`access_rate`: the optimal access rate of a page of weight ``w`` and change
   rate ``λ`` for the Lagrange multiplier ``ν`` of the budget,
   ``ρ = (−λ + √(λ² + 4wλ/ν)) / 2`` (Kolobov et al. 2019, §4: under Poisson accesses
@@ -31,6 +37,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 __all__ = [
     "PRIOR_CHANGES",
@@ -38,6 +45,8 @@ __all__ = [
     "YEAR",
     "Budget",
     "RateHistogram",
+    "RatePool",
+    "pool_group",
     "access_rate",
     "change_rate",
     "next_gain",
@@ -96,21 +105,23 @@ def parse_budget(text: str) -> Budget:
 
 
 def change_rate(
-    accesses: int, changed: int, observed: float, unchanged_time: float, last_modified: bool
+    accesses: int, changed: int, observed: float, unchanged_time: float, last_modified: bool,
+    prior_scale: float = 1.0,
 ) -> float:
     """A URL's change rate (per s) from ``accesses`` (first included), ``changed``
     intervals with a change, ``observed`` time (s, first to latest access) and
     ``unchanged_time`` (s; U of Tamura & Kitsuregawa 2008, §4.1.1); see the module doc.
+    ``prior_scale`` multiplies the prior's changes (:meth:`RatePool.scale`).
 
     >>> round(change_rate(11, 5, 100 * DAY, 50 * DAY, False) * DAY, 4)  # n=10, X=5, I=10 d
     0.0647
     >>> round(change_rate(11, 5, 100 * DAY, 50 * DAY, True) * DAY, 4)   # 5.5 / 140 d
     0.0393
     """
-    prior = PRIOR_CHANGES / (max(observed, 0.0) + PRIOR_TIME)
+    prior = prior_scale * PRIOR_CHANGES / (max(observed, 0.0) + PRIOR_TIME)
     n = accesses - 1
     if last_modified:
-        return (changed + PRIOR_CHANGES) / (max(unchanged_time, 0.0) + PRIOR_TIME)
+        return (changed + prior_scale * PRIOR_CHANGES) / (max(unchanged_time, 0.0) + PRIOR_TIME)
     if n <= 0 or observed <= 0:
         return prior
     mean = observed / n
@@ -262,6 +273,72 @@ class RateHistogram:
 
     def __len__(self) -> int:
         return sum(c for c in self.counts.values() if c > 0)
+
+
+def pool_group(url: str) -> str:
+    """The group of ``url`` in a :class:`RatePool`: its directory, the URL without query
+    and fragment up to the last ``/`` of its path.
+
+    >>> pool_group("https://tldr.sh/pages/linux/ls.md?x=1")
+    'https://tldr.sh/pages/linux/'
+    >>> pool_group("https://example.org")
+    'https://example.org/'
+    """
+    parts = urlsplit(url)
+    path = parts.path or "/"
+    return f"{parts.scheme}://{parts.netloc}{path[:path.rfind('/') + 1]}"
+
+
+class RatePool:
+    """Change counts and exposure per group of URLs (:func:`pool_group`: a directory),
+    for the prior of :func:`change_rate` (module doc). Each access interval of a URL
+    adds to its group: 1 change or 0, and the interval's length (s). Bounded state: two
+    numbers per directory. The crawl keeps the same sums in Redis
+    (:meth:`ipr_crawl.store.revisit.RevisitStore.rate_pool`).
+
+    >>> pool = RatePool()
+    >>> for _ in range(10):
+    ...     pool.observe("a/", True, 10 * DAY)   # a page of a/ changed in each of 10 intervals
+    ...     pool.observe("b/", False, 10 * DAY)  # b/ never changed
+    >>> round(pool.scale("a/"), 2), round(pool.scale("b/"), 3), pool.scale("new/")
+    (1.11, 0.053, 1.0)
+    """
+
+    #: the scale is kept within [1 / CLIP, CLIP]
+    CLIP = 100.0
+
+    def __init__(self) -> None:
+        #: group -> [intervals with a change, exposure (s)]
+        self.sums: dict[str, list[float]] = {}
+        self.changes = 0.0
+        self.exposure = 0.0
+
+    def observe(self, group: str, changed: bool, interval: float) -> None:
+        """Count one access interval of a URL of ``group``."""
+        if interval <= 0:
+            return
+        g = self.sums.setdefault(group, [0.0, 0.0])
+        x = 1.0 if changed else 0.0
+        g[0] += x
+        g[1] += interval
+        self.changes += x
+        self.exposure += interval
+
+    def scale(self, group: str) -> float:
+        """The factor on the prior of a URL of ``group``: the group's rate
+        ``(X_g + 0.5) / (E_g + 90 d)`` over the crawl's ``ΣX / ΣE``, within ``[1/CLIP,
+        CLIP]``; 1 for a group not seen or while no change was seen at all."""
+        g = self.sums.get(group)
+        if g is None or self.changes <= 0 or self.exposure <= 0:
+            return 1.0
+        ratio = ((g[0] + PRIOR_CHANGES) / (g[1] + PRIOR_TIME)) / (self.changes / self.exposure)
+        return min(self.CLIP, max(1.0 / self.CLIP, ratio))
+
+    def load(self, sums: dict[str, tuple[float, float]]) -> None:
+        """Replace the sums with ``sums`` (group -> (changes, exposure s)), e.g. read from Redis."""
+        self.sums = {g: [float(x), float(e)] for g, (x, e) in sums.items()}
+        self.changes = sum(v[0] for v in self.sums.values())
+        self.exposure = sum(v[1] for v in self.sums.values())
 
 
 def next_gain(allowed: float, spent: float, low: float = 0.5, high: float = 2.0) -> float:

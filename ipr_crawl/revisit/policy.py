@@ -108,7 +108,10 @@ class RevisitState:
     the policy chose (``tau_{i-1}``), ``accesses`` counts accesses (first
     included), ``unchanged_run`` the unchanged accesses in a row. ``etag`` and
     ``last_modified`` are the validators as received (RFC 9110 §8.8), ``digest``
-    the content hash of the latest version.
+    the content hash of the latest version. ``prior_scale`` is the factor on the rate
+    estimate's prior at the latest access (the URL's directory,
+    :class:`~ipr_crawl.revisit.budget.RatePool`; 1 without pooling): the rate the URL
+    was binned at can be computed again from the state alone.
     """
 
     first: float
@@ -123,6 +126,7 @@ class RevisitState:
     etag: str = ""
     last_modified: str = ""
     digest: str = ""
+    prior_scale: float = 1.0
 
     @property
     def T(self) -> float:
@@ -140,21 +144,25 @@ class RevisitState:
             self.first, self.last, self.U, self.m,
             None if math.isinf(self.tc_min) else self.tc_min,
             self.last_interval, self.interval, self.accesses, self.unchanged_run,
-            self.etag, self.last_modified, self.digest,
+            self.etag, self.last_modified, self.digest, self.prior_scale,
         ]
 
     @classmethod
     def from_list(cls, data: list[Any]) -> RevisitState:
-        """Rebuild from :meth:`to_list`; raises :class:`ValueError` on a malformed list."""
-        if not isinstance(data, (list, tuple)) or len(data) != 12:
-            raise ValueError("revisit state: expected a list of 12 fields")
-        (first, last, u, m, tc_min, last_interval, interval, accesses, run, etag, lm, digest) = data
+        """Rebuild from :meth:`to_list` (12 fields, as written before ``prior_scale``, or
+        13); raises :class:`ValueError` on a malformed list."""
+        if not isinstance(data, (list, tuple)) or len(data) not in (12, 13):
+            raise ValueError("revisit state: expected a list of 12 or 13 fields")
+        (first, last, u, m, tc_min, last_interval, interval, accesses, run, etag, lm, digest) = data[:12]
+        scale = float(data[12]) if len(data) == 13 else 1.0
+        if not math.isfinite(scale) or scale <= 0:
+            raise ValueError(f"revisit state: prior scale {data[12]!r} is not a positive number")
         return cls(
             first=float(first), last=float(last), U=float(u), m=int(m),
             tc_min=math.inf if tc_min is None else float(tc_min),
             last_interval=float(last_interval), interval=float(interval),
             accesses=int(accesses), unchanged_run=int(run),
-            etag=str(etag), last_modified=str(lm), digest=str(digest),
+            etag=str(etag), last_modified=str(lm), digest=str(digest), prior_scale=scale,
         )
 
 
@@ -226,10 +234,13 @@ class HarmonicPolicy:
     Horvitz 2019): the next interval is ``1 / rho`` for the URL's estimated change
     rate and weight and the crawl's multiplier ``multiplier.nu``. Until ``nu`` is
     first solved, every URL is taken at the prior rate and the budget split evenly
-    (``N/y``: one visit every year/N; ``N/d``: ``tau2``)."""
+    (``N/y``: one visit every year/N; ``N/d``: ``tau2``). ``pool``: ``directory``, the
+    rate estimate's prior is scaled by what the URL's directory has shown
+    (:class:`~ipr_crawl.revisit.budget.RatePool`), or ``off``."""
 
     budget: Budget
     tau2: float = 15 * DAY
+    pool: str = "directory"
     multiplier: Multiplier = field(default_factory=Multiplier, compare=False)
     name: str = field(default="", compare=False)
 
@@ -307,9 +318,9 @@ def parse_policy(spec: str) -> Policy:
     - ``nutch-adaptive[:INC][:DEC][:MIN][:MAX][:TAU2]``; defaults ``0.4``,
       ``0.2``, ``60s``, ``365d``, ``30d`` (Nutch's).
     - ``fixed:INTERVAL``.
-    - ``harmonic[:BUDGET]``: revisits under a budget, ``N/y`` (per URL per year) or
-      ``N/d`` (per day for the whole crawl); default ``4/y``
-      (:class:`HarmonicPolicy`).
+    - ``harmonic[:BUDGET][:pool=directory|off]``: revisits under a budget, ``N/y`` (per
+      URL per year) or ``N/d`` (per day for the whole crawl); default ``4/y``; the rate
+      prior pooled per directory unless ``pool=off`` (:class:`HarmonicPolicy`).
 
     Optional fields may also be given as ``key=value`` (``mu``, ``tau2``,
     ``alpha``, ``d``, ``r``, ``inc``, ``dec``, ``min``, ``max``).
@@ -416,14 +427,17 @@ def _build(head: str, pos: list[str], kv: dict[str, str], raw: str) -> Policy:
             raise ValueError("need 0 < min <= max and tau2 > 0")
         return NutchAdaptivePolicy(inc, dec, shortest, longest, t2, name=raw)
     if head == "harmonic":
-        take_kv({"tau2"})
+        take_kv({"tau2", "pool"})
         if len(pos) > 1:
             raise ValueError("harmonic takes one budget, N/d or N/y (e.g. harmonic:8/y)")
         budget = parse_budget(pos[0] if pos else "4/y")
         t2 = parse_duration(kv.get("tau2", "15d"))
         if t2 <= 0:
             raise ValueError("tau2 must be > 0")
-        return HarmonicPolicy(budget, t2, name=raw)
+        pool = kv.get("pool", "directory").lower()
+        if pool not in ("directory", "off"):
+            raise ValueError(f"pool={pool!r}: allowed directory, off")
+        return HarmonicPolicy(budget, t2, pool, name=raw)
     if head == "fixed":
         take_kv({"tau2"})
         if len(pos) != 1:
@@ -509,8 +523,9 @@ def harmonic_interval(policy: HarmonicPolicy, state: RevisitState, weight: float
 
 def estimated_rate(state: RevisitState) -> float:
     """The URL's change rate (per s; :func:`ipr_crawl.revisit.budget.change_rate`),
-    with the Last-Modified estimator when the URL sends a Last-Modified."""
-    return change_rate(state.accesses, state.m, state.T, state.U, bool(state.last_modified))
+    with the Last-Modified estimator when the URL sends a Last-Modified, and its prior
+    times ``state.prior_scale``."""
+    return change_rate(state.accesses, state.m, state.T, state.U, bool(state.last_modified), state.prior_scale)
 
 
 def next_interval(
@@ -614,6 +629,7 @@ def access(
     *,
     weight: float = 1.0,
     host: str = "",
+    prior_scale: float | None = None,
     etag: str | None = None,
     last_modified: str | None = None,
     digest: str | None = None,
@@ -623,7 +639,8 @@ def access(
     interval ``tau`` (s), bounded by :func:`earned_growth` (an increase after an
     early access only in proportion to the time observed since the previous
     access), which is remembered as ``state.interval`` (the ``tau_{i-1}`` of the
-    next access). Returns ``(state, tau)``.
+    next access). ``prior_scale`` (the URL's :meth:`~ipr_crawl.revisit.budget.RatePool.scale`)
+    is kept in the state before the interval is chosen. Returns ``(state, tau)``.
 
     The one entry point of both the middleware and the simulator.
 
@@ -634,10 +651,14 @@ def access(
     validators = {k: v for k, v in (("etag", etag), ("last_modified", last_modified), ("digest", digest)) if v is not None}
     if state is None:
         state = first_access(now, **validators)
+        if prior_scale is not None:
+            state.prior_scale = prior_scale
         tau = next_interval(policy, state, weight=weight, host=host)
     else:
         before = state.last
         update(state, now, changed, modified_at, None, **validators)
+        if prior_scale is not None:
+            state.prior_scale = prior_scale
         tau = next_interval(policy, state, changed if state.accesses > 1 else None, weight, host)
         tau = earned_growth(tau, _previous_interval(policy, state), now - before)
     state.interval = tau
