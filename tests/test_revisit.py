@@ -505,3 +505,35 @@ def test_a_sitemap_the_crawls_fetches_refute_is_not_followed(redis_client, crawl
     result = store.apply_lastmods(truthful, now, hold=2 * day)
     assert (result.confirmed, result.refuted, result.distrusted) == (4, 0, False)
     assert all(store.due_at(id_) == now + 2 * day for id_ in changed + still)  # held to the next reads
+
+
+def test_the_directory_pool_is_summed_in_redis_and_old_states_still_read(redis_client, crawl_id):
+    """RevisitStore.record adds each access interval to the crawl's rate pool (changes and
+    exposure per directory, revisit_record.lua, on a real Redis); rate_pool() reads the
+    sums back as RatePool takes them. A state written before prior_scale (12 fields)
+    still reads, with scale 1; a non-positive scale is refused."""
+    import msgpack
+
+    from ipr_crawl.ordering.urls import node_id
+    from ipr_crawl.revisit.budget import RatePool, pool_group
+    from ipr_crawl.revisit.policy import RevisitState
+    from ipr_crawl.store.revisit import RevisitStore
+
+    store = RevisitStore(redis_client, crawl_id)
+    busy, quiet = "http://a.test/news/1", "http://a.test/docs/1"
+    for url, changed in ((busy, True), (busy, True), (quiet, False), (quiet, False), (quiet, True)):
+        state = RevisitState(first=0.0, last=10 * DAY, accesses=2, prior_scale=0.5)
+        store.record(node_id(url), url, state, 20 * DAY, pool=(pool_group(url), changed, 10 * DAY))
+    store.record(node_id(busy), busy, RevisitState(first=0.0, last=0.0), None, pool=(pool_group(busy), True, 0.0))
+    sums = store.rate_pool()
+    assert sums == {"http://a.test/news/": (2.0, 20 * DAY), "http://a.test/docs/": (1.0, 30 * DAY)}
+    pool = RatePool()
+    pool.load(sums)
+    assert pool.scale("http://a.test/news/") > pool.scale("http://a.test/docs/")  # both below 1: little seen yet
+    assert store.load(node_id(busy)).prior_scale == 0.5
+
+    old = RevisitState(first=0.0, last=DAY, accesses=2, m=1).to_list()[:12]
+    redis_client.hset(store.keys["revisit"], node_id("http://a.test/old"), msgpack.packb(["http://a.test/old", *old]))
+    assert store.load(node_id("http://a.test/old")).prior_scale == 1.0
+    with pytest.raises(ValueError, match="prior scale"):
+        RevisitState.from_list([*old, 0.0])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from conftest import TEST_DATA
+from conftest import TEST_DATA, shared_file
 from scrapy.settings import Settings
 
 from ipr_crawl.config import RevisitConfig, SettingError
@@ -14,9 +14,11 @@ from ipr_crawl.evaluation.revisit_budget import equal_budget, oracle, scaled
 from ipr_crawl.evaluation.revisit_sim import _windows, load_log, simulate
 from ipr_crawl.revisit.budget import (
     RateHistogram,
+    RatePool,
     access_rate,
     change_rate,
     parse_budget,
+    pool_group,
     solve_nu,
     solve_nu_hosts,
 )
@@ -171,3 +173,39 @@ def test_malformed_policy_suffixes_are_refused(spec):
 
     with pytest.raises(ValueError):
         split_spec(spec)
+
+
+def test_the_directory_pool_scales_the_prior_of_urls_without_changes_seen():
+    """harmonic with pool=directory (the default): a URL not seen changing yet gets the
+    prior times its directory's rate over the crawl's, so its first interval is shorter
+    in a directory that changes and longer in one that does not; pool=off is the former
+    rule. Bad pool values are refused."""
+    from ipr_crawl.revisit.policy import access
+
+    pool = RatePool()
+    for k in range(20):
+        pool.observe(pool_group(f"https://s.test/news/{k}"), True, 5 * DAY)
+        pool.observe(pool_group(f"https://s.test/docs/{k}"), False, 30 * DAY)
+    busy, quiet = pool.scale("https://s.test/news/"), pool.scale("https://s.test/docs/")
+    assert busy > 1 > quiet and pool.scale("https://other.test/") == 1.0
+    assert change_rate(3, 0, 60 * DAY, 60 * DAY, False, busy) == pytest.approx(busy * change_rate(3, 0, 60 * DAY, 60 * DAY, False))
+    policy = parse_policy("harmonic:8/y")
+    assert policy.pool == "directory" and parse_policy("harmonic:8/y:pool=off").pool == "off"
+    tau = {scale: access(policy, None, 0.0, False, prior_scale=scale)[1] for scale in (busy, 1.0, quiet)}
+    assert tau[busy] < tau[1.0] < tau[quiet]
+    with pytest.raises(ValueError, match="pool='often'"):
+        parse_policy("harmonic:8/y:pool=often")
+
+
+@pytest.mark.data
+def test_the_directory_pool_pays_where_directories_differ_the_tldr_log():
+    """On the tldr-pages change log (41,543 pages in language x platform directories) the
+    pooled prior catches more changes at 1 and 2 accesses per page-year than the prior
+    alone, at about the same spend (measured 2026-11-24: .757 against .727 at 1/y, .864
+    against .852 at 2/y)."""
+    pages = load_log(str(shared_file("changes/tldr_changes.csv.gz")), str(shared_file("changes/tldr_pages.csv.gz")))
+    res = equal_budget(pages, ["harmonic", "harmonic:pool=off"], [parse_budget("1/y"), parse_budget("2/y")])
+    pooled, off = res["policies"]["harmonic"], res["policies"]["harmonic:pool=off"]
+    for b in ("1", "2"):
+        assert pooled[b]["coverage"] >= off[b]["coverage"] + 0.008, (b, pooled[b], off[b])
+        assert pooled[b]["accesses_per_page_year"] <= 1.06 * off[b]["accesses_per_page_year"], (b, pooled[b], off[b])

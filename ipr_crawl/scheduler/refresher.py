@@ -30,7 +30,7 @@ import time
 from typing import Protocol
 
 from ipr_crawl.config import RevisitConfig
-from ipr_crawl.revisit.budget import RateHistogram, next_gain, solve_nu, solve_nu_hosts
+from ipr_crawl.revisit.budget import RateHistogram, RatePool, next_gain, solve_nu, solve_nu_hosts
 from ipr_crawl.revisit.policy import FixedPolicy, HarmonicPolicy
 from ipr_crawl.store.revisit import RevisitStore
 
@@ -126,6 +126,8 @@ class Refresher:
         self._last_solve = -1e18
         self._mean_score: float | None = None
         self._mean_at = -1e18
+        self._pool: RatePool | None = None
+        self._pool_at = -1e18
         self._swept = False
         self.moved = 0
         #: revisits per day the per-host caps left unplaced at the last solve
@@ -148,6 +150,21 @@ class Refresher:
             self._mean_score = self.frontier.mean_score()
             self._mean_at = now
         return self._mean_score
+
+    def rate_pool(self) -> RatePool | None:
+        """``harmonic`` with ``pool=directory``: the crawl's changes and exposure per
+        directory (:meth:`RevisitStore.rate_pool`, all processes' accesses), read again at
+        most once per ``IPR_REVISIT_BUDGET_REFRESH_SECS``; between reads this process adds
+        its own accesses to it. None for another policy or ``pool=off``."""
+        policy = self.cfg.policy
+        if not isinstance(policy, HarmonicPolicy) or policy.pool != "directory":
+            return None
+        now = self.clock.now()
+        if self._pool is None or now - self._pool_at >= self.cfg.budget_refresh_secs:
+            self._pool = self._pool or RatePool()
+            self._pool.load(self.store.rate_pool())
+            self._pool_at = now
+        return self._pool
 
     def budget_headroom(self) -> float | None:
         """``harmonic``: the accesses the budget has allowed so far (since the first

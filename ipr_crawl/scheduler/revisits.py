@@ -37,7 +37,7 @@ from scrapy.utils.sitemap import Sitemap
 from ipr_crawl.config import RevisitConfig
 from ipr_crawl.meta import LEASE_META, RECORDED_META, REVISIT_META, lease_of
 from ipr_crawl.ordering.urls import canonical_url, node_id, site_hash
-from ipr_crawl.revisit.budget import RateHistogram
+from ipr_crawl.revisit.budget import RateHistogram, pool_group
 from ipr_crawl.revisit.fingerprint import digest, same_version
 from ipr_crawl.revisit.policy import (
     DAY,
@@ -267,8 +267,14 @@ class RevisitObserver:
         modified_at = parse_http_date(last_modified) if (changed and cfg.use_last_modified) else None
         weight = self.weight(request)
         old_bin = self.rate_bin(state, weight, url)  # before access() updates the state in place
+        # harmonic: the rate prior of the URL's directory (revisit.budget.RatePool)
+        pool = self.refresher.rate_pool()
+        group = pool_group(canonical_url(url)) if pool is not None else ""
+        interval = t - state.last if state is not None and t > state.last else 0.0
         state, tau = access(cfg.policy, state, t, changed, modified_at, weight=weight, host=self.host(url),
-                            **validators)
+                            prior_scale=pool.scale(group) if pool is not None else None, **validators)
+        if pool is not None and interval > 0:
+            pool.observe(group, changed, interval)  # this process's own, until the next read of the crawl's
         due = next_due(t, tau, cfg.resolution, cfg.min_interval, cfg.max_interval)
         sitemap = sitemap_body(response) if cfg.sitemap_lastmod and status != 304 else None
         # parsed only when it changed: an unchanged sitemap says nothing new
@@ -295,7 +301,8 @@ class RevisitObserver:
             "m": state.m, "T": state.T, "U": state.U,
         }
         store.record(id_, canonical_url(url), state, due, payload, lease_of(request) if drop else b"", event,
-                     rate_bins=(old_bin, self.rate_bin(state, weight, url)))
+                     rate_bins=(old_bin, self.rate_bin(state, weight, url)),
+                     pool=(group, changed, interval) if pool is not None else None)
         if result is not None:
             return Observation(kind, tau, drop, result.moved, result if result.distrusted else None)
         return Observation(kind, tau, drop)

@@ -26,6 +26,8 @@ scripts stay atomic in one Redis Cluster slot). Keys:
 ``revisit_req``   hash   node id -> request payload used for its revisits
 ``revisit_out``   zset   revisits in flight, score = when due again if the response never comes
 ``rates``         hash   revisits under a budget: rate bin ("a:b") -> URLs (revisit/budget.py)
+``rate_pool``     hash   revisits under a budget: ``x:<directory>`` changes, ``e:<directory>``
+                         exposure (s) of its URLs' access intervals (revisit/budget.py RatePool)
 ``changes``       stream change events (new, changed, unchanged, not_modified, gone), capped
 ``outbox:<c>``    stream bucket mode: links and gains for bucket c, one entry per recorded page
 ``hwm``           hash   bucket mode: source bucket -> id of the last outbox entry applied here
@@ -49,7 +51,7 @@ KEY_NAMES = (
     # leases, their holders, what the operator sees (status, report)
     "lease_by", "holders", "holders_info", "order", "timeline",
     # revisits (store/revisit.py)
-    "revisit", "due", "revisit_req", "changes", "revisit_out", "rates",
+    "revisit", "due", "revisit_req", "changes", "revisit_out", "rates", "rate_pool",
 )
 
 

@@ -140,18 +140,23 @@ class RevisitStore:
         lease: bytes = b"",
         event: dict[str, Any] | None = None,
         rate_bins: tuple[str, str] = ("", ""),
+        pool: tuple[str, bool, float] | None = None,
     ) -> bool:
         """Store ``state``, schedule the next visit at ``due`` (s; None: never again),
         keep ``payload`` for revisits, settle ``lease``, move the URL in the rate
-        histogram from bin ``rate_bins[0]`` to ``rate_bins[1]`` ("" none) and append
-        ``event`` (revisit_record.lua). Returns whether a lease was settled."""
+        histogram from bin ``rate_bins[0]`` to ``rate_bins[1]`` ("" none), add the
+        access interval ``pool = (group, changed, length s)`` to the crawl's
+        :meth:`rate_pool` and append ``event`` (revisit_record.lua). Returns whether a
+        lease was settled."""
+        group, changed, length = pool if pool is not None and pool[2] > 0 else ("", False, 0.0)
         argv: list[Any] = [
             id_, self.pack(url, state), "" if due is None else repr(float(due)),
-            payload, lease, self.events_maxlen, *rate_bins,
+            payload, lease, self.events_maxlen, *rate_bins, group, int(changed), repr(float(length)),
         ]
         for key, value in (event or {}).items():
             argv += [key, _field(value)]
-        keys = [self.keys[k] for k in ("revisit", "due", "revisit_req", "changes", "lease", "req", "revisit_out", "rates")]
+        keys = [self.keys[k] for k in
+                ("revisit", "due", "revisit_req", "changes", "lease", "req", "revisit_out", "rates", "rate_pool")]
         return bool(self._record(keys=keys, args=argv))
 
     # -- the refresher ------------------------------------------------------------------
@@ -188,6 +193,22 @@ class RevisitStore:
                     continue
                 out.setdefault(parts[2] if len(parts) == 3 else "", {})[(a, b)] = int(count)
         return out
+
+    def rate_pool(self) -> dict[str, tuple[float, float]]:
+        """The crawl's changes and exposure (s) per group of URLs (a directory,
+        :class:`~ipr_crawl.revisit.budget.RatePool`): ``group -> (changes, exposure)``,
+        summed over every process's accesses. One HGETALL: two fields per directory."""
+        c: Any = self.client
+        out: dict[str, list[float]] = {}
+        for key, value in c.hgetall(self.keys["rate_pool"]).items():
+            kind, _, group = key.decode("utf-8", "replace").partition(":")
+            if kind in ("x", "e") and group:
+                try:
+                    v = float(value)
+                except ValueError:
+                    continue
+                out.setdefault(group, [0.0, 0.0])[0 if kind == "x" else 1] = v
+        return {g: (x, e) for g, (x, e) in out.items()}
 
     def budget_accesses(self) -> int:
         """Accesses of URLs in the rate histogram so far (the budget's spend)."""

@@ -6,13 +6,17 @@
 -- KEYS[1] revisit  KEYS[2] due  KEYS[3] revisit_req  KEYS[4] changes  KEYS[5] lease  KEYS[6] req
 -- KEYS[7] revisit_out (revisits in flight, revisit_refresh.lua)
 -- KEYS[8] rates: the histogram of estimated change rates (bin -> URLs), harmonic policy
+-- KEYS[9] rate_pool: changes and exposure per directory (fields x:<group>, e:<group>),
+--   the prior of harmonic's rate estimate (revisit/budget.py RatePool)
 -- ARGV[1] node id (8 bytes)   ARGV[2] packed state (msgpack, revisit_store.py)
 -- ARGV[3] next due instant (s since the epoch, decimal) or '' to stop revisiting
 -- ARGV[4] request payload for revisits (codec.py), or '' to keep the stored one
 -- ARGV[5] lease member to settle here, or ''
 -- ARGV[6] approximate length cap of the change stream (XADD MAXLEN ~)
 -- ARGV[7] the URL's previous rate bin, or '' (none)  ARGV[8] its new rate bin, or ''
--- ARGV[9 + 2k], ARGV[10 + 2k]: field and value k of the change event (none: no event)
+-- ARGV[9] the URL's group in rate_pool, or '' (not pooled)  ARGV[10] 1 if the access
+-- interval ending now had a change, else 0  ARGV[11] its length (s, decimal)
+-- ARGV[12 + 2k], ARGV[13 + 2k]: field and value k of the change event (none: no event)
 -- Returns 1 if a lease was settled, else 0. Cost: O(log D) plus O(fields).
 local revisit, due, revisit_req, changes, lease, req = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local id = ARGV[1]
@@ -40,9 +44,13 @@ if ARGV[7] ~= ARGV[8] then
   end
   if ARGV[8] ~= '' then redis.call('HINCRBY', KEYS[8], ARGV[8], 1) end
 end
-if #ARGV >= 10 then
+if ARGV[9] ~= '' then
+  redis.call('HINCRBYFLOAT', KEYS[9], 'x:' .. ARGV[9], ARGV[10])
+  redis.call('HINCRBYFLOAT', KEYS[9], 'e:' .. ARGV[9], ARGV[11])
+end
+if #ARGV >= 13 then
   local event = {}
-  for i = 9, #ARGV, 2 do
+  for i = 12, #ARGV, 2 do
     event[#event + 1] = ARGV[i]
     event[#event + 1] = ARGV[i + 1]
   end
