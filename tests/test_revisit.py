@@ -530,7 +530,7 @@ def test_the_directory_pool_is_summed_in_redis_and_old_states_still_read(redis_c
     pool = RatePool()
     pool.load(sums)
     assert pool.scale("http://a.test/news/") > pool.scale("http://a.test/docs/")  # both below 1: little seen yet
-    assert store.load(node_id(busy)).prior_scale == 0.5
+    assert store.load(node_id(quiet)).prior_scale == 0.5
 
     old = RevisitState(first=0.0, last=DAY, accesses=2, m=1).to_list()[:12]
     redis_client.hset(store.keys["revisit"], node_id("http://a.test/old"), msgpack.packb(["http://a.test/old", *old]))
