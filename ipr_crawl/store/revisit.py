@@ -400,7 +400,8 @@ def format_history(url: str, state: RevisitState | None, due: float | None, even
                 f"  T {_days(state.T)}   U {_days(state.U)}   m {state.m}   t_c,min {_days(state.tc_min)}"
                 f"   t_c,avg {_days(state.tc_avg)}   last interval {_days(state.last_interval)}"
             ),
-            f"  chosen interval {_days(state.interval)}   next visit {_iso(due)}",
+            f"  chosen interval {_days(state.interval)}   next visit {_iso(due)}"
+            + (f"   prior x{state.prior_scale:.3g} (its directory)" if state.prior_scale != 1.0 else ""),
             f"  ETag {state.etag or '-'}   Last-Modified {state.last_modified or '-'}   hash {state.digest or '-'}",
         ]
     lines.append(f"  {len(events)} events in the change stream:")
