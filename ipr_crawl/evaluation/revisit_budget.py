@@ -307,7 +307,8 @@ def plot_budgets(result: dict[str, Any], path: str, title: str = "") -> None:
     fig, axes = plt.subplots(1, len(panels), figsize=(5.7 * len(panels), 5.2), constrained_layout=True)
     for spec, rows in result["policies"].items():
         pts = [r for r in rows.values() if r is not None]
-        style = "--" if spec.startswith("bound") else "-"
+        # more series than colours in the cycle: bounds dashed, sitemap runs dotted
+        style = "--" if spec.startswith("bound") else ":" if "+sitemap" in spec else "-"
         for ax, (key, _) in zip(axes, panels):
             ax.plot([r["accesses_per_page_year"] for r in pts], [r[key] for r in pts], style, marker="o", ms=3,
                     label=spec)
