@@ -12,8 +12,9 @@ Pure logic (no Scrapy, no Redis). Times in seconds, rates per second.
 - :class:`RatePool`: that prior scaled by what the URL's directory has shown (an
   empirical-Bayes prior pooled over the URLs of one directory; Robbins 1956, here in
   the form of a scaled floor): the directory's rate ``(X_g + 0.5) / (E_g + 90 d)``
-  (changes and exposure of its URLs' access intervals) over the crawl's ``ΣX / ΣE``,
-  within ``[1/100, 100]``. A URL not seen changing yet in a directory whose pages
+  (changes and exposure of its URLs' access intervals) over the crawl's, with the same
+  prior, ``(ΣX + 0.5) / (ΣE + 90 d)``, within ``[1/100, 100]`` (a site of one directory
+  gets the prior alone). A URL not seen changing yet in a directory whose pages
   change often is revisited sooner, and one in a directory that never changes later.
 - :func:`access_rate`: the optimal access rate of a page of weight ``w`` and change
   rate ``λ`` for the Lagrange multiplier ``ν`` of the budget,
@@ -301,7 +302,7 @@ class RatePool:
     ...     pool.observe("a/", True, 10 * DAY)   # a page of a/ changed in each of 10 intervals
     ...     pool.observe("b/", False, 10 * DAY)  # b/ never changed
     >>> round(pool.scale("a/"), 2), round(pool.scale("b/"), 3), pool.scale("new/")
-    (1.11, 0.053, 1.0)
+    (1.53, 0.073, 1.0)
     """
 
     #: the scale is kept within [1 / CLIP, CLIP]
@@ -326,12 +327,13 @@ class RatePool:
 
     def scale(self, group: str) -> float:
         """The factor on the prior of a URL of ``group``: the group's rate
-        ``(X_g + 0.5) / (E_g + 90 d)`` over the crawl's ``ΣX / ΣE``, within ``[1/CLIP,
-        CLIP]``; 1 for a group not seen or while no change was seen at all."""
+        ``(X_g + 0.5) / (E_g + 90 d)`` over the crawl's ``(ΣX + 0.5) / (ΣE + 90 d)``,
+        within ``[1/CLIP, CLIP]``; 1 for a group not seen or while no change was seen
+        at all (and for the only group of a crawl)."""
         g = self.sums.get(group)
         if g is None or self.changes <= 0 or self.exposure <= 0:
             return 1.0
-        ratio = ((g[0] + PRIOR_CHANGES) / (g[1] + PRIOR_TIME)) / (self.changes / self.exposure)
+        ratio = ((g[0] + PRIOR_CHANGES) / (g[1] + PRIOR_TIME)) / ((self.changes + PRIOR_CHANGES) / (self.exposure + PRIOR_TIME))
         return min(self.CLIP, max(1.0 / self.CLIP, ratio))
 
     def load(self, sums: dict[str, tuple[float, float]]) -> None:
