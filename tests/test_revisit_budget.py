@@ -176,10 +176,10 @@ def test_malformed_policy_suffixes_are_refused(spec):
 
 
 def test_the_directory_pool_scales_the_prior_of_urls_without_changes_seen():
-    """harmonic with pool=directory (the default): a URL not seen changing yet gets the
-    prior times its directory's rate over the crawl's, so its first interval is shorter
-    in a directory that changes and longer in one that does not; pool=off is the former
-    rule. Bad pool values are refused."""
+    """harmonic with pool=directory: a URL not seen changing yet gets the prior times its
+    directory's rate over the crawl's, so its first interval is shorter in a directory
+    that changes and longer in one that does not; pool=off (the default) is the prior
+    alone. Bad pool values are refused."""
     from ipr_crawl.revisit.policy import access
 
     pool = RatePool()
@@ -189,8 +189,8 @@ def test_the_directory_pool_scales_the_prior_of_urls_without_changes_seen():
     busy, quiet = pool.scale("https://s.test/news/"), pool.scale("https://s.test/docs/")
     assert busy > 1 > quiet and pool.scale("https://other.test/") == 1.0
     assert change_rate(3, 0, 60 * DAY, 60 * DAY, False, busy) == pytest.approx(busy * change_rate(3, 0, 60 * DAY, 60 * DAY, False))
-    policy = parse_policy("harmonic:8/y")
-    assert policy.pool == "directory" and parse_policy("harmonic:8/y:pool=off").pool == "off"
+    policy = parse_policy("harmonic:8/y:pool=directory")
+    assert policy.pool == "directory" and parse_policy("harmonic:8/y").pool == "off"
     tau = {scale: access(policy, None, 0.0, False, prior_scale=scale)[1] for scale in (busy, 1.0, quiet)}
     assert tau[busy] < tau[1.0] < tau[quiet]
     with pytest.raises(ValueError, match="pool='often'"):
@@ -202,10 +202,11 @@ def test_the_directory_pool_pays_where_directories_differ_the_tldr_log():
     """On the tldr-pages change log (41,543 pages in language x platform directories) the
     pooled prior catches more changes at 1 and 2 accesses per page-year than the prior
     alone, at about the same spend (measured 2026-11-24: .757 against .727 at 1/y, .864
-    against .852 at 2/y)."""
+    against .852 at 2/y). (With the log's bulk commits put back it loses 0.02: not the
+    default; docs/revisits.md.)"""
     pages = load_log(str(shared_file("changes/tldr_changes.csv.gz")), str(shared_file("changes/tldr_pages.csv.gz")))
-    res = equal_budget(pages, ["harmonic", "harmonic:pool=off"], [parse_budget("1/y"), parse_budget("2/y")])
-    pooled, off = res["policies"]["harmonic"], res["policies"]["harmonic:pool=off"]
+    res = equal_budget(pages, ["harmonic:pool=directory", "harmonic"], [parse_budget("1/y"), parse_budget("2/y")])
+    pooled, off = res["policies"]["harmonic:pool=directory"], res["policies"]["harmonic"]
     for b in ("1", "2"):
         assert pooled[b]["coverage"] >= off[b]["coverage"] + 0.008, (b, pooled[b], off[b])
         assert pooled[b]["accesses_per_page_year"] <= 1.06 * off[b]["accesses_per_page_year"], (b, pooled[b], off[b])

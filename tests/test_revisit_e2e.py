@@ -264,12 +264,13 @@ def _budget_year(emacswiki, tmp_path, change_server, redis_client, crawl_id, pol
     return pages, index.rsplit("/_ipr/", 1)[0], parse_time(YEAR_START), parse_time(YEAR_END), log
 
 
-def test_a_simulated_year_under_a_budget(emacswiki, tmp_path, change_server, redis_client, crawl_id):
+@pytest.mark.parametrize("policy", ["harmonic:8/y", "harmonic:8/y:pool=directory"])
+def test_a_simulated_year_under_a_budget(emacswiki, tmp_path, change_server, redis_client, crawl_id, policy):
     """harmonic:8/y end to end: the crawl's refresher solves the budget's multiplier from
     the rate histogram in Redis; the crawl spends the budget (within 5 %) and gives
     revisit-sim's coverage (within 0.03: the crawl also revisits its index page, one
-    more URL in the budget)."""
-    policy = "harmonic:8/y"
+    more URL in the budget). With pool=directory the crawl also keeps the directory sums
+    in Redis: one per directory served, every page access interval counted once."""
     pages, base, start, end, log = _budget_year(emacswiki, tmp_path, change_server, redis_client, crawl_id, policy)
     assert "revisit budget 8/y over" in log
     sim = simulate(pages, [policy], start=start, end=end)["policies"][policy]
@@ -279,8 +280,15 @@ def test_a_simulated_year_under_a_budget(emacswiki, tmp_path, change_server, red
           f"spend {sim['accesses_per_page_year']:.2f}")
     assert abs(spend - 8) <= 0.05 * 8
     assert abs(got["coverage"] - sim["coverage"]) <= 0.03
-    state = RevisitStore(redis_client, crawl_id).budget_state()
+    store = RevisitStore(redis_client, crawl_id)
+    state = store.budget_state()
     assert state["nu"] > 0 and 0.5 <= state["gain"] <= 2
+    pool = store.rate_pool()
+    if policy.endswith("pool=directory"):
+        emacs = pool[base + "/emacs/"]  # the 40 pages: their revisits' intervals, changed or not
+        assert emacs[0] == got["versions"] - len(pages) and emacs[1] > 0
+    else:
+        assert pool == {}
 
 
 def test_a_simulated_year_under_a_budget_and_a_host_cap(emacswiki, tmp_path, change_server, redis_client, crawl_id):

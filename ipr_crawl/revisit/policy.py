@@ -234,13 +234,13 @@ class HarmonicPolicy:
     Horvitz 2019): the next interval is ``1 / rho`` for the URL's estimated change
     rate and weight and the crawl's multiplier ``multiplier.nu``. Until ``nu`` is
     first solved, every URL is taken at the prior rate and the budget split evenly
-    (``N/y``: one visit every year/N; ``N/d``: ``tau2``). ``pool``: ``directory``, the
-    rate estimate's prior is scaled by what the URL's directory has shown
-    (:class:`~ipr_crawl.revisit.budget.RatePool`), or ``off``."""
+    (``N/y``: one visit every year/N; ``N/d``: ``tau2``). ``pool``: ``off`` (the
+    default), or ``directory``: the rate estimate's prior is scaled by what the URL's
+    directory has shown (:class:`~ipr_crawl.revisit.budget.RatePool`)."""
 
     budget: Budget
     tau2: float = 15 * DAY
-    pool: str = "directory"
+    pool: str = "off"
     multiplier: Multiplier = field(default_factory=Multiplier, compare=False)
     name: str = field(default="", compare=False)
 
@@ -318,9 +318,9 @@ def parse_policy(spec: str) -> Policy:
     - ``nutch-adaptive[:INC][:DEC][:MIN][:MAX][:TAU2]``; defaults ``0.4``,
       ``0.2``, ``60s``, ``365d``, ``30d`` (Nutch's).
     - ``fixed:INTERVAL``.
-    - ``harmonic[:BUDGET][:pool=directory|off]``: revisits under a budget, ``N/y`` (per
-      URL per year) or ``N/d`` (per day for the whole crawl); default ``4/y``; the rate
-      prior pooled per directory unless ``pool=off`` (:class:`HarmonicPolicy`).
+    - ``harmonic[:BUDGET][:pool=off|directory]``: revisits under a budget, ``N/y`` (per
+      URL per year) or ``N/d`` (per day for the whole crawl); default ``4/y``; with
+      ``pool=directory`` the rate prior pooled per directory (:class:`HarmonicPolicy`).
 
     Optional fields may also be given as ``key=value`` (``mu``, ``tau2``,
     ``alpha``, ``d``, ``r``, ``inc``, ``dec``, ``min``, ``max``).
@@ -434,7 +434,7 @@ def _build(head: str, pos: list[str], kv: dict[str, str], raw: str) -> Policy:
         t2 = parse_duration(kv.get("tau2", "15d"))
         if t2 <= 0:
             raise ValueError("tau2 must be > 0")
-        pool = kv.get("pool", "directory").lower()
+        pool = kv.get("pool", "off").lower()
         if pool not in ("directory", "off"):
             raise ValueError(f"pool={pool!r}: allowed directory, off")
         return HarmonicPolicy(budget, t2, pool, name=raw)
