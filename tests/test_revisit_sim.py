@@ -181,3 +181,24 @@ def test_load_log_variants(tmp_path):
     changes.write_text("page_url,change_time_utc_iso8601\nhttp://a.test/x,yesterday\n")
     with pytest.raises(ValueError, match=r"c.csv:2: bad time"):
         load_log(str(changes), str(pages))
+
+
+def test_a_log_in_two_files_replays_as_one(tmp_path):
+    """revisit-sim --changes A --changes B (a log whose bulk commits are kept apart):
+    the changes of both files, per page, as if they were one file; the CLI writes both
+    names in the JSON."""
+    with gzip.open(SAMPLE_CHANGES, "rt") as f:
+        header, *rows = f.read().splitlines()
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    a.write_text("\n".join([header, *rows[::2]]) + "\n")
+    b.write_text("\n".join([header, *rows[1::2]]) + "\n")
+    whole = {p.url: p.changes for p in load_log(str(SAMPLE_CHANGES), str(SAMPLE_PAGES))}
+    split = {p.url: p.changes for p in load_log([str(a), str(b)], str(SAMPLE_PAGES))}
+    assert split == whole and sum(map(len, whole.values())) > 0
+    out = tmp_path / "r.json"
+    subprocess.run([sys.executable, "-m", "ipr_crawl.cli", "revisit-sim", "--changes", str(a), "--changes", str(b),
+                    "--pages", str(SAMPLE_PAGES), "--policies", "fixed:30d", "--json", str(out), "--quiet"],
+                   check=True, cwd=REPO, capture_output=True)
+    result = json.loads(out.read_text())
+    assert result["changes"] == [str(a), str(b)]
+    assert result["policies"]["fixed:30d"]["coverage"] == simulate(load_log(str(SAMPLE_CHANGES), str(SAMPLE_PAGES)), ["fixed:30d"])["policies"]["fixed:30d"]["coverage"]

@@ -137,8 +137,9 @@ class Page:
     changes: list[float] = field(default_factory=list)
 
 
-def load_log(changes_path: str, pages_path: str) -> list[Page]:
-    """Read a change log (``page_url,change_time``) and its pages
+def load_log(changes_path: str | Sequence[str], pages_path: str) -> list[Page]:
+    """Read a change log (``page_url,change_time``; several files: their changes
+    together, e.g. a log whose bulk commits are kept apart) and its pages
     (``page_url,first_seen,last_seen``); changes of unknown pages are ignored.
     A first row whose first field is not a URL is a header; blank rows and extra
     columns are skipped. Pages come in file order, each page's changes sorted.
@@ -154,13 +155,14 @@ def load_log(changes_path: str, pages_path: str) -> list[Page]:
             pages[row[0]] = Page(row[0], first, last)
         else:  # a page listed twice: one window covering both
             page.first_seen, page.last_seen = min(page.first_seen, first), max(page.last_seen, last)
-    for lineno, row in _rows(changes_path, 2):
-        page = pages.get(row[0])
-        if page is not None:
-            try:
-                page.changes.append(parse_time(row[1]))
-            except ValueError:
-                raise ValueError(f"{changes_path}:{lineno}: bad time in {row[:2]!r}") from None
+    for path in [changes_path] if isinstance(changes_path, str) else changes_path:
+        for lineno, row in _rows(path, 2):
+            page = pages.get(row[0])
+            if page is not None:
+                try:
+                    page.changes.append(parse_time(row[1]))
+                except ValueError:
+                    raise ValueError(f"{path}:{lineno}: bad time in {row[:2]!r}") from None
     for page in pages.values():
         page.changes.sort()
     return list(pages.values())
@@ -773,7 +775,9 @@ def add_revisit_sim_parser(sub: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--changes", required=True, help="page_url,change_time_utc_iso8601 (.csv or .csv.gz)")
+    p.add_argument("--changes", required=True, action="append",
+                   help="page_url,change_time_utc_iso8601 (.csv or .csv.gz); repeat to replay several "
+                   "files' changes together")
     p.add_argument("--pages", required=True, help="page_url,first_seen,last_seen (.csv or .csv.gz)")
     p.add_argument("--policies", default=DEFAULT_POLICIES, help="comma-separated policy specs (default: %(default)s)")
     p.add_argument("--resolution", default="1d", help="time bucket (default 1d)")
@@ -832,7 +836,7 @@ def run(args: argparse.Namespace) -> int:
         parse_duration(args.min_interval), parse_duration(args.max_interval),
         progress=None if args.quiet else sys.stderr, host_delay=parse_duration(args.host_delay),
     )
-    result["changes"] = args.changes
+    result["changes"] = args.changes[0] if len(args.changes) == 1 else args.changes
     result["pages_file"] = args.pages
     print(format_table(result))
     if args.json:
@@ -859,7 +863,7 @@ def _run_budgets(
         pages, specs, budgets, resolution, args.last_modified, weights, start, end,
         progress=None if args.quiet else sys.stderr,
     )
-    result["changes"] = args.changes
+    result["changes"] = args.changes[0] if len(args.changes) == 1 else args.changes
     result["pages_file"] = args.pages
     result["weights"] = args.weights
     result["sample"] = args.sample
