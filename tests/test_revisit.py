@@ -535,5 +535,6 @@ def test_the_directory_pool_is_summed_in_redis_and_old_states_still_read(redis_c
     old = RevisitState(first=0.0, last=DAY, accesses=2, m=1).to_list()[:12]
     redis_client.hset(store.keys["revisit"], node_id("http://a.test/old"), msgpack.packb(["http://a.test/old", *old]))
     assert store.load(node_id("http://a.test/old")).prior_scale == 1.0
-    with pytest.raises(ValueError, match="prior scale"):
-        RevisitState.from_list([*old, 0.0])
+    for bad in (0.0, None, "x"):
+        with pytest.raises(ValueError, match="prior scale"):
+            RevisitState.from_list([*old, bad])

@@ -154,7 +154,10 @@ class RevisitState:
         if not isinstance(data, (list, tuple)) or len(data) not in (12, 13):
             raise ValueError("revisit state: expected a list of 12 or 13 fields")
         (first, last, u, m, tc_min, last_interval, interval, accesses, run, etag, lm, digest) = data[:12]
-        scale = float(data[12]) if len(data) == 13 else 1.0
+        try:
+            scale = float(data[12]) if len(data) == 13 else 1.0
+        except (TypeError, ValueError):
+            scale = math.nan
         if not math.isfinite(scale) or scale <= 0:
             raise ValueError(f"revisit state: prior scale {data[12]!r} is not a positive number")
         return cls(
