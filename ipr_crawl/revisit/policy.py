@@ -139,13 +139,18 @@ class RevisitState:
         return (self.T - self.U) / self.m if self.m else math.inf
 
     def to_list(self) -> list[object]:
-        """Compact list form (for msgpack); inverse of :meth:`from_list`."""
-        return [
+        """Compact list form (for msgpack); inverse of :meth:`from_list`. ``prior_scale``
+        is written only when it is not 1, so that a state without a directory prior
+        stays readable by versions before it (a rolling upgrade)."""
+        out: list[object] = [
             self.first, self.last, self.U, self.m,
             None if math.isinf(self.tc_min) else self.tc_min,
             self.last_interval, self.interval, self.accesses, self.unchanged_run,
-            self.etag, self.last_modified, self.digest, self.prior_scale,
+            self.etag, self.last_modified, self.digest,
         ]
+        if self.prior_scale != 1.0:
+            out.append(self.prior_scale)
+        return out
 
     @classmethod
     def from_list(cls, data: list[Any]) -> RevisitState:
