@@ -197,10 +197,11 @@ class RevisitStore:
     def rate_pool(self) -> dict[str, tuple[float, float]]:
         """The crawl's changes and exposure (s) per group of URLs (a directory,
         :class:`~ipr_crawl.revisit.budget.RatePool`): ``group -> (changes, exposure)``,
-        summed over every process's accesses. One HGETALL: two fields per directory."""
+        summed over every process's accesses. Read with HSCAN (two fields per directory),
+        so that a crawl of many directories does not hold Redis up."""
         c: Any = self.client
         out: dict[str, list[float]] = {}
-        for key, value in c.hgetall(self.keys["rate_pool"]).items():
+        for key, value in c.hscan_iter(self.keys["rate_pool"], count=2000):
             kind, _, group = key.decode("utf-8", "replace").partition(":")
             if kind in ("x", "e") and group:
                 try:
