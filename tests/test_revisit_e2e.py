@@ -19,10 +19,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from procs import start_server
-from conftest import REPO, TEST_DATA
+from conftest import REPO, TEST_DATA, shared_file
 
 from ipr_crawl.revisit.policy import DAY, RevisitState, parse_policy
 from ipr_crawl.evaluation.revisit_sim import Page, load_log, parse_time, simulate, simulate_page
@@ -124,7 +125,8 @@ def crawl_figures(redis_client, crawl_id: str, base: str, pages: list[Page], sta
     cov = eff = 0.0
     changed_pages = accesses = fetched = 0
     for p in pages:
-        state: RevisitState | None = store.load(node_id(base + p.url.split("emacswiki.org", 1)[1]))
+        parts = urlsplit(p.url)  # serve-changes serves a page at its URL's path (and query)
+        state: RevisitState | None = store.load(node_id(base + parts.path + (f"?{parts.query}" if parts.query else "")))
         assert state is not None, p.url
         truth = simulate_page(parse_policy("fixed:1d"), max(p.first_seen, start), min(p.last_seen, end), p.changes)
         got = 1 + state.m
@@ -391,3 +393,39 @@ def test_a_sitemap_whose_lastmod_is_wrong_costs_nothing(emacswiki, tmp_path, cha
         assert got[True]["most_refuted"] >= 1, got
     else:  # a sitemap that never changes is not parsed again: read less and less often
         assert got[True]["index_sitemap"][1] <= 12, got
+
+
+@pytest.mark.data
+def test_a_simulated_year_with_the_directory_pool_on_tldr_pages(tmp_path, change_server, redis_client, crawl_id):
+    """harmonic:8/y:pool=directory through a real crawl of 40 tldr-pages pages of 2020
+    from several directories (the shared tldr log): the crawl keeps one pair of sums per
+    directory, URLs get priors scaled away from 1, the budget is spent (within 5 %) and
+    the coverage is revisit-sim's with the same pool (within 0.03)."""
+    from ipr_crawl.revisit.budget import pool_group
+
+    log = load_log(str(shared_file("changes/tldr_changes.csv.gz")), str(shared_file("changes/tldr_pages.csv.gz")))
+    start_s, end_s, last_day = "2020-01-01", "2020-12-31T23:59:59", "2020-12-31"
+    pages = pick(log, changed=30, still=10, start=start_s, end=end_s)
+    directories = {pool_group(p.url) for p in pages}
+    assert len(directories) >= 3
+    changes, listing = write_log(pages, tmp_path)
+    index = change_server(changes, listing, "--resolution", "1d", "--start", start_s)
+    policy = "harmonic:8/y:pool=directory"
+    crawl(index, redis_client, crawl_id, tmp_path / "crawl.log", IPR_REVISIT_POLICY=policy,
+          IPR_REVISIT_CLOCK=f"virtual:{start_s}", IPR_REVISIT_UNTIL=last_day, IPR_REVISIT_MAX_SECS=0,
+          IPR_REVISIT_BUDGET_REFRESH_SECS=86400)
+    base = index.rsplit("/_ipr/", 1)[0]
+    start, end = parse_time(start_s), parse_time(end_s)
+    sim = simulate(pages, [policy], start=start, end=end)["policies"][policy]
+    got = crawl_figures(redis_client, crawl_id, base, pages, start, end)
+    spend = got["accesses"] / len(pages) / ((end - start) / (365 * DAY))
+    store = RevisitStore(redis_client, crawl_id)
+    scales = [store.load(node_id(base + urlsplit(p.url).path)).prior_scale for p in pages]
+    print(f"{policy}, 40 tldr pages of 2020 in {len(directories)} directories: crawl {got}, {spend:.2f} "
+          f"accesses/page-year; revisit-sim coverage {sim['coverage']:.4f} spend {sim['accesses_per_page_year']:.2f}; "
+          f"prior scales {min(scales):.3g}..{max(scales):.3g}")
+    pool = store.rate_pool()
+    assert {base + urlsplit(d).path for d in directories} <= set(pool)
+    assert min(scales) < 1 < max(scales)
+    assert abs(spend - 8) <= 0.05 * 8
+    assert abs(got["coverage"] - sim["coverage"]) <= 0.03
