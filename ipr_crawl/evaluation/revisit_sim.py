@@ -351,9 +351,11 @@ def simulate_budget(
             continue
         if kind == 1:  # the page is observed until its window ends, visited or not
             ended[i] = True
-            hist.discard(keys[i] or hist.key(rate_of(i), w[i]))
+            key = keys[i]  # the bin its latest access put it in (a window ends after its first access)
+            assert key is not None
+            hist.discard(key)
             if host_delay > 0:
-                by_host[hosts[i]].discard(keys[i] or hist.key(rate_of(i), w[i]))
+                by_host[hosts[i]].discard(key)
             active -= 1
             continue
         if kind == 2:  # a sitemap read: every page it shows changed, as many as the budget has left

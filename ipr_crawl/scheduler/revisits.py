@@ -227,6 +227,7 @@ class RevisitObserver:
         status = response.status
         url = request.url
         id_ = node_id(url)
+        curl = canonical_url(url)  # what the state, the event and the pool's group are keyed by
         redirected = request.meta.get("redirect_urls")
         if redirected:  # the URLs that redirected here are not revisited themselves
             store.unschedule([node_id(u) for u in redirected if node_id(u) != id_])
@@ -235,8 +236,8 @@ class RevisitObserver:
             if state is None:
                 return None
             t = bucket(clock.now(), cfg.resolution)
-            store.record(id_, canonical_url(url), state, None,
-                         event={"url": canonical_url(url), "t": t, "kind": "gone", "status": status},
+            store.record(id_, curl, state, None,
+                         event={"url": curl, "t": t, "kind": "gone", "status": status},
                          rate_bins=(self.rate_bin(state, self.weight(request), url), ""))
             return Observation("gone")
         if status != 304 and not 200 <= status < 300:
@@ -269,7 +270,7 @@ class RevisitObserver:
         old_bin = self.rate_bin(state, weight, url)  # before access() updates the state in place
         # harmonic: the rate prior of the URL's directory (revisit.budget.RatePool)
         pool = self.refresher.rate_pool()
-        group = pool_group(canonical_url(url)) if pool is not None else ""
+        group = pool_group(curl) if pool is not None else ""
         interval = t - state.last if state is not None and t > state.last else 0.0
         state, tau = access(cfg.policy, state, t, changed, modified_at, weight=weight, host=self.host(url),
                             prior_scale=pool.scale(group) if pool is not None else None, **validators)
@@ -297,10 +298,10 @@ class RevisitObserver:
         drop = kind == "not_modified" or (kind == "unchanged" and cfg.skip_unchanged)
         payload = self.payload(request) if kind in ("new", "changed") else b""
         event = {
-            "url": canonical_url(url), "t": t, "kind": kind, "status": status, "tau": tau, "due": due,
+            "url": curl, "t": t, "kind": kind, "status": status, "tau": tau, "due": due,
             "m": state.m, "T": state.T, "U": state.U,
         }
-        store.record(id_, canonical_url(url), state, due, payload, lease_of(request) if drop else b"", event,
+        store.record(id_, curl, state, due, payload, lease_of(request) if drop else b"", event,
                      rate_bins=(old_bin, self.rate_bin(state, weight, url)),
                      pool=(group, changed, interval) if pool is not None else None)
         if result is not None:
