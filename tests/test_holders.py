@@ -1,6 +1,6 @@
 """Lease holders and heartbeats against a real redis-server: the leases of a process
 whose heartbeat is gone go back at the next pop of another; a living process keeps
-its own; an operator's release; the schema 3 -> 4 upgrade; the timeline and fetch
+its own; an operator's release; the schema 3 -> 4 (-> 5) upgrade; the timeline and fetch
 order the status and report commands read."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import time
 
 import msgpack
 
-from ipr_crawl.store import FrontierStore, Link
+from ipr_crawl.store import SCHEMA_VERSION, FrontierStore, Link
 from ipr_crawl.store.inspect import payload_summary, status, top
 
 
@@ -115,7 +115,7 @@ def test_schema_3_crawl_is_upgraded(redis_client, crawl_id):
     redis_client.hset(store.keys["meta"], "schema", 3)
     again = FrontierStore(redis_client, crawl_id, "ipr")
     assert again.open() is True
-    assert int(redis_client.hget(store.keys["meta"], "schema")) == 4
+    assert int(redis_client.hget(store.keys["meta"], "schema")) == SCHEMA_VERSION  # 3 -> 4 -> 5
     assert all(s <= time.time() * 1000 for _, s in redis_client.zrange(store.keys["lease"], 0, -1, withscores=True))
     time.sleep(0.05)
     assert again.pop(0, 0.01)[0] == 2

@@ -9,7 +9,9 @@ import time
 import pytest
 from redis.crc import key_slot
 
+from ipr_crawl.ordering.reference import resid_level
 from ipr_crawl.store import SCHEMA_VERSION, FrontierStore, IncompatibleCrawl, Link, crawl_keys
+from ipr_crawl.store.record import parse_record
 
 
 def nid(n: int) -> bytes:
@@ -222,6 +224,33 @@ def test_older_schema_raises(redis_client, crawl_id):
     redis_client.hset(s.keys["meta"], mapping={"schema": 0, "ordering": "ipr:dl1"})
     with pytest.raises(IncompatibleCrawl, match="schema"):
         s.open()
+
+
+def test_schema_4_push_crawl_is_upgraded(redis_client, crawl_id):
+    """Schema 4 scored push's residual index by a / outdeg; opening it re-scores every
+    entry by its level from the node record and drops entries no longer indexed."""
+    s = FrontierStore(redis_client, crawl_id, "push", push_budget=0)
+    s.open()
+    s.enqueue(nid(1), 0, payload(1), False)
+    graph = {1: [2, 3], 2: [1], 3: [1, 2]}
+    while True:
+        _, items = s.pop(1, 600)
+        if not items:
+            break
+        (member, _), = items
+        k = int.from_bytes(member[8:], "big")
+        s.record_page(nid(k), 0, [Link(nid(t), 0, payload(t)) for t in graph[k]], lease=member)
+    resid = s.keys["resid"]
+    levels = dict(redis_client.zrange(resid, 0, -1, withscores=True))
+    assert set(levels) == {nid(1), nid(2)}  # fetched, with residuals (a budget of 0 pushes none)
+    heads = {m: parse_record(redis_client.hget(s.keys["node"], m))[0] for m in levels}
+    assert levels == {m: resid_level(h.a / h.outdeg) for m, h in heads.items()}
+    # what schema 4 wrote: the residual per out-link itself, and a stale entry
+    redis_client.zadd(resid, {m: h.a / h.outdeg for m, h in heads.items()} | {nid(3): 0.5})
+    redis_client.hset(s.keys["meta"], "schema", 4)
+    assert FrontierStore(redis_client, crawl_id, "push", push_budget=0).open() is True
+    assert int(redis_client.hget(s.keys["meta"], "schema")) == SCHEMA_VERSION == 5
+    assert dict(redis_client.zrange(resid, 0, -1, withscores=True)) == levels
 
 
 @pytest.mark.parametrize(("first", "second"), [("ipr", "blc"), ("blc", "bf"), ("bf", "ipr")])

@@ -15,8 +15,9 @@ Rules (Yamada, Takahashi, Taura, Chikayama 2004):
 - **push** (forward push, Andersen, Chung & Lang, FOCS 2006; on growing graphs Zhang, Lofgren & Goel, KDD 2016): at
   p's first fetch its mass ``m = s_p + initial`` is pushed: ``s_p = (1 - d) m``
   (its estimate), every target gets ``d m / outdeg(p)``, as priority if unfetched,
-  as residual ``a`` if fetched; then the residuals of largest ``a / outdeg``
-  (the mass one edge update moves; ties: the larger id) are pushed the same way until ``push_budget`` edge updates are spent; a node
+  as residual ``a`` if fetched; then the residuals of highest level of ``a / outdeg``
+  (the mass one edge update moves, to a quarter of an octave: :func:`resid_level`;
+  ties: the larger id) are pushed the same way until ``push_budget`` edge updates are spent; a node
   with more out-links than what is left gives its residual up at once and its
   out-links get their shares in this call and the next ones, before any other push.
 - **Prior** (``IPR_PRIOR_CRAWL``; the historical strategy, Baeza-Yates, Castillo,
@@ -37,11 +38,26 @@ from typing import Any
 
 from ipr_crawl.ordering.params import OrderingParams
 
-__all__ = ["ReferenceFrontier", "Node", "priority", "simulate_crawl", "tie_rule_order", "LUA_ORDERINGS"]
+__all__ = ["ReferenceFrontier", "Node", "priority", "resid_level", "simulate_crawl", "tie_rule_order", "LUA_ORDERINGS"]
 
 QUEUED, FETCHED, FAILED = 0, 2, 3
 #: Orderings as the Lua scripts name them.
 LUA_ORDERINGS = ("ipr", "push", "blc", "ifs", "bf", "opic", "importance", "pr", "lsf")
+
+
+def resid_level(x: float) -> int:
+    """push: the level of a residual per out-link ``x = a / outdeg`` (> 0) by which the
+    push phase picks the next node: ``4 e + floor(8 (m - 1/2))`` with ``x = m 2**e``,
+    ``1/2 <= m < 1`` (C ``frexp``), i.e. a quarter of an octave, so levels differ by a
+    factor of at most 1.25. Exact in floating point, the same in Lua (``math.frexp``);
+    the ``resid`` ZSET keeps it as the score, and a residual that grows within its level
+    costs no write to the index (store schema 5).
+
+    >>> [resid_level(x) for x in (1.0, 1.2, 1.25, 1.99, 2.0, 0.001)]
+    [4, 4, 5, 7, 8, -36]
+    """
+    m, e = math.frexp(x)
+    return 4 * e + math.floor((m - 0.5) * 8)
 
 
 @dataclass
@@ -239,7 +255,7 @@ class ReferenceFrontier:
                 qid, part, start = self.pushing
                 q = self.nodes[qid]
             else:
-                waiting = [(n.a / n.outdeg, k) for k, n in self.nodes.items() if self._indexed(n)]
+                waiting = [(resid_level(n.a / n.outdeg), k) for k, n in self.nodes.items() if self._indexed(n)]
                 if not waiting:
                     break
                 qid = max(waiting)[1]

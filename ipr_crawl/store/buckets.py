@@ -125,7 +125,8 @@ class BucketedFrontier:
                 raise IncompatibleCrawl(
                     f"crawl {self.crawl_id!r} is split into {int(buckets)} buckets (IPR_CLUSTER_BUCKETS); this "
                     f"run has {self.buckets}. Use the same IPR_CLUSTER_BUCKETS or another IPR_CRAWL_ID")
-            if schema is None or int(schema) != SCHEMA_VERSION:
+            # schema 4 -> 5: each bucket re-indexes its push residuals as it opens
+            if schema is None or int(schema) not in (4, SCHEMA_VERSION):
                 raise IncompatibleCrawl(
                     f"crawl {self.crawl_id!r} was written with schema {schema!r}; this is ipr-crawl schema "
                     f"{SCHEMA_VERSION}. Use another IPR_CRAWL_ID or delete its keys")
@@ -138,6 +139,7 @@ class BucketedFrontier:
         for b, store in enumerate(self.stores):
             store.open()
             self.client.hset(store.keys["meta"], "bucket", b)
+        self.client.hset(k, "schema", SCHEMA_VERSION)
         return resumed
 
     def wait_for_replicas(self, replicas: int, timeout_ms: int, on_short: Callable[[], Any] | None = None) -> None:

@@ -138,7 +138,10 @@ class FrontierStore:
             version = None
         if version == 3:
             self._upgrade_from_3()
-            version = SCHEMA_VERSION
+            version = 4
+        if version == 4:
+            self._upgrade_from_4()
+            version = 5
         if version != SCHEMA_VERSION:
             raise IncompatibleCrawl(
                 f"crawl {self.crawl_id!r} was written with schema {schema!r}; this is "
@@ -169,9 +172,41 @@ class FrontierStore:
         pipe = c.pipeline(transaction=True)
         if members:
             pipe.zadd(self.keys["lease"], dict.fromkeys(members, now))
-        pipe.hset(self.keys["meta"], "schema", SCHEMA_VERSION)
+        pipe.hset(self.keys["meta"], "schema", 4)
         pipe.execute()
-        logger.info("ipr-crawl: crawl %r upgraded from schema 3 to %d", self.crawl_id, SCHEMA_VERSION)
+        logger.info("ipr-crawl: crawl %r upgraded from schema 3 to 4", self.crawl_id)
+
+    def _upgrade_from_4(self) -> None:
+        """Schema 4 -> 5: push's residual index ``resid`` was scored by ``a / outdeg``;
+        it is now scored by that value's level
+        (:func:`ipr_crawl.ordering.reference.resid_level`). Every entry is re-scored from
+        its node record (entries no longer indexed are removed); other orderings have no
+        entries. Cost: one pass over ``resid``, in chunks of 1,000."""
+        from ipr_crawl.ordering.reference import resid_level
+
+        c: Any = self.client
+        resid, eps = self.keys["resid"], float(self.params.push_epsilon)
+        members = [m for m, _ in c.zscan_iter(resid, count=1000)]
+        for i in range(0, len(members), 1000):
+            chunk = members[i : i + 1000]
+            raws = c.hmget(self.keys["node"], chunk)
+            levels: dict[bytes, int] = {}
+            gone: list[bytes] = []
+            for m, raw in zip(chunk, raws):
+                head = parse_record(raw)[0] if raw else None
+                if head and head.state == 2 and head.outdeg > 0 and head.a > 0 and head.a >= eps:
+                    levels[m] = resid_level(head.a / head.outdeg)
+                else:
+                    gone.append(m)
+            pipe = c.pipeline(transaction=False)
+            if levels:
+                pipe.zadd(resid, levels)
+            if gone:
+                pipe.zrem(resid, *gone)
+            pipe.execute()
+        c.hset(self.keys["meta"], "schema", 5)
+        logger.info("ipr-crawl: crawl %r upgraded from schema 4 to 5 (%d push residuals re-indexed)",
+                    self.crawl_id, len(members))
 
     def _k(self, *names: str) -> list[str]:
         return [self.keys[n] for n in names]

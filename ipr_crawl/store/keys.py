@@ -18,7 +18,7 @@ scripts stay atomic in one Redis Cluster slot). Keys:
 ``forced``        zset   dont_filter requests (retries, ...), FIFO
 ``req``           hash   node id or forced token -> request payload (scheduler/codec.py)
 ``sites``         zset   larger-sites-first: sites by pending URLs (``site:<hash>`` queues)
-``resid``         zset   push: fetched node id, score = residual / out-degree (mass not yet pushed on)
+``resid``         zset   push: fetched node id, score = level of residual / out-degree (mass not yet pushed on; ordering.reference.resid_level)
 ``pushing``       string push: the hub being pushed in parts: id, share per link, next link index
 ``graph``         hash   replays only: a graph to replay (:mod:`ipr_crawl.store.replay`)
 ``revisit``       hash   node id -> revisit state of a fetched URL (store/revisit.py)
@@ -42,10 +42,10 @@ from __future__ import annotations
 
 __all__ = ["SCHEMA_VERSION", "KEY_NAMES", "crawl_keys"]
 
-#: 4: leases are scored by when they were taken (not by a deadline) and name
+#: 5: the push index ``resid`` scores a residual's level, not the residual; 4: leases are scored by when they were taken (not by a deadline) and name
 #: their holder; 3: payloads carry their download slot (codec format 2); 2: out-links kept in the
 #: node record; 1: a separate `out` hash.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 KEY_NAMES = (
     "meta", "node", "frontier", "lease", "forced", "req", "sites", "graph", "resid", "pushing",
     # leases, their holders, what the operator sees (status, report)

@@ -7,9 +7,10 @@
 -- one call; records are then written back by the caller (flush_records), once.
 -- push (forward push, Andersen, Chung & Lang, FOCS 2006; on growing graphs Zhang, Lofgren & Goel, KDD 2016): after a
 -- page's own push, push the residuals of fetched nodes on, largest residual per
--- out-link first (the mass one edge update moves: `resid` ZSET, score = a / od;
--- plain largest-residual order, Gauss-Southwell, did worse, docs/orderings.md), until
--- P.budget edge updates are spent. A
+-- out-link first (the mass one edge update moves: `resid` ZSET, score = its level,
+-- a quarter of an octave, X.level = reference.py's resid_level; among equal levels the
+-- larger id; plain largest-residual order, Gauss-Southwell, did worse,
+-- docs/orderings.md), until P.budget edge updates are spent. A
 -- node with more out-links than what is left gives up its whole residual at once;
 -- its out-links get their share in this call and the next ones, before any other
 -- push (key `pushing`: 8-byte id .. share (double) .. next link index (uint32)).
@@ -109,6 +110,7 @@ local function record_ctx(K, P, shared)
     local r = cache[id]
     if r == nil then
       r = rec_get(node, id) or false
+      if r and X.level then r.lv = X.level(r) end
       cache[id] = r
     end
     return r or nil
@@ -116,15 +118,27 @@ local function record_ctx(K, P, shared)
   function X.touch(id)
     if not dirty[id] then dirty[id] = true; order[#order + 1] = id; written[id] = true end
   end
-  -- push only: a fetched node's residual a stays indexed in `resid` (score a / od) while
-  -- it is at least epsilon and the node has out-links to push it to
+  -- push only: a fetched node's residual a stays indexed in `resid` (score: the level
+  -- of a / od, X.level) while it is at least epsilon and the node has out-links to push
+  -- it to. A record keeps the level Redis has (r.lv, set when read); a flush writes
+  -- only the levels that changed: most gains stay within their level
   if ordering == 'push' then
     local resid = base .. 'resid'
     X.resid, X.pushing = resid, base .. 'pushing'
     -- index changes wait in `pend` (id -> its record, whose state when written
     -- decides) and go to Redis in one ZADD and one ZREM per flush, before `resid`
     -- is read and at the end of the call
+    -- X.level(r): 4 e + floor(8 (m - 1/2)), a / od = m 2^e (frexp), nil when not indexed
     local pend, pord = {}, {}
+    local eps = P.epsilon
+    local frexp, floor = math.frexp, math.floor
+    function X.level(r)
+      if r.st == 2 and r.od > 0 and r.a > 0 and r.a >= eps then
+        local m, e = frexp(r.a / r.od)
+        return e * 4 + floor((m - 0.5) * 8)
+      end
+      return nil
+    end
     function X.resid_index(id, r)
       if not pend[id] then pend[id] = r; pord[#pord + 1] = id end
     end
@@ -133,10 +147,14 @@ local function record_ctx(K, P, shared)
       local add, rem = {}, {}
       for _, id in ipairs(pord) do
         local r = pend[id]
-        if r.st == 2 and r.od > 0 and r.a > 0 and r.a >= P.epsilon then
-          add[#add + 1] = string.format('%.17g', r.a / r.od); add[#add + 1] = id
-        else
-          rem[#rem + 1] = id
+        local lv = X.level(r)
+        if lv ~= r.lv then
+          if lv then
+            add[#add + 1] = lv; add[#add + 1] = id
+          else
+            rem[#rem + 1] = id
+          end
+          r.lv = lv
         end
       end
       pend, pord = {}, {}
@@ -187,13 +205,22 @@ local function record_ctx(K, P, shared)
   function X.flush(pid)
     local rescored = 0
     if X.resid_flush then X.resid_flush() end
+    -- one ZADD XX for all re-scored entries (in chunks): a call per entry costs
+    -- more than the entries do
+    local rescore = ordering ~= 'bf' and ordering ~= 'lsf' and ordering ~= 'pr'
+    local zargs = {'XX', 'CH'}
     for _, id in ipairs(order) do
       local r = cache[id]
       if not shared then rec_put(node, id, r) end
-      if r.st == 0 and id ~= pid and ordering ~= 'bf' and ordering ~= 'lsf' and ordering ~= 'pr' then
-        rescored = rescored + redis.call('ZADD', frontier, 'XX', 'CH', zscore(ordering, r), member_of(r, id))
+      if rescore and r.st == 0 and id ~= pid then
+        zargs[#zargs + 1] = zscore(ordering, r); zargs[#zargs + 1] = member_of(r, id)
+        if #zargs >= 2002 then
+          rescored = rescored + redis.call('ZADD', frontier, unpack(zargs))
+          zargs = {'XX', 'CH'}
+        end
       end
     end
+    if #zargs > 2 then rescored = rescored + redis.call('ZADD', frontier, unpack(zargs)) end
     out_flush(meta, X.box)
     return rescored
   end
