@@ -14,7 +14,9 @@ from ipr_crawl.evaluation.graphio import default_seed, reachable, read_graph, re
 from ipr_crawl.evaluation.serve import host_addresses
 from ipr_crawl.ordering.params import OrderingParams
 from ipr_crawl.ordering.urls import bucket_of
-from ipr_crawl.store import FrontierStore, IncompatibleCrawl, Link
+from ipr_crawl.ordering.reference import resid_level
+from ipr_crawl.store import SCHEMA_VERSION, FrontierStore, IncompatibleCrawl, Link
+from ipr_crawl.store.record import parse_record
 from ipr_crawl.store.buckets import BucketedFrontier
 
 POLBLOGS = TEST_DATA / "polblogs.tsv.gz"
@@ -130,6 +132,39 @@ def test_relay_applies_each_outbox_entry_once(redis_client):
         assert target.node_score(nid(2)) == 1 and target.node_score(nid(3)) == 1
         assert redis_client.hget(target.keys["req"], nid(2)) == b"p2"
         assert many.pending() == 2
+    finally:
+        many.drop()
+
+
+def test_bucketed_push_crawl_of_schema_4_is_upgraded(redis_client):
+    """A bucketed push crawl written by schema 4 (its residual index scored by a /
+    outdeg itself): opening it re-scores every bucket's index by level and records
+    schema 5 crawl-wide and in every bucket."""
+    graph, bucket = polblogs_buckets(3)
+    cid = f"t-{uuid.uuid4().hex[:10]}"
+    params = OrderingParams(ordering="push")
+    many = BucketedFrontier(redis_client, cid, params, 3, relay_secs=0.0)
+    try:
+        many.open()
+        drive(many, graph, bucket, default_seed(graph), bucketed=True)
+        want = {}
+        for store in many.stores:
+            resid = store.keys["resid"]
+            levels = dict(redis_client.zrange(resid, 0, -1, withscores=True))
+            heads = {m: parse_record(redis_client.hget(store.keys["node"], m))[0] for m in levels}
+            assert levels == {m: resid_level(h.a / h.outdeg) for m, h in heads.items()}
+            want[resid] = levels
+            if heads:
+                redis_client.zadd(resid, {m: h.a / h.outdeg for m, h in heads.items()})
+            redis_client.hset(store.keys["meta"], "schema", 4)
+        assert sum(len(v) for v in want.values()) > 0  # residuals left in the buckets
+        redis_client.hset(many.keys["meta"], "schema", 4)
+        again = BucketedFrontier(redis_client, cid, params, 3, relay_secs=0.0)
+        assert again.open() is True
+        for store in many.stores:
+            assert dict(redis_client.zrange(store.keys["resid"], 0, -1, withscores=True)) == want[store.keys["resid"]]
+            assert int(redis_client.hget(store.keys["meta"], "schema")) == SCHEMA_VERSION
+        assert int(redis_client.hget(many.keys["meta"], "schema")) == SCHEMA_VERSION
     finally:
         many.drop()
 
