@@ -120,13 +120,18 @@ def crawl(index_url: str, redis_client, crawl_id: str, log: Path, **settings: ob
     return stats, text
 
 
+def served_url(base: str, url: str) -> str:
+    """Where serve-changes at ``base`` serves the logged ``url``: at its path (and query)."""
+    parts = urlsplit(url)
+    return base + parts.path + (f"?{parts.query}" if parts.query else "")
+
+
 def crawl_figures(redis_client, crawl_id: str, base: str, pages: list[Page], start: float, end: float) -> dict[str, float]:
     store = RevisitStore(redis_client, crawl_id)
     cov = eff = 0.0
     changed_pages = accesses = fetched = 0
     for p in pages:
-        parts = urlsplit(p.url)  # serve-changes serves a page at its URL's path (and query)
-        state: RevisitState | None = store.load(node_id(base + parts.path + (f"?{parts.query}" if parts.query else "")))
+        state: RevisitState | None = store.load(node_id(served_url(base, p.url)))
         assert state is not None, p.url
         truth = simulate_page(parse_policy("fixed:1d"), max(p.first_seen, start), min(p.last_seen, end), p.changes)
         got = 1 + state.m
@@ -432,7 +437,7 @@ def test_a_simulated_year_with_the_directory_pool_on_tldr_pages(tmp_path, change
     got = crawl_figures(redis_client, crawl_id, base, pages, start, end)
     spend = got["accesses"] / len(pages) / ((end - start) / (365 * DAY))
     store = RevisitStore(redis_client, crawl_id)
-    scales = [store.load(node_id(base + urlsplit(p.url).path)).prior_scale for p in pages]
+    scales = [store.load(node_id(served_url(base, p.url))).prior_scale for p in pages]
     print(f"{policy}, 40 tldr pages of 2020 in {len(directories)} directories: crawl {got}, {spend:.2f} "
           f"accesses/page-year; revisit-sim coverage {sim['coverage']:.4f} spend {sim['accesses_per_page_year']:.2f}; "
           f"prior scales {min(scales):.3g}..{max(scales):.3g}")

@@ -18,6 +18,7 @@ from typing import Any
 import redis
 
 from ipr_crawl.ordering.params import LUA_ARGS, OrderingParams
+from ipr_crawl.ordering.reference import resid_level
 from ipr_crawl.store.connection import is_cluster
 from ipr_crawl.store.keys import SCHEMA_VERSION, crawl_keys
 from ipr_crawl.store.record import (
@@ -182,8 +183,6 @@ class FrontierStore:
         (:func:`ipr_crawl.ordering.reference.resid_level`). Every entry is re-scored from
         its node record (entries no longer indexed are removed); other orderings have no
         entries. Cost: one pass over ``resid``, in chunks of 1,000."""
-        from ipr_crawl.ordering.reference import resid_level
-
         c: Any = self.client
         resid, eps = self.keys["resid"], float(self.params.push_epsilon)
         members = [m for m, _ in c.zscan_iter(resid, count=1000)]
