@@ -55,8 +55,10 @@ local function priority(ordering, r)
   return s
 end
 
--- ZSET score of a frontier entry, formatted with 17 significant digits: a Lua
--- number passed to redis.call keeps only 14, which would merge close scores.
+-- ZSET score of a frontier entry, formatted with 17 significant digits: Lua's own
+-- number-to-string keeps only 14, which would merge close scores (redis-server 6.2
+-- formats a number argument of redis.call with 17 itself; the format here does not
+-- depend on the server's version).
 local function zscore(ordering, r)
   return string.format('%.17g', -priority(ordering, r))
 end
