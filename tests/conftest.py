@@ -227,10 +227,11 @@ def redis_client(tmp_path_factory):
 
 @pytest.fixture
 def crawl_id(redis_client):
-    """A fresh crawl id; its keys are deleted after the test."""
+    """A fresh crawl id; its keys, and those of crawl ids made from it (``<id>-2``),
+    are deleted after the test."""
     cid = f"t-{uuid.uuid4().hex[:12]}"
     yield cid
-    keys = list(redis_client.scan_iter(match=f"ipr:{{{cid}}}:*", count=1000))
+    keys = list(redis_client.scan_iter(match=f"ipr:{{{cid}*", count=1000))
     if keys:
         redis_client.delete(*keys)
 

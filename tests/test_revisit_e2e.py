@@ -411,8 +411,7 @@ def test_a_sitemap_whose_lastmod_is_wrong_costs_nothing(emacswiki, tmp_path, cha
 
 
 @pytest.mark.data
-def test_a_simulated_year_with_the_directory_pool_on_tldr_pages(tmp_path, change_server, redis_client, crawl_id,
-                                                                 request):
+def test_a_simulated_year_with_the_directory_pool_on_tldr_pages(tmp_path, change_server, redis_client, crawl_id):
     """harmonic:8/y:pool=directory through a real crawl of 40 tldr-pages pages of 2020
     from several directories (the shared tldr log): the crawl keeps one pair of sums per
     directory, URLs get priors scaled away from 1, the budget is spent (within 5 %) and
@@ -435,13 +434,7 @@ def test_a_simulated_year_with_the_directory_pool_on_tldr_pages(tmp_path, change
     for run in (1, 2):
         changes, listing = write_log(pages, tmp_path)
         index = change_server(changes, listing, "--resolution", "1d", "--start", start_s)
-        year_id = crawl_id if run == 1 else f"{crawl_id}-2"
-        if run == 2:  # the crawl_id fixture deletes the first year's keys; this one's here
-            def forget(cid: str = year_id) -> None:
-                keys = list(redis_client.scan_iter(match=f"ipr:{{{cid}}}:*", count=1000))
-                if keys:
-                    redis_client.delete(*keys)
-            request.addfinalizer(forget)
+        year_id = crawl_id if run == 1 else f"{crawl_id}-2"  # the fixture deletes both
         crawl(index, redis_client, year_id, tmp_path / f"crawl{run}.log", IPR_REVISIT_POLICY=policy,
               IPR_REVISIT_CLOCK=f"virtual:{start_s}", IPR_REVISIT_UNTIL=last_day, IPR_REVISIT_MAX_SECS=0,
               IPR_REVISIT_BUDGET_REFRESH_SECS=86400)
