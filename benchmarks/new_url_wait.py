@@ -14,7 +14,8 @@ the top 1 % fetched) at each checkpoint, one line per variant:
 - ``push+wait=F``: ``push`` whose new URLs wait at priority 0 until the next multiple of
   F x the reachable pages (every other score live);
 - ``push+lag=R``: a URL found when k pages are fetched waits until k (1 + R);
-- ``push+startmass=M``: the start URL begins with mass M (each fetched page adds 1).
+- ``push+startmass=M``: the start URL begins with mass M (each fetched page adds 1);
+- ``push+mix=R``: every R-th page is the queued URL found first (breadth-first).
 
     python benchmarks/new_url_wait.py --graph ../shared/data/graphs/web-NotreDame.tsv.gz \\
         push pr pr-converged push+wait=0.01 push+lag=0.05 [--checkpoints 0.05,0.1,0.2]
@@ -37,21 +38,24 @@ from ipr_crawl.ordering.reference import resid_level
 
 
 def push_order(out: dict[int, list[int]], seed: int, limit: int, budget: int = 10, damping: float = 0.85,
-               start_mass: float = 1.0, wait: int | None = None, lag: float | None = None) -> list[int]:
+               start_mass: float = 1.0, wait: int | None = None, lag: float | None = None,
+               mix: int = 0) -> list[int]:
     """Fetch order of ``push`` from ``seed``, at most ``limit`` pages. ``wait``: new URLs
     wait until the fetched count reaches the next multiple of ``wait``; ``lag``: a URL
-    found at k fetched pages waits until k (1 + lag)."""
+    found at k fetched pages waits until k (1 + lag); ``mix`` R: every R-th page is the
+    queued URL found first (breadth-first), the others by priority."""
     s: dict[int, float] = {}
     a: dict[int, float] = {}
     state: dict[int, int] = {}  # 0 queued, 2 fetched
     seq: dict[int, int] = {}
     ver: dict[int, int] = {}
     heap: list[tuple[float, int, int, int]] = []  # (-priority, seq, node, version)
+    fifo: list[tuple[int, int]] = []  # mix: (seq, node)
     held: set[int] = set()  # new URLs waiting at priority 0
     release: list[tuple[float, int]] = []  # lag: (fetched count, node)
     rver: dict[int, int] = {}
     rheap: list[tuple[int, int, int, int]] = []  # (-level, -node, node, version)
-    links = {v: list(dict.fromkeys(out.get(v, ()))) for v in out}
+    links = out  # read_graph keeps each link once
 
     def queue(v: int, priority: float) -> None:
         ver[v] = ver.get(v, 0) + 1
@@ -76,10 +80,18 @@ def push_order(out: dict[int, list[int]], seed: int, limit: int, budget: int = 1
     queue(seed, 0.0)
     order: list[int] = []
     pushing: tuple[int, float, int] | None = None
+    fifo.append((0, seed))
     while heap and len(order) < limit:
-        _, _, v, version = heapq.heappop(heap)
-        if version != ver[v] or state[v] != 0:
-            continue
+        if mix and len(order) % mix == mix - 1:
+            while fifo and state[fifo[0][1]] != 0:
+                heapq.heappop(fifo)
+            if not fifo:
+                break
+            v = heapq.heappop(fifo)[1]
+        else:
+            _, _, v, version = heapq.heappop(heap)
+            if version != ver[v] or state[v] != 0:
+                continue
         order.append(v)
         state[v] = 2
         k = len(order)
@@ -100,6 +112,8 @@ def push_order(out: dict[int, list[int]], seed: int, limit: int, budget: int = 1
         for t in targets:
             if t not in state:
                 seq[t], state[t], s[t], a[t] = len(seq), 0, share, 0.0
+                if mix:
+                    heapq.heappush(fifo, (seq[t], t))
                 if wait or lag is not None:
                     held.add(t)
                     queue(t, 0.0)
@@ -151,7 +165,7 @@ def pr_order(out: dict[int, list[int]], seed: int, limit: int, interval: int, co
             continue
         fetched.add(v)
         order.append(v)
-        for t in dict.fromkeys(out.get(v, ())):
+        for t in out.get(v, ()):
             if t not in idx:
                 idx[t] = len(nodes)
                 nodes.append(t)
@@ -182,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--graph", required=True, help="edge list (.tsv.gz), as ipr-crawl simulate reads")
     ap.add_argument("--checkpoints", default="0.01,0.05,0.1,0.2,0.5", help="shares of the reachable pages")
-    ap.add_argument("variants", nargs="+", help="push, pr, pr-converged, push+wait=F, push+lag=R, push+startmass=M")
+    ap.add_argument("variants", nargs="+", help="push, pr, pr-converged, push+wait=F, push+lag=R, push+startmass=M, push+mix=R")
     args = ap.parse_args(argv)
     g = read_graph(args.graph)
     seed = default_seed(g)
@@ -203,6 +217,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             order = push_order(g.out, seed, limit, wait=max(1, int(float(value) * n)))
         elif name == "push+lag":
             order = push_order(g.out, seed, limit, lag=float(value))
+        elif name == "push+mix":
+            order = push_order(g.out, seed, limit, mix=int(value))
         elif name == "push+startmass":
             order = push_order(g.out, seed, limit, start_mass=float(value))
         else:

@@ -12,7 +12,9 @@ mass of the first 10 % of the site's pages fetched) per site:
 - ``depth=K``: priority x K^depth, depth = fewest links from the start URL;
 - ``conf=K``: priority x c / (c + K), c = fetched pages linking to the URL;
 - ``known=P``: each fetched page adds (fetched / known URLs)^P instead of 1 (the start
-  URL 1): link mass counts more while the frontier is large against what was fetched.
+  URL 1): link mass counts more while the frontier is large against what was fetched;
+- ``mix=R``: every R-th page is the queued URL found first (breadth-first), the others
+  by the key.
 
     python benchmarks/site_rules.py --graphs DIR --sites python,django,postgres \\
         ordering=push ordering=bf ordering=blc startmass=50 depth=0.4 conf=3
@@ -32,7 +34,7 @@ from ipr_crawl.ordering.reference import QUEUED, ReferenceFrontier
 
 
 def crawl(g: Graph, params: OrderingParams, budget: int, key: Callable[[float, int, int], float],
-          start_mass: float, known_power: float | None = None) -> list[int]:
+          start_mass: float, known_power: float | None = None, mix: int = 0) -> list[int]:
     """Fetch order of the first ``budget`` pages from node 0, popping the queued URL of
     largest ``key(priority, fetched in-linkers, depth)`` (ties: discovery order);
     ``known_power`` P: the page fetched k-th adds (k / known URLs)^P."""
@@ -46,7 +48,10 @@ def crawl(g: Graph, params: OrderingParams, budget: int, key: Callable[[float, i
         queued = [(k, n) for k, n in f.nodes.items() if n.state == QUEUED and k not in f.in_flight]
         if not queued:
             break
-        page = min(queued, key=lambda kn: (-key(kn[1].s, inlinks.get(kn[0], 0), depth[kn[0]]), kn[1].seq))[0]
+        if mix and len(order) % mix == mix - 1:
+            page = min(queued, key=lambda kn: kn[1].seq)[0]
+        else:
+            page = min(queued, key=lambda kn: (-key(kn[1].s, inlinks.get(kn[0], 0), depth[kn[0]]), kn[1].seq))[0]
         f.in_flight.add(page)
         order.append(page)
         if known_power is not None:
@@ -78,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--graphs", required=True, help="folder of <site>.tsv.gz (realsite_order.py --graph-out)")
     ap.add_argument("--sites", default="python,django,postgres,scipy,boost,linux")
     ap.add_argument("--fraction", type=float, default=0.10)
-    ap.add_argument("variants", nargs="+", help="ordering=NAME, startmass=M, depth=K, conf=K, known=P (comma-joined)")
+    ap.add_argument("variants", nargs="+", help="ordering=NAME, startmass=M, depth=K, conf=K, known=P, mix=R (comma-joined)")
     args = ap.parse_args(argv)
     sites = [s.strip() for s in args.sites.split(",") if s.strip()]
     graphs = {}
@@ -87,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         graphs[site] = (g, pagerank(g), max(1, round(args.fraction * len(g.nodes))))
     print(f"{'variant':32s} " + " ".join(f"{s:>9s}" for s in sites) + "      mean")
     for variant in args.variants:
-        ordering, start_mass, known_power = "push", 0.0, None
+        ordering, start_mass, known_power, mix = "push", 0.0, None, 0
         key = make_key("", 0.0)
         for part in variant.split(","):
             name, _, value = part.partition("=")
@@ -95,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
                 ordering = value
             elif name == "startmass":
                 start_mass = float(value)
+            elif name == "mix":
+                mix = int(value)
             elif name == "known":
                 known_power = float(value)
             elif name in ("depth", "conf"):
@@ -102,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 ap.error(f"unknown variant part {part!r}")
         params = OrderingParams(ordering=ordering, cutoff="dl1" if ordering == "ipr" else "")
-        row = [sum(pr[n] for n in crawl(g, params, budget, key, start_mass, known_power)) for g, pr, budget in graphs.values()]
+        row = [sum(pr[n] for n in crawl(g, params, budget, key, start_mass, known_power, mix)) for g, pr, budget in graphs.values()]
         print(f"{variant:32s} " + " ".join(f"{b:9.3f}" for b in row) + f" {sum(row) / len(row):9.3f}", flush=True)
     return 0
 
