@@ -3,6 +3,7 @@ settings, and revisit-sim spending the budget on the shipped EmacsWiki sample.""
 
 from __future__ import annotations
 
+import calendar
 import math
 
 import pytest
@@ -10,8 +11,8 @@ from conftest import TEST_DATA, shared_file
 from scrapy.settings import Settings
 
 from ipr_crawl.config import RevisitConfig, SettingError
-from ipr_crawl.evaluation.revisit_budget import equal_budget, oracle, scaled
-from ipr_crawl.evaluation.revisit_sim import _windows, load_log, simulate
+from ipr_crawl.evaluation.revisit_budget import equal_budget, format_budgets, oracle, peak_revisits, scaled
+from ipr_crawl.evaluation.revisit_sim import Page, _windows, load_log, page_phase, simulate, simulate_page
 from ipr_crawl.revisit.budget import (
     RateHistogram,
     RatePool,
@@ -94,6 +95,48 @@ def test_equal_budget_rows_spend_what_they_say_and_the_oracle_bounds_them():
     windows = list(_windows(pages, None, None))
     assert oracle(windows, 1e9, [1.0] * len(windows))["coverage"] == 1.0
     assert scaled(parse_policy("fixed:30d"), 2.0).interval == 60 * DAY
+
+
+def test_random_phases_take_a_cohort_out_of_step():
+    """100 pages made at one instant and changed at one instant (a commit's cohort):
+    fixed:30d visits them all on the same days, so either every page's change is caught
+    before the pages go or none is. With random phases some are and some are not, and
+    each page's first revisit comes after its own share of the first interval."""
+    t0 = calendar.timegm((2020, 1, 1, 0, 0, 0))
+    cohort = [Page(f"http://site/p{k}", t0, t0 + 75 * DAY, [t0 + 62 * DAY]) for k in range(100)]
+    in_step = equal_budget(cohort, ["fixed:30d"], [parse_budget("12/y")])
+    out_of_step = equal_budget(cohort, ["fixed:30d"], [parse_budget("12/y")], phase_seed=3)
+    assert out_of_step["phase_seed"] == 3 and in_step["phase_seed"] is None
+    policy = parse_policy("fixed:30d")
+    plain = [simulate_page(policy, p.first_seen, p.last_seen, p.changes) for p in cohort]
+    assert {r.coverage for r in plain} == {0.5}  # visits on days 30 and 60: the change of day 62 is missed
+    phased = [simulate_page(policy, p.first_seen, p.last_seen, p.changes, phase=page_phase(p.url, 3)) for p in cohort]
+    assert {r.coverage for r in phased} == {0.5, 1.0}
+    for p, r in zip(cohort, phased):
+        u = page_phase(p.url, 3)
+        assert 0 < u <= 1 and u == page_phase(p.url, 3)
+        assert abs((r.visits[1] - r.visits[0]) - u * 30 * DAY) <= DAY
+    assert page_phase("http://site/p0", 3) != page_phase("http://site/p0", 4)
+    assert in_step["policies"]["fixed:30d"]["12"]["coverage"] != out_of_step["policies"]["fixed:30d"]["12"]["coverage"]
+
+
+def test_the_peak_year_shows_a_policy_that_spends_its_budget_early():
+    """Pages alive for six calendar years: fixed:30d revisits 12 or 13 times in every
+    year; AIMD's intervals start at 15 days and grow by one per quiet
+    visit, so its busiest year spends well above its mean (measured: 16.3 against a
+    mean of 10.2)."""
+    t0 = calendar.timegm((2010, 1, 1, 0, 0, 0))
+    t1 = calendar.timegm((2016, 1, 1, 0, 0, 0))
+    pages = [Page(f"http://site/p{k}", t0, t1, [t0 + (k + 1) * 200 * DAY]) for k in range(10)]
+    windows = list(_windows(pages, None, None))
+    fixed = [simulate_page(parse_policy("fixed:30d"), w0, w1, p.changes) for p, w0, w1 in windows]
+    assert 12.0 <= peak_revisits(fixed, windows) <= 13.1
+    aimd = [simulate_page(parse_policy("aimd:1d:0.5"), w0, w1, p.changes) for p, w0, w1 in windows]
+    mean = sum(r.accesses - 1 for r in aimd) / (len(pages) * 6)
+    assert peak_revisits(aimd, windows) > 1.4 * mean, (peak_revisits(aimd, windows), mean)
+    rows = equal_budget(pages, ["fixed:30d"], [parse_budget("12/y")])["policies"]["fixed:30d"]["12"]
+    assert 11.0 <= rows["peak_revisits_per_page_year"] <= 14.0
+    assert "peak" in format_budgets(equal_budget(pages, ["fixed:30d"], [parse_budget("12/y")]))
 
 
 def test_per_host_caps_split_the_budget_by_water_filling():

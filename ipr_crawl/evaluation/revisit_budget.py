@@ -20,6 +20,18 @@ year (its *budget*) and compared there:
   page's share of coverage per caught version is ``1/versions``, so the oracle
   catches the versions of the pages with the fewest versions first).
 
+``phase_seed``: every page's first revisit comes after a random share of its first
+interval (:func:`~ipr_crawl.evaluation.revisit_sim.page_phase`, the same draw for
+every policy), so that cohorts of pages changed together by one commit do not decide
+the figures by the phase of their synchronised visits.
+
+``peak_revisits_per_page_year``: the revisits (accesses after a page's first) of the
+busiest calendar year (UTC) over the page-years observed in it, among the years with
+at least a tenth of the busiest year's page-years: the crawl capacity a policy needs
+at its peak. A policy whose intervals start short and grow (AIMD, Nutch's) spends
+several times its mean in the first years of a log; ``harmonic`` spends its budget
+evenly.
+
 Coverage and efficiency are the simulator's (over pages with at least one change;
 Tamura & Kitsuregawa 2008, §5.1); ``coverage_weighted`` weighs each page by its
 PageRank in the log's link graph (``--weights``), the importance a crawl's ordering
@@ -28,7 +40,9 @@ gives it.
 
 from __future__ import annotations
 
+import calendar
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import IO, Any
@@ -37,6 +51,7 @@ from ipr_crawl.evaluation.revisit_sim import (
     Page,
     PageResult,
     _windows,
+    page_phase,
     simulate_budget,
     simulate_page,
 )
@@ -54,7 +69,7 @@ from ipr_crawl.revisit.policy import (
     parse_policy,
 )
 
-__all__ = ["equal_budget", "oracle", "pagerank_weights", "plot_budgets", "scaled", "split_spec"]
+__all__ = ["equal_budget", "oracle", "pagerank_weights", "peak_revisits", "plot_budgets", "scaled", "split_spec"]
 
 
 
@@ -91,11 +106,33 @@ def _summary(results: Sequence[PageResult], windows: Sequence[tuple[Page, float,
     extra = {} if sitemap_reads is None else {"sitemap_reads_per_page_year": sitemap_reads / years}
     return {
         "accesses_per_page_year": (sum(r.accesses for r in results) + (sitemap_reads or 0.0)) / years,
+        "peak_revisits_per_page_year": peak_revisits(results, windows),
         "coverage": sum(r.coverage for r, _ in changed) / len(changed),
         "efficiency": sum(r.efficiency for r, _ in changed) / len(changed),
         "coverage_weighted": sum(r.coverage * w for r, w in changed) / total_w,
         **extra,
     }
+
+
+def peak_revisits(results: Sequence[PageResult], windows: Sequence[tuple[Page, float, float]]) -> float:
+    """Revisits per page-year in the busiest calendar year (UTC; module doc), among the
+    years with at least a tenth of the most page-years observed; 0.0 without any."""
+    exposure: dict[int, float] = {}
+    revisits: dict[int, int] = {}
+    for (_, w0, w1), r in zip(windows, results):
+        t = w0
+        while t < w1:
+            y = time.gmtime(t).tm_year
+            y_end = calendar.timegm((y + 1, 1, 1, 0, 0, 0))
+            exposure[y] = exposure.get(y, 0.0) + (min(w1, y_end) - t) / YEAR
+            t = y_end
+        for v in r.visits[1:]:
+            y = time.gmtime(v).tm_year
+            revisits[y] = revisits.get(y, 0) + 1
+    if not exposure:
+        return 0.0
+    most = max(exposure.values())
+    return max((revisits.get(y, 0) / e for y, e in exposure.items() if e >= most / 10 and e > 0), default=0.0)
 
 
 def oracle(windows: Sequence[tuple[Page, float, float]], budget: float, weights: Sequence[float],
@@ -159,19 +196,23 @@ def equal_budget(
     start: float | None = None,
     end: float | None = None,
     progress: IO[str] | None = None,
+    phase_seed: int | None = None,
 ) -> dict[str, Any]:
     """Every policy at every budget (per page per year), and the two bounds (module
-    doc). Returns ``{"budgets": [...], "policies": {spec: {budget: figures}}}``;
+    doc); ``phase_seed``: random phases (module doc). Returns
+    ``{"budgets": [...], "policies": {spec: {budget: figures}}}``;
     figures: ``accesses_per_page_year``, ``coverage``, ``efficiency``,
-    ``coverage_weighted`` (and ``scale`` for scaled policies)."""
+    ``coverage_weighted``, ``peak_revisits_per_page_year`` (and ``scale`` for scaled
+    policies)."""
     windows = list(_windows(pages, start, end))
+    phases = [page_phase(p.url, phase_seed) for p, _, _ in windows] if phase_seed is not None else None
     by_page = {id(p): k for k, p in enumerate(pages)}
     w = [weights[by_page[id(p)]] for p, _, _ in windows] if weights is not None else [1.0] * len(windows)
     for b in budgets:
         if b.per != "y":
             raise ValueError(f"--budgets: give budgets per URL per year (N/y), not {b}")
     out: dict[str, Any] = {"budgets": [b.amount for b in budgets], "policies": {}, "pages": len(windows),
-                           "last_modified": use_last_modified}
+                           "last_modified": use_last_modified, "phase_seed": phase_seed}
 
     def say(text: str) -> None:
         if progress is not None:
@@ -183,10 +224,11 @@ def equal_budget(
         if isinstance(policy, HarmonicPolicy):
             results = simulate_budget(windows, policy, resolution, use_last_modified, true_rates=true_rates,
                                       weights=w if weighted else None, report=report,
-                                      sitemap=sitemap[0], sitemap_share=sitemap[1])
+                                      sitemap=sitemap[0], sitemap_share=sitemap[1], phases=phases)
         else:
-            results = [simulate_page(policy, w0, w1, page.changes, resolution, use_last_modified)
-                       for page, w0, w1 in windows]
+            results = [simulate_page(policy, w0, w1, page.changes, resolution, use_last_modified,
+                                     phase=phases[k] if phases is not None else 1.0)
+                       for k, (page, w0, w1) in enumerate(windows)]
         return _summary(results, windows, w, report.get("sitemap_reads"))
 
     for spec in policies:
@@ -277,17 +319,22 @@ def _interpolate_scale(grid: list[tuple[float, dict[str, float]]], target: float
 
 
 def format_budgets(result: dict[str, Any]) -> str:
-    """A table: one row per policy, coverage (weighted) / spend at each budget."""
+    """A table: one row per policy, coverage (weighted), spend and peak-year revisits
+    (per page-year) at each budget."""
     budgets = [f"{b:g}" for b in result["budgets"]]
-    head = "policy".ljust(28) + "".join(f"{b + '/y':>22}" for b in budgets)
-    lines = [head, " " * 28 + "".join(f"{'cov (wcov) spend':>22}" for _ in budgets)]
+    head = "policy".ljust(28) + "".join(f"{b + '/y':>28}" for b in budgets)
+    lines = [head, " " * 28 + "".join(f"{'cov (wcov) spend peak':>28}" for _ in budgets)]
     for spec, rows in result["policies"].items():
         cells = []
         for b in budgets:
             r = rows.get(b)
-            cells.append(f"{'—':>22}" if r is None else
-                         f"{r['coverage']:.3f} ({r['coverage_weighted']:.3f}) {r['accesses_per_page_year']:5.2f}".rjust(22))
+            peak = r.get("peak_revisits_per_page_year") if r is not None else None
+            cells.append(f"{'—':>28}" if r is None else
+                         (f"{r['coverage']:.3f} ({r['coverage_weighted']:.3f}) {r['accesses_per_page_year']:5.2f} "
+                          + ("    " if peak is None else f"{peak:5.2f}")).rjust(28))
         lines.append(spec[:28].ljust(28) + "".join(cells))
+    if result.get("phase_seed") is not None:
+        lines.append(f"(random phases, seed {result['phase_seed']})")
     return "\n".join(lines)
 
 

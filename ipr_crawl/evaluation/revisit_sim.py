@@ -77,6 +77,7 @@ __all__ = [
     "add_revisit_sim_parser",
     "interval_bucket",
     "load_log",
+    "page_phase",
     "parse_time",
     "simulate",
     "simulate_page",
@@ -199,11 +200,13 @@ def simulate_page(
     use_last_modified: bool = False,
     min_interval: float = 0.0,
     max_interval: float = 0.0,
+    phase: float = 1.0,
 ) -> PageResult:
     """Visit one page from ``first_seen`` to ``last_seen`` (s) under ``policy``
     (see the module doc for the rules). With ``use_last_modified`` each changed
     access passes the bucket of the latest change as the Last-Modified instant
-    (Tamura & Kitsuregawa 2008, §4.1.3)."""
+    (Tamura & Kitsuregawa 2008, §4.1.3). ``phase`` in (0, 1]: the first revisit comes
+    after that share of the policy's first interval (:func:`page_phase`)."""
     t = bucket(first_seen, resolution)
     end = last_seen
     cd = sorted({bucket(c, resolution) for c in changes if first_seen < c <= last_seen})
@@ -212,6 +215,7 @@ def simulate_page(
     got = [True] + [False] * len(cd)
     visits = [t]
     state, tau = access(policy, None, t, changed=False)
+    tau *= phase
     seen = 0
     fetched = 1
     while True:
@@ -246,6 +250,7 @@ def simulate_budget(
     report: dict[str, Any] | None = None,
     sitemap: float = 0.0,
     sitemap_share: float = 1.0,
+    phases: Sequence[float] | None = None,
 ) -> list[PageResult]:
     """Every page under one budget policy at once (the budget couples them): accesses
     in time order; every ``refresh`` s of simulated time ``nu`` is solved again, as the
@@ -270,7 +275,9 @@ def simulate_budget(
     listed. ``report`` then receives ``sitemap_reads`` (accesses spent on the sitemap).
     ``policy.pool == "directory"``: each estimate's prior is scaled by the page's
     directory (:class:`~ipr_crawl.revisit.budget.RatePool`, fed every access interval
-    as it is observed), as the crawl does. Returns one :class:`PageResult` per window, in order. The rules of a visit are
+    as it is observed), as the crawl does. ``phases``: per window, the share of the
+    first interval after which the first revisit comes (:func:`page_phase`; default 1).
+    Returns one :class:`PageResult` per window, in order. The rules of a visit are
     :func:`simulate_page`'s."""
     import heapq
 
@@ -389,6 +396,8 @@ def simulate_budget(
         if states[i] is None:
             states[i], tau = access(pol, None, t, False, weight=w[i], host=hosts[i], prior_scale=scale,
                                     last_modified=lmv)
+            if phases is not None:
+                tau *= phases[i]
             active += 1
         else:
             k = bisect.bisect_right(cds[i], t)
@@ -436,6 +445,22 @@ def simulate_budget(
         results.append(PageResult(len(starts[i]), fetched[i], len(visits[i]), len(cds[i]), window, visits[i],
                                   starts[i], got[i]))
     return results
+
+
+def page_phase(url: str, seed: int) -> float:
+    """A page's phase in (0, 1], uniform and fixed by ``seed`` and its URL (BLAKE2b), so
+    that every policy meets the same draw. A change log's pages come in cohorts (pages
+    made, changed and removed by one commit); a policy that starts every page's
+    schedule at its first access keeps a cohort's visits in step, and whether those
+    visits fall between a cohort's change and its end decides the coverage of
+    hundreds of pages at once. Starting each page's first revisit after a random share
+    of its first interval measures the policies at random phases instead.
+
+    >>> 0 < page_phase("http://a/", 1) <= 1, page_phase("http://a/", 1) == page_phase("http://a/", 1)
+    (True, True)
+    """
+    h = hashlib.blake2b(f"{seed}\0{url}".encode(), digest_size=8).digest()
+    return (int.from_bytes(h, "big") + 1) / 2**64
 
 
 def in_share(url: str, share: float) -> bool:
@@ -796,6 +821,10 @@ def add_revisit_sim_parser(sub: Any) -> None:
     p.add_argument("--budgets", help="compare at equal budgets instead: accesses per page per year, e.g. "
                    "0.5/y,1/y,2/y,4/y,8/y (each policy's time scale swept to spend each; harmonic runs at "
                    "each budget; plus the true-rate and change-time bounds)")
+    p.add_argument("--phase-seed", type=int, help="with --budgets: start each page's schedule at a random "
+                   "phase (the first revisit after a share of the first interval, uniform, fixed by this seed "
+                   "and the URL), so that cohorts of pages changed together do not decide the figures by "
+                   "where their visits happen to fall (default: every schedule starts at the first access)")
     p.add_argument("--sample", type=int, default=0, help="only N pages of the log, a seeded random sample "
                    "(random.Random(0)); 0: all")
     p.add_argument("--host-delay", default="0", help="per-host politeness for harmonic: at most one access "
@@ -833,6 +862,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"sampled {len(pages)} pages (seed 0)", file=sys.stderr)
     if args.budgets:
         return _run_budgets(args, specs, pages, resolution, start, end)
+    if args.phase_seed is not None:
+        raise SystemExit("ipr-crawl revisit-sim: --phase-seed goes with --budgets")
     result = simulate(
         pages, specs, resolution, start, end, args.last_modified,
         parse_duration(args.min_interval), parse_duration(args.max_interval),
@@ -863,7 +894,7 @@ def _run_budgets(
     weights = pagerank_weights(pages, args.weights) if args.weights else None
     result = equal_budget(
         pages, specs, budgets, resolution, args.last_modified, weights, start, end,
-        progress=None if args.quiet else sys.stderr,
+        progress=None if args.quiet else sys.stderr, phase_seed=args.phase_seed,
     )
     result["changes"] = args.changes[0] if len(args.changes) == 1 else args.changes
     result["pages_file"] = args.pages
