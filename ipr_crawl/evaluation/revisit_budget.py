@@ -340,7 +340,8 @@ def format_budgets(result: dict[str, Any]) -> str:
 
 def plot_budgets(result: dict[str, Any], path: str, title: str = "") -> None:
     """Coverage and efficiency against accesses per page per year (log x), every
-    policy and both bounds, in one PNG."""
+    policy and both bounds, in one PNG; and coverage against the peak year's revisits
+    per page-year (the capacity a policy needs at its busiest)."""
     from ipr_crawl.evaluation import import_eval
 
     matplotlib = import_eval("matplotlib")
@@ -351,7 +352,10 @@ def plot_budgets(result: dict[str, Any], path: str, title: str = "") -> None:
     if result.get("weights"):  # without page weights the weighted coverage is the coverage
         panels.append(("coverage_weighted", "PageRank-weighted coverage"))
     panels.append(("efficiency", "efficiency"))
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.7 * len(panels), 5.2), constrained_layout=True)
+    peak = "peak_revisits_per_page_year"
+    with_peak = any(r is not None and peak in r for rows in result["policies"].values() for r in rows.values())
+    n = len(panels) + with_peak
+    fig, axes = plt.subplots(1, n, figsize=(5.7 * n, 5.2), constrained_layout=True)
     for spec, rows in result["policies"].items():
         pts = [r for r in rows.values() if r is not None]
         # more series than colours in the cycle: bounds dashed, sitemap runs dotted
@@ -359,14 +363,22 @@ def plot_budgets(result: dict[str, Any], path: str, title: str = "") -> None:
         for ax, (key, _) in zip(axes, panels):
             ax.plot([r["accesses_per_page_year"] for r in pts], [r[key] for r in pts], style, marker="o", ms=3,
                     label=spec)
-    for ax, (_, label) in zip(axes, panels):
+        if with_peak:
+            at_peak = [r for r in pts if r.get(peak)]
+            axes[-1].plot([r[peak] for r in at_peak], [r["coverage"] for r in at_peak], style, marker="o", ms=3)
+    xlabels = ["accesses per page per year"] * len(panels)
+    ylabels = [label for _, label in panels]
+    if with_peak:
+        xlabels.append("revisits per page-year in the busiest year")
+        ylabels.append("coverage (pages with a change)")
+    for ax, xlabel, ylabel in zip(axes, xlabels, ylabels):
         ax.set_xscale("log")
         ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-        ax.set_xlabel("accesses per page per year")
-        ax.set_ylabel(label)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
-    axes[-1].set_ylim(0, 1)
+    axes[len(panels) - 1].set_ylim(0, 1)
     axes[0].legend(fontsize=8, loc="lower right")
     if title:
         fig.suptitle(title)
