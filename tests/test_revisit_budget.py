@@ -4,7 +4,11 @@ settings, and revisit-sim spending the budget on the shipped EmacsWiki sample.""
 from __future__ import annotations
 
 import calendar
+import json
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from conftest import TEST_DATA, shared_file
@@ -25,6 +29,7 @@ from ipr_crawl.revisit.budget import (
 )
 from ipr_crawl.revisit.policy import DAY, HarmonicPolicy, parse_policy
 
+REPO = Path(__file__).resolve().parent.parent
 SAMPLE = (str(TEST_DATA / "emacswiki_changes.first1100.csv.gz"), str(TEST_DATA / "emacswiki_pages.first1100.csv.gz"))
 
 
@@ -253,3 +258,22 @@ def test_the_directory_pool_pays_where_directories_differ_the_tldr_log():
     for b in ("1", "2"):
         assert pooled[b]["coverage"] >= off[b]["coverage"] + 0.008, (b, pooled[b], off[b])
         assert pooled[b]["accesses_per_page_year"] <= 1.06 * off[b]["accesses_per_page_year"], (b, pooled[b], off[b])
+
+
+def test_the_budgets_command_with_random_phases_writes_peaks_and_the_plot(tmp_path):
+    out_json, out_png = tmp_path / "b.json", tmp_path / "b.png"
+    cmd = [sys.executable, "-m", "ipr_crawl.cli", "revisit-sim", "--changes", SAMPLE[0], "--pages", SAMPLE[1],
+           "--policies", "fixed:30d,harmonic", "--quiet"]
+    proc = subprocess.run([*cmd, "--budgets", "2/y", "--phase-seed", "1", "--json", str(out_json), "--plot", str(out_png)],
+                          cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "random phases, seed 1" in proc.stdout and "peak" in proc.stdout
+    result = json.loads(out_json.read_text())
+    assert result["phase_seed"] == 1
+    for spec in ("fixed:30d", "harmonic", "bound: true rates"):
+        row = result["policies"][spec]["2"]
+        assert row["peak_revisits_per_page_year"] > 0, (spec, row)
+    assert out_png.stat().st_size > 10_000
+    refused = subprocess.run([*cmd, "--phase-seed", "1"], cwd=REPO, capture_output=True, text=True, timeout=120,
+                             check=False)
+    assert refused.returncode != 0 and "--phase-seed goes with --budgets" in refused.stderr
