@@ -80,7 +80,8 @@ def push_order(out: dict[int, list[int]], seed: int, limit: int, budget: int = 1
     queue(seed, 0.0)
     order: list[int] = []
     pushing: tuple[int, float, int] | None = None
-    fifo.append((0, seed))
+    if mix:
+        fifo.append((0, seed))
     while heap and len(order) < limit:
         if mix and len(order) % mix == mix - 1:
             while fifo and state[fifo[0][1]] != 0:

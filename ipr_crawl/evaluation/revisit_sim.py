@@ -459,8 +459,13 @@ def page_phase(url: str, seed: int) -> float:
     >>> 0 < page_phase("http://a/", 1) <= 1, page_phase("http://a/", 1) == page_phase("http://a/", 1)
     (True, True)
     """
-    h = hashlib.blake2b(f"{seed}\0{url}".encode(), digest_size=8).digest()
-    return (int.from_bytes(h, "big") + 1) / 2**64
+    return (_hash64(f"{seed}\0{url}") + 1) / 2**64
+
+
+def _hash64(key: str) -> int:
+    """A stable 64-bit hash of ``key`` (BLAKE2b): the draws of :func:`page_phase` and
+    :func:`in_share`."""
+    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big")
 
 
 def in_share(url: str, share: float) -> bool:
@@ -469,8 +474,7 @@ def in_share(url: str, share: float) -> bool:
     sitemap lists with a truthful ``lastmod``."""
     if share >= 1:
         return True
-    digest = hashlib.blake2b(url.encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") / 2**64 < share
+    return _hash64(url) / 2**64 < share
 
 
 def interval_bucket(days: float) -> tuple[float, float]:
