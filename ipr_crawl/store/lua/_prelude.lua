@@ -27,13 +27,18 @@ local TWO32 = 4294967296
 -- In bucket mode a fetched page's links are followed by one byte per link, its
 -- bucket (`lbk`; store/buckets.py), so that push can send a residual to a link of
 -- another bucket; the links are the 8 * od bytes after the head.
-local function rec_get(node_key, id)
+-- wide: the table gets a slot for push's index level `lv` (record_ctx) from the start;
+-- a ninth key added later would make Lua re-hash the table.
+local function rec_get(node_key, id, wide)
   local raw = redis.call('HGET', node_key, id)
   if not raw then return nil end
   local st, seq, s, a, tie, od = struct.unpack(REC, raw)
   local cut = REC_SIZE + 8 * od
   local links, lbk = string.sub(raw, REC_SIZE + 1), nil
   if #raw > cut then links, lbk = string.sub(raw, REC_SIZE + 1, cut), string.sub(raw, cut + 1) end
+  if wide then
+    return {st = st, seq = seq, s = s, a = a, tie = tie, od = od, links = links, lbk = lbk, lv = nil}
+  end
   return {st = st, seq = seq, s = s, a = a, tie = tie, od = od, links = links, lbk = lbk}
 end
 
@@ -81,8 +86,9 @@ local function prior_of(pc, id)
   return pc.w * struct.unpack('>f', raw)
 end
 
-local function new_record(meta_key, tie)
+local function new_record(meta_key, tie, wide)
   local seq = redis.call('HINCRBY', meta_key, 'seq', 1)
+  if wide then return {st = 0, seq = seq, s = 0, a = 0, tie = tie, od = 0, links = '', lbk = nil, lv = nil} end
   return {st = 0, seq = seq, s = 0, a = 0, tie = tie, od = 0, links = ''}
 end
 

@@ -14,14 +14,23 @@
 -- node with more out-links than what is left gives up its whole residual at once;
 -- its out-links get their share in this call and the next ones, before any other
 -- push (key `pushing`: 8-byte id .. share (double) .. next link index (uint32)).
--- resid, pushing: the two keys; get / push_gain / resid_index / touch: record's
--- closures over its record cache (push_gain(id, nil, gain, c): a link without a record
--- here, sent to its bucket c in bucket mode, else dropped).
+-- resid, pushing: the two keys; get / push_gain / resid_index / touch / resid_top:
+-- record's closures over its record cache (push_gain(id, nil, gain, c): a link without
+-- a record here, sent to its bucket c in bucket mode, else dropped; resid_top(): the
+-- node `resid` would have on top if the call's pending index changes were written).
+-- shared (replay.lua's cache across pages, or nil): `pushing` is then read once per
+-- call and written back by flush_records.
 -- Returns the edge updates done, and 1 if the budget ran out with work left, else 0.
-local function push_residuals(P, resid, pushing, get, push_gain, resid_index, touch, resid_flush)
+local function push_residuals(P, resid, pushing, get, push_gain, resid_index, touch, resid_flush, resid_top, shared)
   local left, updates = P.budget, 0
   -- the hub being pushed in parts: read once, written back once at the end
-  local raw0 = redis.call('GET', pushing)
+  local raw0
+  if shared and shared.pushing ~= nil then
+    raw0 = shared.pushing or nil
+  else
+    raw0 = redis.call('GET', pushing)
+    if shared then shared.pushing, shared.pushing_read, shared.pushing_key = raw0 or false, raw0 or false, pushing end
+  end
   local cur = raw0
   while left > 0 do
     local qid, part, from
@@ -29,10 +38,8 @@ local function push_residuals(P, resid, pushing, get, push_gain, resid_index, to
       qid = string.sub(cur, 1, 8)
       part, from = struct.unpack('>dI4', cur, 9)
     else
-      resid_flush()
-      local top = redis.call('ZREVRANGE', resid, 0, 0)
-      if #top == 0 then break end
-      qid = top[1]
+      qid = resid_top()
+      if not qid then break end
       local q = get(qid)
       local r = q.a
       q.s = q.s + (1 - P.damping) * r
@@ -58,7 +65,9 @@ local function push_residuals(P, resid, pushing, get, push_gain, resid_index, to
       cur = nil
     end
   end
-  if cur ~= raw0 then
+  if shared then
+    shared.pushing = cur or false
+  elseif cur ~= raw0 then
     if cur then redis.call('SET', pushing, cur) else redis.call('DEL', pushing) end
   end
   resid_flush()
@@ -89,6 +98,9 @@ local function out_flush(meta, box)
   end
 end
 
+-- push: a level of `resid` -> its ZADD argument, formatted once per script call
+local LEVEL_ARG = {}
+
 -- The record cache of one call and the score rules that do not depend on the
 -- page being recorded, shared by record and receive (relay.lua). Returns a table:
 --   get(id) -> record or nil; touch(id): mark written back at the end;
@@ -105,11 +117,13 @@ local function record_ctx(K, P, shared)
   local cache, written, dirty, order = {}, {}, {}, {}
   if shared then cache, written = shared.cache, shared.dirty end
   local X = {cache = cache, box = {}, bucketed = false}
+  local wide = ordering == 'push'
+  X.wide = wide
   local base = string.sub(meta, 1, -5)
   function X.get(id)
     local r = cache[id]
     if r == nil then
-      r = rec_get(node, id) or false
+      r = rec_get(node, id, wide) or false
       if r and X.level then r.lv = X.level(r) end
       cache[id] = r
     end
@@ -126,10 +140,14 @@ local function record_ctx(K, P, shared)
     local resid = base .. 'resid'
     X.resid, X.pushing = resid, base .. 'pushing'
     -- index changes wait in `pend` (id -> its record, whose state when written
-    -- decides) and go to Redis in one ZADD and one ZREM per flush, before `resid`
-    -- is read and at the end of the call
+    -- decides) and go to Redis in one ZADD and one ZREM per flush, at the end of the
+    -- call. Until then the top is found without writing them (resid_top): the best
+    -- of the pending records (their levels now) and of the entries Redis has that are
+    -- not pending (their ids read once per flush, `top`, two at a time). The same node as a
+    -- ZREVRANGE after a flush: a pending record's level in Redis is stale, the others'
+    -- are exact; among equal levels the larger id (bytes, as the ZSET orders members).
     -- X.level(r): 4 e + floor(8 (m - 1/2)), a / od = m 2^e (frexp), nil when not indexed
-    local pend, pord = {}, {}
+    local pend, npend, top = {}, 0, nil
     local eps = P.epsilon
     local frexp, floor = math.frexp, math.floor
     function X.level(r)
@@ -140,30 +158,70 @@ local function record_ctx(K, P, shared)
       return nil
     end
     function X.resid_index(id, r)
-      if not pend[id] then pend[id] = r; pord[#pord + 1] = id end
+      if not pend[id] then pend[id] = r; npend = npend + 1 end
     end
     function X.resid_flush()
-      if #pord == 0 then return end
+      if npend == 0 then return end
       local add, rem = {}, {}
-      for _, id in ipairs(pord) do
-        local r = pend[id]
+      for id, r in pairs(pend) do
         local lv = X.level(r)
         if lv ~= r.lv then
           if lv then
-            add[#add + 1] = lv; add[#add + 1] = id
+            local z = LEVEL_ARG[lv]
+            if not z then z = string.format('%d', lv); LEVEL_ARG[lv] = z end
+            add[#add + 1] = z; add[#add + 1] = id
           else
             rem[#rem + 1] = id
           end
           r.lv = lv
         end
       end
-      pend, pord = {}, {}
+      pend, npend, top = {}, 0, nil
       for i = 1, #add, 2000 do
         redis.call('ZADD', resid, unpack(add, i, math.min(#add, i + 1999)))
       end
       for i = 1, #rem, 1000 do
         redis.call('ZREM', resid, unpack(rem, i, math.min(#rem, i + 999)))
       end
+    end
+    -- a > b for 8-byte ids, as memcmp orders them (Lua's string < uses strcoll)
+    local function id_after(a, b)
+      local ah, al = struct.unpack('>I4I4', a)
+      local bh, bl = struct.unpack('>I4I4', b)
+      return ah > bh or (ah == bh and al > bl)
+    end
+    function X.resid_top()
+      local bid, blv = nil, nil
+      for id, r in pairs(pend) do
+        local lv = X.level(r)
+        if lv and (not blv or lv > blv or (lv == blv and id_after(id, bid))) then bid, blv = id, lv end
+      end
+      if not top then top = {} end
+      local i = 1
+      while true do
+        if i > #top then
+          local more = redis.call('ZREVRANGE', resid, #top, #top + 1)
+          if #more == 0 then break end
+          for k = 1, #more do top[#top + 1] = more[k] end
+        end
+        local id = top[i]
+        if not pend[id] then
+          -- not pending: its record's level is the one Redis has (r.lv)
+          local r = X.get(id)
+          if r and r.lv then
+            local lv = r.lv
+            if not blv or lv > blv or (lv == blv and id_after(id, bid)) then bid = id end
+            break
+          elseif r then
+            -- indexed in Redis but not by today's parameters (a crawl resumed with
+            -- another IPR_PUSH_EPSILON): the flush removes it
+            r.lv = -1
+            X.resid_index(id, r)
+          end
+        end
+        i = i + 1
+      end
+      return bid
     end
     function X.push_gain(id, r, gain, c)
       if not r then
@@ -183,7 +241,7 @@ local function record_ctx(K, P, shared)
   function X.gain_to(id, tie, payload, gain)
     local r = X.get(id)
     if not r then
-      r = new_record(meta, tie)
+      r = new_record(meta, tie, wide)
       r.s = gain
       if pc == nil then pc = prior_conf(meta) or false end
       r.a = prior_of(pc, id)
@@ -246,7 +304,7 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
 
   local p = get(pid)
   if not p then
-    p = new_record(meta, ptie)
+    p = new_record(meta, ptie, X.wide)
     cache[pid] = p
   end
   touch(pid)
@@ -386,7 +444,7 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
     -- the page's own residual (a self-loop) or a re-record that changed its out-degree
     X.resid_index(pid, p)
     if first then
-      updates, dropped = push_residuals(P, X.resid, X.pushing, get, X.push_gain, X.resid_index, touch, X.resid_flush)
+      updates, dropped = push_residuals(P, X.resid, X.pushing, get, X.push_gain, X.resid_index, touch, X.resid_flush, X.resid_top, shared)
     end
   end
 
@@ -415,9 +473,17 @@ local function receive(K, P, list)
   return added, X.flush('')
 end
 
--- Write back the records a replay call kept in `shared` (see record).
+-- Write back the records a replay call kept in `shared` (see record), and push's
+-- hub in parts (`pushing`, push_residuals).
 local function flush_records(node_key, shared)
   for id in pairs(shared.dirty) do rec_put(node_key, id, shared.cache[id]) end
+  if shared.pushing_key and shared.pushing ~= shared.pushing_read then
+    if shared.pushing then
+      redis.call('SET', shared.pushing_key, shared.pushing)
+    else
+      redis.call('DEL', shared.pushing_key)
+    end
+  end
 end
 
 -- A page of a replay graph (replay.lua's `graph` hash): its own tie and its links
