@@ -27,8 +27,8 @@ local TWO32 = 4294967296
 -- In bucket mode a fetched page's links are followed by one byte per link, its
 -- bucket (`lbk`; store/buckets.py), so that push can send a residual to a link of
 -- another bucket; the links are the 8 * od bytes after the head.
--- wide: the table gets a slot for push's index level `lv` (record_ctx) from the start;
--- a ninth key added later would make Lua re-hash the table.
+-- wide: the table gets slots for push's index levels `lv` and `pl` (record_ctx) from
+-- the start; keys added to a full table later would make Lua re-hash it.
 local function rec_get(node_key, id, wide)
   local raw = redis.call('HGET', node_key, id)
   if not raw then return nil end
@@ -37,7 +37,7 @@ local function rec_get(node_key, id, wide)
   local links, lbk = string.sub(raw, REC_SIZE + 1), nil
   if #raw > cut then links, lbk = string.sub(raw, REC_SIZE + 1, cut), string.sub(raw, cut + 1) end
   if wide then
-    return {st = st, seq = seq, s = s, a = a, tie = tie, od = od, links = links, lbk = lbk, lv = nil}
+    return {st = st, seq = seq, s = s, a = a, tie = tie, od = od, links = links, lbk = lbk, lv = nil, pl = nil}
   end
   return {st = st, seq = seq, s = s, a = a, tie = tie, od = od, links = links, lbk = lbk}
 end
@@ -88,7 +88,7 @@ end
 
 local function new_record(meta_key, tie, wide)
   local seq = redis.call('HINCRBY', meta_key, 'seq', 1)
-  if wide then return {st = 0, seq = seq, s = 0, a = 0, tie = tie, od = 0, links = '', lbk = nil, lv = nil} end
+  if wide then return {st = 0, seq = seq, s = 0, a = 0, tie = tie, od = 0, links = '', lbk = nil, lv = nil, pl = nil} end
   return {st = 0, seq = seq, s = 0, a = 0, tie = tie, od = 0, links = ''}
 end
 

@@ -157,14 +157,17 @@ local function record_ctx(K, P, shared)
       end
       return nil
     end
+    -- r.pl: a pending record's level now, set at each change (every change of a
+    -- fetched record's a or od is followed by resid_index)
     function X.resid_index(id, r)
+      r.pl = X.level(r)
       if not pend[id] then pend[id] = r; npend = npend + 1 end
     end
     function X.resid_flush()
       if npend == 0 then return end
       local add, rem = {}, {}
       for id, r in pairs(pend) do
-        local lv = X.level(r)
+        local lv = r.pl
         if lv ~= r.lv then
           if lv then
             local z = LEVEL_ARG[lv]
@@ -193,7 +196,7 @@ local function record_ctx(K, P, shared)
     function X.resid_top()
       local bid, blv = nil, nil
       for id, r in pairs(pend) do
-        local lv = X.level(r)
+        local lv = r.pl
         if lv and (not blv or lv > blv or (lv == blv and id_after(id, bid))) then bid, blv = id, lv end
       end
       if not top then top = {} end
