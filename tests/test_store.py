@@ -253,6 +253,34 @@ def test_schema_4_push_crawl_is_upgraded(redis_client, crawl_id):
     assert dict(redis_client.zrange(resid, 0, -1, withscores=True)) == levels
 
 
+def test_push_resumed_with_larger_epsilon_drops_what_it_no_longer_indexes(redis_client, crawl_id):
+    """A push crawl resumed with a larger IPR_PUSH_EPSILON: residuals indexed before but
+    now below epsilon are not pushed: the push phase that meets one removes it from
+    ``resid``, and every entry left is one today's parameters index (a budget of 0 on the
+    first run leaves every residual indexed)."""
+    graph = {1: [2, 3], 2: [1, 3, 4], 3: [1, 2], 4: [1, 2, 5], 5: [1]}
+    s = FrontierStore(redis_client, crawl_id, "push", push_budget=0)
+    s.open()
+    s.enqueue(nid(1), 0, payload(1), False)
+    for _ in range(4):
+        (member, _), = s.pop(1, 600)[1]
+        k = int.from_bytes(member[8:], "big")
+        s.record_page(nid(k), 0, [Link(nid(t), 0, payload(t)) for t in graph[k]], lease=member)
+    resid = s.keys["resid"]
+    heads = {m: parse_record(redis_client.hget(s.keys["node"], m))[0] for m in redis_client.zrange(resid, 0, -1)}
+    assert len(heads) >= 2
+    eps = sorted(h.a for h in heads.values())[-1]  # only the largest residual stays indexed
+    t = FrontierStore(redis_client, crawl_id, "push", push_budget=1, push_epsilon=eps)
+    assert t.open() is True
+    (member, _), = t.pop(1, 600)[1]
+    k = int.from_bytes(member[8:], "big")
+    t.record_page(nid(k), 0, [Link(nid(x), 0, payload(x)) for x in graph[k]], lease=member)
+    left = set(redis_client.zrange(resid, 0, -1))
+    for m in left:
+        h = parse_record(redis_client.hget(s.keys["node"], m))[0]
+        assert h.a >= eps and h.outdeg > 0, (m, h)
+
+
 @pytest.mark.parametrize(("first", "second"), [("ipr", "blc"), ("blc", "bf"), ("bf", "ipr")])
 def test_ordering_mismatch_raises(redis_client, crawl_id, first, second):
     FrontierStore(redis_client, crawl_id, first, cutoff="dl1" if first == "ipr" else "").open()
