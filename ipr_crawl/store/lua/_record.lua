@@ -140,8 +140,8 @@ local function record_ctx(K, P, shared)
     local resid = base .. 'resid'
     X.resid, X.pushing = resid, base .. 'pushing'
     -- index changes wait in `pend` (id -> its record, whose state when written
-    -- decides) and go to Redis in one ZADD and one ZREM per flush, at the end of the
-    -- call. Until then the top is found without writing them (resid_top): the best
+    -- decides) and go to Redis in one ZADD and one ZREM per flush, at the end of each
+    -- page's record. Until then the top is found without writing them (resid_top): the best
     -- of the pending records (their levels now) and of the entries Redis has that are
     -- not pending (their ids read once per flush, `top`, two at a time). The same node as a
     -- ZREVRANGE after a flush: a pending record's level in Redis is stale, the others'
