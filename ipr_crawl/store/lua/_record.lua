@@ -14,14 +14,14 @@
 -- node with more out-links than what is left gives up its whole residual at once;
 -- its out-links get their share in this call and the next ones, before any other
 -- push (key `pushing`: 8-byte id .. share (double) .. next link index (uint32)).
--- resid, pushing: the two keys; get / push_gain / resid_index / touch / resid_top:
--- record's closures over its record cache (push_gain(id, nil, gain, c): a link without
--- a record here, sent to its bucket c in bucket mode, else dropped; resid_top(): the
--- node `resid` would have on top if the call's pending index changes were written).
+-- pushing: its key; get / push_gain / resid_index / touch / resid_top: record's
+-- closures over its record cache (push_gain(id, nil, gain, c): a link without a record
+-- here, sent to its bucket c in bucket mode, else dropped; resid_top(): the node
+-- `resid` would have on top if the pending index changes were written, nil if none).
 -- shared (replay.lua's cache across pages, or nil): `pushing` is then read once per
--- call and written back by flush_records.
+-- call and written back by flush_records, and so are the index changes (`resid`).
 -- Returns the edge updates done, and 1 if the budget ran out with work left, else 0.
-local function push_residuals(P, resid, pushing, get, push_gain, resid_index, touch, resid_flush, resid_top, shared)
+local function push_residuals(P, pushing, get, push_gain, resid_index, touch, resid_top, shared)
   local left, updates = P.budget, 0
   -- the hub being pushed in parts: read once, written back once at the end
   local raw0
@@ -70,9 +70,8 @@ local function push_residuals(P, resid, pushing, get, push_gain, resid_index, to
   elseif cur ~= raw0 then
     if cur then redis.call('SET', pushing, cur) else redis.call('DEL', pushing) end
   end
-  resid_flush()
   local dropped = 0
-  if left <= 0 and (cur or redis.call('ZCARD', resid) > 0) then dropped = 1 end
+  if left <= 0 and (cur or resid_top()) then dropped = 1 end
   return updates, dropped
 end
 
@@ -140,14 +139,22 @@ local function record_ctx(K, P, shared)
     local resid = base .. 'resid'
     X.resid, X.pushing = resid, base .. 'pushing'
     -- index changes wait in `pend` (id -> its record, whose state when written
-    -- decides) and go to Redis in one ZADD and one ZREM per flush, at the end of each
-    -- page's record. Until then the top is found without writing them (resid_top): the best
-    -- of the pending records (their levels now) and of the entries Redis has that are
-    -- not pending (their ids read once per flush, `top`, two at a time). The same node as a
-    -- ZREVRANGE after a flush: a pending record's level in Redis is stale, the others'
-    -- are exact; among equal levels the larger id (bytes, as the ZSET orders members).
+    -- decides) and go to Redis in one ZADD and one ZREM per flush: at the end of each
+    -- record call, or of a whole replay call (`shared.resid`: Redis's `resid` then does
+    -- not change during the call, so what was read of it stays valid). Until then the
+    -- top is found without writing them (resid_top): the best of the pending records
+    -- (their levels now, kept by level in `bkt`: level -> {id -> true}, `cnt`: level ->
+    -- ids, `maxlv`: the highest level with any) and of the entries Redis has that are
+    -- not pending (their ids read in Redis's order, `top`, from position `ti`). The same
+    -- node as a ZREVRANGE after a flush: a pending record's level in Redis is stale, the
+    -- others' are exact; among equal levels the larger id (bytes, as the ZSET orders
+    -- members).
     -- X.level(r): 4 e + floor(8 (m - 1/2)), a / od = m 2^e (frexp), nil when not indexed
-    local pend, npend, top = {}, 0, nil
+    local R = shared and shared.resid
+    if not R then
+      R = {pend = {}, npend = 0, bkt = {}, cnt = {}, nlv = 0, maxlv = nil, top = {}, ti = 1, key = {}}
+      if shared then shared.resid = R end
+    end
     local eps = P.epsilon
     local frexp, floor = math.frexp, math.floor
     function X.level(r)
@@ -157,16 +164,66 @@ local function record_ctx(K, P, shared)
       end
       return nil
     end
+    -- an id's order as a number, hi 2^32 + lo rounded to a double (cached in R.key): a
+    -- larger key means a larger id; equal keys are decided by id_after
+    local function idkey(id)
+      local h, l = struct.unpack('>I4I4', id)
+      local k = h * TWO32 + l
+      R.key[id] = k
+      return k
+    end
     -- r.pl: a pending record's level now, set at each change (every change of a
     -- fetched record's a or od is followed by resid_index)
     function X.resid_index(id, r)
-      r.pl = X.level(r)
-      if not pend[id] then pend[id] = r; npend = npend + 1 end
+      local lv = X.level(r)
+      local pend, bkt, cnt = R.pend, R.bkt, R.cnt
+      if pend[id] then
+        local old = r.pl
+        if old == lv then return end
+        if old then
+          bkt[old][id] = nil
+          local c = cnt[old] - 1
+          if c == 0 then
+            bkt[old], cnt[old] = nil, nil
+            R.nlv = R.nlv - 1
+            if old == R.maxlv then
+              if R.nlv == 0 then
+                R.maxlv = nil
+              else
+                local l = old - 1
+                while not cnt[l] do l = l - 1 end
+                R.maxlv = l
+              end
+            end
+          else
+            cnt[old] = c
+          end
+        end
+      else
+        pend[id] = r
+        R.npend = R.npend + 1
+      end
+      r.pl = lv
+      if lv then
+        local k = R.key[id] or idkey(id)
+        local b = bkt[lv]
+        if b then
+          b[id] = k
+          cnt[lv] = cnt[lv] + 1
+        else
+          bkt[lv], cnt[lv] = {[id] = k}, 1
+          R.nlv = R.nlv + 1
+          if not R.maxlv or lv > R.maxlv then R.maxlv = lv end
+        end
+      end
     end
     function X.resid_flush()
-      if npend == 0 then return end
+      if R.npend == 0 then
+        R.top, R.ti = {}, 1
+        return
+      end
       local add, rem = {}, {}
-      for id, r in pairs(pend) do
+      for id, r in pairs(R.pend) do
         local lv = r.pl
         if lv ~= r.lv then
           if lv then
@@ -179,7 +236,7 @@ local function record_ctx(K, P, shared)
           r.lv = lv
         end
       end
-      pend, npend, top = {}, 0, nil
+      R.pend, R.npend, R.bkt, R.cnt, R.nlv, R.maxlv, R.top, R.ti = {}, 0, {}, {}, 0, nil, {}, 1
       for i = 1, #add, 2000 do
         redis.call('ZADD', resid, unpack(add, i, math.min(#add, i + 1999)))
       end
@@ -194,18 +251,21 @@ local function record_ctx(K, P, shared)
       return ah > bh or (ah == bh and al > bl)
     end
     function X.resid_top()
-      local bid, blv = nil, nil
-      for id, r in pairs(pend) do
-        local lv = r.pl
-        if lv and (not blv or lv > blv or (lv == blv and id_after(id, bid))) then bid, blv = id, lv end
+      local bid, bk, blv = nil, nil, R.maxlv
+      if blv then
+        for id, k in pairs(R.bkt[blv]) do
+          if not bid or k > bk or (k == bk and id_after(id, bid)) then bid, bk = id, k end
+        end
       end
-      if not top then top = {} end
-      local i = 1
+      local pend, top, i = R.pend, R.top, R.ti
       while true do
         if i > #top then
-          local more = redis.call('ZREVRANGE', resid, #top, #top + 1)
+          -- a pending entry stays pending until the flush: read past the first ones in
+          -- larger steps
+          local k = #top
+          local more = redis.call('ZREVRANGE', resid, k, k + (k < 8 and 1 or 15))
           if #more == 0 then break end
-          for k = 1, #more do top[#top + 1] = more[k] end
+          for j = 1, #more do top[k + j] = more[j] end
         end
         local id = top[i]
         if not pend[id] then
@@ -213,7 +273,12 @@ local function record_ctx(K, P, shared)
           local r = X.get(id)
           if r and r.lv then
             local lv = r.lv
-            if not blv or lv > blv or (lv == blv and id_after(id, bid)) then bid = id end
+            if not blv or lv > blv then
+              bid = id
+            elseif lv == blv then
+              local k = R.key[id] or idkey(id)
+              if k > bk or (k == bk and id_after(id, bid)) then bid = id end
+            end
             break
           elseif r then
             -- indexed in Redis but not by today's parameters (a crawl resumed with
@@ -224,6 +289,7 @@ local function record_ctx(K, P, shared)
         end
         i = i + 1
       end
+      R.ti = i
       return bid
     end
     function X.push_gain(id, r, gain, c)
@@ -265,7 +331,9 @@ local function record_ctx(K, P, shared)
   end
   function X.flush(pid)
     local rescored = 0
-    if X.resid_flush then X.resid_flush() end
+    if X.resid_flush then
+      if shared then shared.resid_flush = X.resid_flush else X.resid_flush() end
+    end
     -- one ZADD XX for all re-scored entries (in chunks): a call per entry costs
     -- more than the entries do
     local rescore = ordering ~= 'bf' and ordering ~= 'lsf' and ordering ~= 'pr'
@@ -447,7 +515,7 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
     -- the page's own residual (a self-loop) or a re-record that changed its out-degree
     X.resid_index(pid, p)
     if first then
-      updates, dropped = push_residuals(P, X.resid, X.pushing, get, X.push_gain, X.resid_index, touch, X.resid_flush, X.resid_top, shared)
+      updates, dropped = push_residuals(P, X.pushing, get, X.push_gain, X.resid_index, touch, X.resid_top, shared)
     end
   end
 
@@ -476,9 +544,10 @@ local function receive(K, P, list)
   return added, X.flush('')
 end
 
--- Write back the records a replay call kept in `shared` (see record), and push's
--- hub in parts (`pushing`, push_residuals).
+-- Write back the records a replay call kept in `shared` (see record), push's index
+-- changes (`resid`, record_ctx) and its hub in parts (`pushing`, push_residuals).
 local function flush_records(node_key, shared)
+  if shared.resid_flush then shared.resid_flush() end
   for id in pairs(shared.dirty) do rec_put(node_key, id, shared.cache[id]) end
   if shared.pushing_key and shared.pushing ~= shared.pushing_read then
     if shared.pushing then
