@@ -164,8 +164,8 @@ local function record_ctx(K, P, shared)
       end
       return nil
     end
-    -- an id's order as a number, hi 2^32 + lo rounded to a double (cached in R.key): a
-    -- larger key means a larger id; equal keys are decided by id_after
+    -- an id's order as a number, hi 2^32 + lo rounded to a double (cached in R.key when
+    -- first compared): a larger key means a larger id; equal keys are decided by id_after
     local function idkey(id)
       local h, l = struct.unpack('>I4I4', id)
       local k = h * TWO32 + l
@@ -205,13 +205,12 @@ local function record_ctx(K, P, shared)
       end
       r.pl = lv
       if lv then
-        local k = R.key[id] or idkey(id)
         local b = bkt[lv]
         if b then
-          b[id] = k
+          b[id] = true
           cnt[lv] = cnt[lv] + 1
         else
-          bkt[lv], cnt[lv] = {[id] = k}, 1
+          bkt[lv], cnt[lv] = {[id] = true}, 1
           R.nlv = R.nlv + 1
           if not R.maxlv or lv > R.maxlv then R.maxlv = lv end
         end
@@ -253,7 +252,9 @@ local function record_ctx(K, P, shared)
     function X.resid_top()
       local bid, bk, blv = nil, nil, R.maxlv
       if blv then
-        for id, k in pairs(R.bkt[blv]) do
+        local key = R.key
+        for id in pairs(R.bkt[blv]) do
+          local k = key[id] or idkey(id)
           if not bid or k > bk or (k == bk and id_after(id, bid)) then bid, bk = id, k end
         end
       end
