@@ -15,10 +15,10 @@
 -- its out-links get their share in this call and the next ones, before any other
 -- push (key `pushing`: 8-byte id .. share (double) .. next link index (uint32)).
 -- resid, pushing: the two keys; get / push_gain / resid_index / touch / resid_flush /
--- resid_top: record's
--- closures over its record cache (push_gain(id, nil, gain, c): a link without a record
--- here, sent to its bucket c in bucket mode, else dropped; resid_top(): the node
--- `resid` would have on top if the pending index changes were written, nil if none).
+-- resid_top: record's closures over its record cache (push_gain(id, nil, gain, c): a
+-- link without a record here, sent to its bucket c in bucket mode, else dropped;
+-- resid_top(): the node `resid` would have on top if the pending index changes were
+-- written, nil if none).
 -- shared (replay.lua's cache across pages, or nil): `pushing` is then read once per
 -- call and written back by flush_records, and so are the index changes (`resid`).
 -- Returns the edge updates done, and 1 if the budget ran out with work left, else 0.
@@ -164,8 +164,8 @@ local function record_ctx(K, P, shared)
     local R = shared and shared.resid
     if not R then
       -- by level (bkt, cnt) only across the pages of a replay call: one page's pending
-      -- records are few, and scanning them costs less than keeping the levels (5 % of a
-      -- page's instructions, one page per call)
+      -- records are few, and with one page per call keeping their levels cost more than
+      -- scanning them (0.5 % of a crawl's record call, docs/orderings.md)
       if shared then
         R = {pend = {}, npend = 0, bkt = {}, cnt = {}, nlv = 0, maxlv = nil, top = {}, ti = 1, key = {}}
         shared.resid = R
@@ -192,54 +192,55 @@ local function record_ctx(K, P, shared)
     end
     -- r.pl: a pending record's level now, set at each change (every change of a
     -- fetched record's a or od is followed by resid_index)
-    function X.resid_index(id, r)
-      local lv = X.level(r)
-      local pend, bkt, cnt = R.pend, R.bkt, R.cnt
-      if pend[id] then
-        local old = r.pl
-        if old == lv then return end
-        if old then
-          bkt[old][id] = nil
-          local c = cnt[old] - 1
-          if c == 0 then
-            bkt[old], cnt[old] = nil, nil
-            R.nlv = R.nlv - 1
-            if old == R.maxlv then
-              if R.nlv == 0 then
-                R.maxlv = nil
-              else
-                local l = old - 1
-                while not cnt[l] do l = l - 1 end
-                R.maxlv = l
-              end
-            end
-          else
-            cnt[old] = c
-          end
-        end
-      else
-        pend[id] = r
-        R.npend = R.npend + 1
-      end
-      r.pl = lv
-      if lv then
-        local b = bkt[lv]
-        if b then
-          b[id] = true
-          cnt[lv] = cnt[lv] + 1
-        else
-          bkt[lv], cnt[lv] = {[id] = true}, 1
-          R.nlv = R.nlv + 1
-          if not R.maxlv or lv > R.maxlv then R.maxlv = lv end
-        end
-      end
-    end
     if not shared then
       -- one page per call: a few pending records, scanned by resid_top
       function X.resid_index(id, r)
         r.pl = X.level(r)
         local pend = R.pend
         if not pend[id] then pend[id] = r; R.npend = R.npend + 1 end
+      end
+    else
+      function X.resid_index(id, r)
+        local lv = X.level(r)
+        local pend, bkt, cnt = R.pend, R.bkt, R.cnt
+        if pend[id] then
+          local old = r.pl
+          if old == lv then return end
+          if old then
+            bkt[old][id] = nil
+            local c = cnt[old] - 1
+            if c == 0 then
+              bkt[old], cnt[old] = nil, nil
+              R.nlv = R.nlv - 1
+              if old == R.maxlv then
+                if R.nlv == 0 then
+                  R.maxlv = nil
+                else
+                  local l = old - 1
+                  while not cnt[l] do l = l - 1 end
+                  R.maxlv = l
+                end
+              end
+            else
+              cnt[old] = c
+            end
+          end
+        else
+          pend[id] = r
+          R.npend = R.npend + 1
+        end
+        r.pl = lv
+        if lv then
+          local b = bkt[lv]
+          if b then
+            b[id] = true
+            cnt[lv] = cnt[lv] + 1
+          else
+            bkt[lv], cnt[lv] = {[id] = true}, 1
+            R.nlv = R.nlv + 1
+            if not R.maxlv or lv > R.maxlv then R.maxlv = lv end
+          end
+        end
       end
     end
     function X.resid_flush()
