@@ -80,11 +80,12 @@ def count(replay: Replay, seed: int, reach: list[int], spec: str, pages: int, ba
         if batch <= 0:
             # as a crawl drives it: pop.lua, then record_page.lua, one page per call
             counted = len(run_ordering(replay, store, ordering, seed, pages, 10**9, 0.85)["order"])
-        while 0 < batch and counted < pages:
-            ids = store.replay(batch)[0]
-            counted += len(ids)
-            if len(ids) < batch:
-                break
+        else:
+            while counted < pages:
+                ids = store.replay(batch)[0]
+                counted += len(ids)
+                if len(ids) < batch:
+                    break
         subprocess.run(["callgrind_control", "-i", "off", str(server.pid)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         client.shutdown(nosave=True)
         client.close()

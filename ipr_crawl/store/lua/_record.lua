@@ -243,14 +243,11 @@ local function record_ctx(K, P, shared)
         end
       end
     end
+    -- the pending changes are written at the end of the record call (of the replay call:
+    -- flush_records); nothing asks for the top after that, so `top` and the levels are
+    -- not reset
     function X.resid_flush()
-      if not shared then
-        -- the call ends here
-        if R.npend == 0 then return end
-      elseif R.npend == 0 then
-        R.top, R.ti = {}, 1
-        return
-      end
+      if R.npend == 0 then return end
       local add, rem = {}, {}
       for id, r in pairs(R.pend) do
         local lv = r.pl
@@ -265,11 +262,7 @@ local function record_ctx(K, P, shared)
           r.lv = lv
         end
       end
-      if shared then
-        R.pend, R.npend, R.bkt, R.cnt, R.nlv, R.maxlv, R.top, R.ti = {}, 0, {}, {}, 0, nil, {}, 1
-      else
-        R.pend, R.npend = {}, 0
-      end
+      R.pend, R.npend = {}, 0
       for i = 1, #add, 2000 do
         redis.call('ZADD', resid, unpack(add, i, math.min(#add, i + 1999)))
       end
