@@ -412,43 +412,40 @@ def test_a_sitemap_whose_lastmod_is_wrong_costs_nothing(emacswiki, tmp_path, cha
 
 @pytest.mark.data
 def test_a_simulated_year_with_the_directory_pool_on_tldr_pages(tmp_path, change_server, redis_client, crawl_id):
-    """harmonic:8/y:pool=directory through a real crawl of 40 tldr-pages pages of 2020
+    """harmonic:8/y:pool=directory through a real crawl of 120 tldr-pages pages of 2020
     from several directories (the shared tldr log): the crawl keeps one pair of sums per
     directory, URLs get priors scaled away from 1, the budget is spent (within 5 %) and
-    the coverage is revisit-sim's with the same pool, within 0.05: the crawl's timing
-    (when the budget is solved against the virtual clock) moves it more than on the
-    EmacsWiki year. The year is crawled twice, on two servers (a server's port is in
-    every node id), and their mean coverage is compared: measured 2026-11-24 in 7 runs
-    .822 to .871 against revisit-sim's .859, and in CI once .799."""
+    the coverage is revisit-sim's with the same pool, within 0.03. The responses of one
+    instant do not see each other's observations (RatePool), so the crawl's figures do
+    not depend on the order in which they arrive nor on the server's port (in every node
+    id, so in the order of ties). Measured 2026-11-24: crawl .900, revisit-sim .911, both
+    spending 7.83; revisit-sim at 7.6–8.4/y gives .895–.911. (40 pages were too few:
+    there revisit-sim moved from .828 to .851 between 8/y and 7.6/y.)"""
     from ipr_crawl.revisit.budget import pool_group
 
     log = load_log(str(shared_file("changes/tldr_changes.csv.gz")), str(shared_file("changes/tldr_pages.csv.gz")))
     start_s, end_s, last_day = "2020-01-01", "2020-12-31T23:59:59", "2020-12-31"
-    pages = pick(log, changed=30, still=10, start=start_s, end=end_s)
+    pages = pick(log, changed=90, still=30, start=start_s, end=end_s)
     directories = {pool_group(p.url) for p in pages}
     assert len(directories) >= 3
     policy = "harmonic:8/y:pool=directory"
     start, end = parse_time(start_s), parse_time(end_s)
     sim = simulate(pages, [policy], start=start, end=end)["policies"][policy]
-    coverages = []
-    for run in (1, 2):
-        changes, listing = write_log(pages, tmp_path)
-        index = change_server(changes, listing, "--resolution", "1d", "--start", start_s)
-        year_id = crawl_id if run == 1 else f"{crawl_id}-2"  # the fixture deletes both
-        crawl(index, redis_client, year_id, tmp_path / f"crawl{run}.log", IPR_REVISIT_POLICY=policy,
-              IPR_REVISIT_CLOCK=f"virtual:{start_s}", IPR_REVISIT_UNTIL=last_day, IPR_REVISIT_MAX_SECS=0,
-              IPR_REVISIT_BUDGET_REFRESH_SECS=86400)
-        base = index.rsplit("/_ipr/", 1)[0]
-        got = crawl_figures(redis_client, year_id, base, pages, start, end)
-        spend = got["accesses"] / len(pages) / ((end - start) / (365 * DAY))
-        store = RevisitStore(redis_client, year_id)
-        scales = [store.load(node_id(served_url(base, p.url))).prior_scale for p in pages]
-        print(f"{policy}, 40 tldr pages of 2020 in {len(directories)} directories, year {run}: crawl {got}, "
-              f"{spend:.2f} accesses/page-year; revisit-sim coverage {sim['coverage']:.4f} spend "
-              f"{sim['accesses_per_page_year']:.2f}; prior scales {min(scales):.3g}..{max(scales):.3g}")
-        pool = store.rate_pool()
-        assert {base + urlsplit(d).path for d in directories} <= set(pool)
-        assert min(scales) < 1 < max(scales)
-        assert abs(spend - 8) <= 0.05 * 8
-        coverages.append(got["coverage"])
-    assert abs(sum(coverages) / 2 - sim["coverage"]) <= 0.05, coverages
+    changes, listing = write_log(pages, tmp_path)
+    index = change_server(changes, listing, "--resolution", "1d", "--start", start_s)
+    crawl(index, redis_client, crawl_id, tmp_path / "crawl.log", IPR_REVISIT_POLICY=policy,
+          IPR_REVISIT_CLOCK=f"virtual:{start_s}", IPR_REVISIT_UNTIL=last_day, IPR_REVISIT_MAX_SECS=0,
+          IPR_REVISIT_BUDGET_REFRESH_SECS=86400)
+    base = index.rsplit("/_ipr/", 1)[0]
+    got = crawl_figures(redis_client, crawl_id, base, pages, start, end)
+    spend = got["accesses"] / len(pages) / ((end - start) / (365 * DAY))
+    store = RevisitStore(redis_client, crawl_id)
+    scales = [store.load(node_id(served_url(base, p.url))).prior_scale for p in pages]
+    print(f"{policy}, {len(pages)} tldr pages of 2020 in {len(directories)} directories: crawl {got}, "
+          f"{spend:.2f} accesses/page-year; revisit-sim coverage {sim['coverage']:.4f} spend "
+          f"{sim['accesses_per_page_year']:.2f}; prior scales {min(scales):.3g}..{max(scales):.3g}")
+    pool = store.rate_pool()
+    assert {base + urlsplit(d).path for d in directories} <= set(pool)
+    assert min(scales) < 1 < max(scales)
+    assert abs(spend - 8) <= 0.05 * 8
+    assert abs(got["coverage"] - sim["coverage"]) <= 0.03

@@ -392,7 +392,7 @@ def simulate_budget(
                 mult.nu = solve_nu(hist.groups(), pol.budget.total_rate(active) * gain)
             next_solve = t + refresh
         spent += 1
-        scale = pool.scale(groups[i]) if pool is not None else None
+        scale = pool.scale(groups[i], at=t) if pool is not None else None
         if states[i] is None:
             states[i], tau = access(pol, None, t, False, weight=w[i], host=hosts[i], prior_scale=scale,
                                     last_modified=lmv)
@@ -407,7 +407,7 @@ def simulate_budget(
             states[i], tau = access(pol, states[i], t, changed, modified_at=lm, weight=w[i], host=hosts[i],
                                     prior_scale=scale, last_modified=lmv)
             if pool is not None and t > before:
-                pool.observe(groups[i], changed, t - before)
+                pool.observe(groups[i], changed, t - before, at=t)
             if changed:
                 got[i][k] = True
                 fetched[i] += 1

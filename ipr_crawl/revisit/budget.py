@@ -303,6 +303,16 @@ class RatePool:
     ...     pool.observe("b/", False, 10 * DAY)  # b/ never changed
     >>> round(pool.scale("a/"), 2), round(pool.scale("b/"), 3), pool.scale("new/")
     (1.53, 0.073, 1.0)
+
+    Accesses at one instant ``at`` (s; the clock's bucket) do not see each other: what
+    is observed at ``at`` counts from the first call with a later instant, so the
+    scales do not depend on the order in which one instant's responses are handled.
+
+    >>> pool = RatePool()
+    >>> pool.observe("a/", True, 10 * DAY, at=100.0)
+    >>> pool.observe("b/", False, 10 * DAY, at=100.0)
+    >>> pool.scale("a/", at=100.0), round(pool.scale("a/", at=200.0), 3)
+    (1.0, 1.1)
     """
 
     #: the scale is kept within [1 / CLIP, CLIP]
@@ -313,11 +323,23 @@ class RatePool:
         self.sums: dict[str, list[float]] = {}
         self.changes = 0.0
         self.exposure = 0.0
+        #: observations of the instant ``_held_at``, not counted yet
+        self._held: list[tuple[str, bool, float]] = []
+        self._held_at: float | None = None
 
-    def observe(self, group: str, changed: bool, interval: float) -> None:
-        """Count one access interval of a URL of ``group``."""
+    def observe(self, group: str, changed: bool, interval: float, at: float | None = None) -> None:
+        """Count one access interval (s) of a URL of ``group``, from the next instant
+        after ``at`` on (at once without ``at``)."""
         if interval <= 0:
             return
+        if at is None:
+            self._add(group, changed, interval)
+            return
+        self._settle(at)
+        self._held_at = at
+        self._held.append((group, changed, interval))
+
+    def _add(self, group: str, changed: bool, interval: float) -> None:
         g = self.sums.setdefault(group, [0.0, 0.0])
         x = 1.0 if changed else 0.0
         g[0] += x
@@ -325,11 +347,20 @@ class RatePool:
         self.changes += x
         self.exposure += interval
 
-    def scale(self, group: str) -> float:
-        """The factor on the prior of a URL of ``group``: the group's rate
+    def _settle(self, at: float | None) -> None:
+        """Count the held observations if ``at`` is a later instant than theirs."""
+        if self._held and (at is None or self._held_at is None or at > self._held_at):
+            for obs in self._held:
+                self._add(*obs)
+            self._held = []
+
+    def scale(self, group: str, at: float | None = None) -> float:
+        """The factor on the prior of a URL of ``group`` accessed at ``at`` (s; None:
+        everything observed so far counts): the group's rate
         ``(X_g + 0.5) / (E_g + 90 d)`` over the crawl's ``(ΣX + 0.5) / (ΣE + 90 d)``,
         within ``[1/CLIP, CLIP]``; 1 for a group not seen or while no change was seen
         at all (and for the only group of a crawl)."""
+        self._settle(at)
         g = self.sums.get(group)
         if g is None or self.changes <= 0 or self.exposure <= 0:
             return 1.0
@@ -337,7 +368,9 @@ class RatePool:
         return min(self.CLIP, max(1.0 / self.CLIP, ratio))
 
     def load(self, sums: dict[str, tuple[float, float]]) -> None:
-        """Replace the sums with ``sums`` (group -> (changes, exposure s)), e.g. read from Redis."""
+        """Replace the sums with ``sums`` (group -> (changes, exposure s)), e.g. read from
+        Redis (which has the held observations too: they are dropped)."""
+        self._held = []
         self.sums = {g: [float(x), float(e)] for g, (x, e) in sums.items()}
         self.changes = sum(v[0] for v in self.sums.values())
         self.exposure = sum(v[1] for v in self.sums.values())

@@ -265,12 +265,18 @@ class Refresher:
         """Move the URLs due now into the forced queue; with a virtual clock and
         nothing pending, first jump to the next due time. ``run-once`` sweeps
         once, at its first call, so a URL is revisited at most once per run.
-        Returns URLs moved."""
-        self.solve_budget()
+        Returns URLs moved.
+
+        The budget's multiplier is solved again here (:meth:`solve_budget`); with a
+        virtual clock, only right after a jump: the clock moves only then, when nothing
+        is in flight, so every access of the instant before has been recorded and the
+        solve does not depend on the order in which responses arrived."""
+        virtual = isinstance(self.clock, VirtualClock)
+        if not virtual or self.cfg.mode == "run-once":
+            self.solve_budget()
         if self.cfg.mode == "run-once":
             return self._sweep()
         now = self.clock.now()
-        virtual = isinstance(self.clock, VirtualClock)
         if not virtual and now - self._last_refresh < self.cfg.refresh_secs:
             return 0
         self._last_refresh = now
@@ -288,6 +294,7 @@ class Refresher:
             assert isinstance(self.clock, VirtualClock)
             self.clock.advance_to(earliest)
             self.store.set_clock(earliest)
+            self.solve_budget()
             moved, _ = self.store.refresh(self._cutoff(earliest), cfg.refresh_batch_size, earliest + cfg.retry_secs, earliest)
         self.moved += moved
         return moved

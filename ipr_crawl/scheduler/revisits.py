@@ -273,9 +273,9 @@ class RevisitObserver:
         group = pool_group(curl) if pool is not None else ""
         interval = t - state.last if state is not None and t > state.last else 0.0
         state, tau = access(cfg.policy, state, t, changed, modified_at, weight=weight, host=self.host(url),
-                            prior_scale=pool.scale(group) if pool is not None else None, **validators)
+                            prior_scale=pool.scale(group, at=t) if pool is not None else None, **validators)
         if pool is not None and interval > 0:
-            pool.observe(group, changed, interval)  # this process's own, until the next read of the crawl's
+            pool.observe(group, changed, interval, at=t)  # this process's own, until the next read of the crawl's
         due = next_due(t, tau, cfg.resolution, cfg.min_interval, cfg.max_interval)
         sitemap = sitemap_body(response) if cfg.sitemap_lastmod and status != 304 else None
         # parsed only when it changed: an unchanged sitemap says nothing new
