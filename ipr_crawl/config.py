@@ -162,9 +162,10 @@ SETTINGS: tuple[Setting, ...] = (
     S("IPR_POLITE_BUFFER_SIZE", 64, "int", "polite pop: leased requests one process holds, at most", low=1),
     S("IPR_REVISIT_ENABLED", False, "bool", "revisits: the conditional-GET middleware and the refresher; off, a "
       "crawl fetches each URL once"),
-    S("IPR_REVISIT_POLICY", "harmonic:8/y", "str", "estimator of the next visit: `harmonic[:N/y|N/d][:pool=directory]` (the "
+    S("IPR_REVISIT_POLICY", "harmonic:8/y", "str", "estimator of the next visit: `harmonic[:N/y|N/d][:pool=directory|:prior=gamma]` (the "
       "default: revisits under a budget, 8 per URL per year; Kolobov et al. 2019; `pool=directory`: the rate prior "
-      "pooled per directory; docs/revisits.md), `mle-min`, `mle-avg`, "
+      "pooled per directory; `prior=gamma`: the rate prior fitted to the crawl's own observations, a Gamma-Poisson "
+      "empirical Bayes estimate; docs/revisits.md), `mle-min`, `mle-avg`, "
       "`mle-mix[:MU_LOW-MU_HIGH][:TAU2][:xALPHA]`, `aimd[:D][:R][:TAU2][:pair]`, "
       "`nutch-adaptive[:INC][:DEC][:MIN][:MAX][:TAU2]`, `fixed:INTERVAL` (Tamura & Kitsuregawa 2008, §4; "
       "`mle-mix:0.1-10:15d` was the default until 2026-11)"),

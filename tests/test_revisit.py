@@ -539,3 +539,27 @@ def test_the_directory_pool_is_summed_in_redis_and_old_states_still_read(redis_c
     for bad in (0.0, None, "x"):
         with pytest.raises(ValueError, match="prior scale"):
             RevisitState.from_list([*old, bad])
+
+
+def test_the_gamma_priors_moments_are_summed_in_redis(redis_client, crawl_id):
+    """RevisitStore.record adds an access's five moment deltas (prior=gamma) to the
+    crawl's sums in Redis (revisit_record.lua, a real Redis; fields of rate_pool that
+    the directory pool does not read); rate_moments() reads them back."""
+    from ipr_crawl.ordering.urls import node_id
+    from ipr_crawl.revisit.budget import RateMoments
+    from ipr_crawl.revisit.policy import RevisitState, rate_counts
+    from ipr_crawl.store.revisit import RevisitStore
+
+    store = RevisitStore(redis_client, crawl_id)
+    assert store.rate_moments() == [0.0] * 5
+    mom = RateMoments()
+    for k, (url, m) in enumerate((("http://a.test/1", 1), ("http://a.test/2", 0), ("http://a.test/1", 2))):
+        before = RevisitState(first=0.0, last=k * DAY, accesses=k + 1, m=max(0, m - 1)) if k else None
+        after = RevisitState(first=0.0, last=(k + 10) * DAY, accesses=k + 2, m=m)
+        delta = RateMoments.delta(rate_counts(before), rate_counts(after))
+        mom.add(delta)
+        store.record(node_id(url), url, after, 20 * DAY, moments=delta,
+                     event={"url": url, "t": 0.0, "kind": "changed"})
+    assert store.rate_moments() == pytest.approx(mom.sums, rel=1e-12)
+    assert store.rate_pool() == {}  # the directory pool's reader skips them
+    assert len(list(store.events("http://a.test/1"))) == 2  # the event still follows the moments in ARGV

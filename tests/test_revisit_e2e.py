@@ -25,7 +25,7 @@ import pytest
 from procs import start_server
 from conftest import REPO, TEST_DATA, shared_file
 
-from ipr_crawl.revisit.policy import DAY, RevisitState, parse_policy
+from ipr_crawl.revisit.policy import DAY, RevisitState, parse_policy, rate_counts
 from ipr_crawl.evaluation.revisit_sim import Page, load_log, parse_time, simulate, simulate_page
 from ipr_crawl.store.revisit import RevisitStore
 from ipr_crawl.ordering.urls import node_id
@@ -271,16 +271,23 @@ def _budget_year(emacswiki, tmp_path, change_server, redis_client, crawl_id, pol
     return pages, index.rsplit("/_ipr/", 1)[0], parse_time(YEAR_START), parse_time(YEAR_END), log
 
 
-@pytest.mark.parametrize("policy", ["harmonic:8/y", "harmonic:8/y:pool=directory"])
+@pytest.mark.parametrize("policy", ["harmonic:8/y", "harmonic:8/y:pool=directory", "harmonic:8/y:prior=gamma"])
 def test_a_simulated_year_under_a_budget(emacswiki, tmp_path, change_server, redis_client, crawl_id, policy):
     """harmonic:8/y end to end: the crawl's refresher solves the budget's multiplier from
     the rate histogram in Redis; the crawl spends the budget (within 5 %) and gives
     revisit-sim's coverage (within 0.03: the crawl also revisits its index page, one
     more URL in the budget). With pool=directory the crawl also keeps the directory sums
-    in Redis: one per directory served, every page access interval counted once."""
+    in Redis: one per directory served, every page access interval counted once. With
+    prior=gamma it keeps the five moment sums in Redis, the refresher fits the prior to
+    them, and the pages' states carry it."""
     pages, base, start, end, log = _budget_year(emacswiki, tmp_path, change_server, redis_client, crawl_id, policy)
     assert "revisit budget 8/y over" in log
-    sim = simulate(pages, [policy], start=start, end=end)["policies"][policy]
+    # prior=gamma couples the URLs through the fitted prior: the crawl's index page, a
+    # URL that never changes, is one of them (one such page moved revisit-sim's coverage
+    # by up to 0.07 on these 40 pages before MIN_CHANGES), so revisit-sim gets it too
+    index_page = Page(url=base + "/_ipr/index", first_seen=start, last_seen=end, changes=[])
+    sim = simulate(pages + [index_page] if "prior=gamma" in policy else pages, [policy], start=start,
+                   end=end)["policies"][policy]
     got = crawl_figures(redis_client, crawl_id, base, pages, start, end)
     spend = got["accesses"] / len(pages) / ((end - start) / (365 * DAY))
     print(f"{policy}: crawl {got}, {spend:.2f} accesses/page-year; revisit-sim coverage {sim['coverage']:.4f} "
@@ -296,6 +303,17 @@ def test_a_simulated_year_under_a_budget(emacswiki, tmp_path, change_server, red
         assert emacs[0] == got["versions"] - len(pages) and emacs[1] > 0
     else:
         assert pool == {}
+    moments = store.rate_moments()
+    if policy.endswith("prior=gamma"):
+        assert "revisit rate prior fitted to the crawl" in log
+        states = [store.load(node_id(served_url(base, p.url))) for p in pages]
+        # every page's (changes, time) counted: the sums are the states' own
+        assert moments[0] == pytest.approx(sum(rate_counts(s)[0] for s in states) + rate_counts(
+            store.load(node_id(base + "/_ipr/index")))[0], rel=1e-9)
+        assert state["prior_alpha"] > 0 and state["prior_beta"] > 0
+        assert all(s.prior_time > 0 for s in states)
+    else:
+        assert moments == [0.0] * 5
 
 
 def test_a_simulated_year_under_a_budget_and_a_host_cap(emacswiki, tmp_path, change_server, redis_client, crawl_id):

@@ -50,8 +50,10 @@ from ipr_crawl.evaluation import import_eval
 from ipr_crawl.revisit.budget import (
     YEAR,
     RateHistogram,
+    RateMoments,
     RatePool,
     access_rate,
+    fit_gamma_prior,
     next_gain,
     pool_group,
     solve_nu,
@@ -68,6 +70,7 @@ from ipr_crawl.revisit.policy import (
     next_due,
     parse_duration,
     parse_policy,
+    rate_counts,
 )
 
 __all__ = [
@@ -288,6 +291,7 @@ def simulate_budget(
     lmv = "sim" if use_last_modified else ""
     hist = RateHistogram()
     pool = RatePool() if policy.pool == "directory" and true_rates is None else None
+    moments = RateMoments() if policy.prior == "gamma" and true_rates is None else None
     groups = [pool_group(page.url) for page, _, _ in windows] if pool is not None else []
     hosts = [urlsplit(page.url).hostname or "" for page, _, _ in windows] if host_delay > 0 else [""] * n
     by_host: dict[str, RateHistogram] = defaultdict(RateHistogram)
@@ -390,6 +394,8 @@ def simulate_budget(
                 most_capped = max(most_capped, len(sol.host_nu))
             else:
                 mult.nu = solve_nu(hist.groups(), pol.budget.total_rate(active) * gain)
+            if moments is not None:
+                mult.prior = fit_gamma_prior(moments.sums) or mult.prior
             next_solve = t + refresh
         spent += 1
         scale = pool.scale(groups[i], at=t) if pool is not None else None
@@ -403,9 +409,11 @@ def simulate_budget(
             k = bisect.bisect_right(cds[i], t)
             changed = k > seen[i]
             lm = cds[i][k - 1] if (changed and use_last_modified) else None
-            before = states[i].last
+            before, old_xt = states[i].last, rate_counts(states[i])
             states[i], tau = access(pol, states[i], t, changed, modified_at=lm, weight=w[i], host=hosts[i],
                                     prior_scale=scale, last_modified=lmv)
+            if moments is not None:
+                moments.add(moments.delta(old_xt, rate_counts(states[i])))
             if pool is not None and t > before:
                 pool.observe(groups[i], changed, t - before, at=t)
             if changed:

@@ -54,6 +54,7 @@ from ipr_crawl.revisit.budget import (
     YEAR,
     Budget,
     access_rate,
+    censored_count,
     change_rate,
     parse_budget,
 )
@@ -74,6 +75,7 @@ __all__ = [
     "earned_growth",
     "estimated_rate",
     "harmonic_interval",
+    "rate_counts",
     "first_access",
     "format_duration",
     "next_due",
@@ -110,8 +112,11 @@ class RevisitState:
     ``last_modified`` are the validators as received (RFC 9110 §8.8), ``digest``
     the content hash of the latest version. ``prior_scale`` is the factor on the rate
     estimate's prior at the latest access (the URL's directory,
-    :class:`~ipr_crawl.revisit.budget.RatePool`; 1 without pooling): the rate the URL
-    was binned at can be computed again from the state alone.
+    :class:`~ipr_crawl.revisit.budget.RatePool`; 1 without pooling); with
+    ``prior=gamma`` (``prior_time`` > 0, s) the fitted Gamma prior (α = ``prior_scale``
+    × 0.5, β = ``prior_time``; :func:`~ipr_crawl.revisit.budget.fit_gamma_prior`) at the
+    latest access. The rate the URL was binned at can be computed again from the state
+    alone.
     """
 
     first: float
@@ -127,6 +132,7 @@ class RevisitState:
     last_modified: str = ""
     digest: str = ""
     prior_scale: float = 1.0
+    prior_time: float = 0.0
 
     @property
     def T(self) -> float:
@@ -140,37 +146,47 @@ class RevisitState:
 
     def to_list(self) -> list[object]:
         """Compact list form (for msgpack); inverse of :meth:`from_list`. ``prior_scale``
-        is written only when it is not 1, so that a state without a directory prior
-        stays readable by versions before it (a rolling upgrade)."""
+        is written only when it is not 1 and ``prior_time`` only when it is not 0, so
+        that a state without them stays readable by versions before them (a rolling
+        upgrade)."""
         out: list[object] = [
             self.first, self.last, self.U, self.m,
             None if math.isinf(self.tc_min) else self.tc_min,
             self.last_interval, self.interval, self.accesses, self.unchanged_run,
             self.etag, self.last_modified, self.digest,
         ]
-        if self.prior_scale != 1.0:
+        if self.prior_scale != 1.0 or self.prior_time:
             out.append(self.prior_scale)
+        if self.prior_time:
+            out.append(self.prior_time)
         return out
 
     @classmethod
     def from_list(cls, data: list[Any]) -> RevisitState:
-        """Rebuild from :meth:`to_list` (12 fields, as written before ``prior_scale``, or
-        13); raises :class:`ValueError` on a malformed list."""
-        if not isinstance(data, (list, tuple)) or len(data) not in (12, 13):
-            raise ValueError("revisit state: expected a list of 12 or 13 fields")
+        """Rebuild from :meth:`to_list` (12 fields, as written before ``prior_scale``, 13,
+        or 14 with ``prior_time``); raises :class:`ValueError` on a malformed list."""
+        if not isinstance(data, (list, tuple)) or len(data) not in (12, 13, 14):
+            raise ValueError("revisit state: expected a list of 12 to 14 fields")
         (first, last, u, m, tc_min, last_interval, interval, accesses, run, etag, lm, digest) = data[:12]
         try:
-            scale = float(data[12]) if len(data) == 13 else 1.0
+            scale = float(data[12]) if len(data) >= 13 else 1.0
         except (TypeError, ValueError):
             scale = math.nan
         if not math.isfinite(scale) or scale <= 0:
             raise ValueError(f"revisit state: prior scale {data[12]!r} is not a positive number")
+        try:
+            prior_time = float(data[13]) if len(data) == 14 else 0.0
+        except (TypeError, ValueError):
+            prior_time = math.nan
+        if not math.isfinite(prior_time) or prior_time < 0:
+            raise ValueError(f"revisit state: prior time {data[13]!r} is not a number >= 0")
         return cls(
             first=float(first), last=float(last), U=float(u), m=int(m),
             tc_min=math.inf if tc_min is None else float(tc_min),
             last_interval=float(last_interval), interval=float(interval),
             accesses=int(accesses), unchanged_run=int(run),
             etag=str(etag), last_modified=str(lm), digest=str(digest), prior_scale=scale,
+            prior_time=prior_time,
         )
 
 
@@ -234,6 +250,9 @@ class Multiplier:
         #: hosts held at their politeness cap: their own multiplier (>= nu), by host
         #: label (:func:`ipr_crawl.revisit.budget.solve_nu_hosts`)
         self.host_nu: dict[str, float] = {}
+        #: ``prior=gamma``: the fitted prior (α, β s), None until first fitted
+        #: (:func:`ipr_crawl.revisit.budget.fit_gamma_prior`)
+        self.prior: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -244,11 +263,15 @@ class HarmonicPolicy:
     first solved, every URL is taken at the prior rate and the budget split evenly
     (``N/y``: one visit every year/N; ``N/d``: ``tau2``). ``pool``: ``off`` (the
     default), or ``directory``: the rate estimate's prior is scaled by what the URL's
-    directory has shown (:class:`~ipr_crawl.revisit.budget.RatePool`)."""
+    directory has shown (:class:`~ipr_crawl.revisit.budget.RatePool`). ``prior``:
+    ``fixed`` (the default: 0.5 changes in 90 d, Cho & Garcia-Molina's estimator), or
+    ``gamma``: the prior fitted to the crawl's own observations and the Gamma
+    posterior mean (:func:`~ipr_crawl.revisit.budget.fit_gamma_prior`; ``multiplier.prior``)."""
 
     budget: Budget
     tau2: float = 15 * DAY
     pool: str = "off"
+    prior: str = "fixed"
     multiplier: Multiplier = field(default_factory=Multiplier, compare=False)
     name: str = field(default="", compare=False)
 
@@ -326,9 +349,11 @@ def parse_policy(spec: str) -> Policy:
     - ``nutch-adaptive[:INC][:DEC][:MIN][:MAX][:TAU2]``; defaults ``0.4``,
       ``0.2``, ``60s``, ``365d``, ``30d`` (Nutch's).
     - ``fixed:INTERVAL``.
-    - ``harmonic[:BUDGET][:pool=off|directory]``: revisits under a budget, ``N/y`` (per
-      URL per year) or ``N/d`` (per day for the whole crawl); default ``4/y``; with
-      ``pool=directory`` the rate prior pooled per directory (:class:`HarmonicPolicy`).
+    - ``harmonic[:BUDGET][:pool=off|directory][:prior=fixed|gamma]``: revisits under a
+      budget, ``N/y`` (per URL per year) or ``N/d`` (per day for the whole crawl);
+      default ``4/y``; with ``pool=directory`` the rate prior pooled per directory, with
+      ``prior=gamma`` fitted to the crawl's observations (:class:`HarmonicPolicy`; not
+      both).
 
     Optional fields may also be given as ``key=value`` (``mu``, ``tau2``,
     ``alpha``, ``d``, ``r``, ``inc``, ``dec``, ``min``, ``max``).
@@ -435,7 +460,7 @@ def _build(head: str, pos: list[str], kv: dict[str, str], raw: str) -> Policy:
             raise ValueError("need 0 < min <= max and tau2 > 0")
         return NutchAdaptivePolicy(inc, dec, shortest, longest, t2, name=raw)
     if head == "harmonic":
-        take_kv({"tau2", "pool"})
+        take_kv({"tau2", "pool", "prior"})
         if len(pos) > 1:
             raise ValueError("harmonic takes one budget, N/d or N/y (e.g. harmonic:8/y)")
         budget = parse_budget(pos[0] if pos else "4/y")
@@ -445,7 +470,12 @@ def _build(head: str, pos: list[str], kv: dict[str, str], raw: str) -> Policy:
         pool = kv.get("pool", "off").lower()
         if pool not in ("directory", "off"):
             raise ValueError(f"pool={pool!r}: allowed directory, off")
-        return HarmonicPolicy(budget, t2, pool, name=raw)
+        prior = kv.get("prior", "fixed").lower()
+        if prior not in ("fixed", "gamma"):
+            raise ValueError(f"prior={prior!r}: allowed fixed, gamma")
+        if prior == "gamma" and pool != "off":
+            raise ValueError("harmonic: pool=directory and prior=gamma are two priors; give one")
+        return HarmonicPolicy(budget, t2, pool, prior, name=raw)
     if head == "fixed":
         take_kv({"tau2"})
         if len(pos) != 1:
@@ -533,7 +563,18 @@ def estimated_rate(state: RevisitState) -> float:
     """The URL's change rate (per s; :func:`ipr_crawl.revisit.budget.change_rate`),
     with the Last-Modified estimator when the URL sends a Last-Modified, and its prior
     times ``state.prior_scale``."""
-    return change_rate(state.accesses, state.m, state.T, state.U, bool(state.last_modified), state.prior_scale)
+    return change_rate(state.accesses, state.m, state.T, state.U, bool(state.last_modified), state.prior_scale,
+                       state.prior_time)
+
+
+def rate_counts(state: RevisitState | None) -> tuple[float, float]:
+    """A URL's point in :class:`~ipr_crawl.revisit.budget.RateMoments`: ``(changes,
+    observed time T s)``; ``(0, 0)`` before its first access. A crawler sees at most
+    one change per access interval, so ``changes`` is the count behind the ``m``
+    intervals with one (:func:`~ipr_crawl.revisit.budget.censored_count`)."""
+    if state is None:
+        return 0.0, 0.0
+    return censored_count(state.accesses - 1, state.m), state.T
 
 
 def next_interval(
@@ -648,7 +689,9 @@ def access(
     early access only in proportion to the time observed since the previous
     access), which is remembered as ``state.interval`` (the ``tau_{i-1}`` of the
     next access). ``prior_scale`` (the URL's :meth:`~ipr_crawl.revisit.budget.RatePool.scale`)
-    is kept in the state before the interval is chosen. Returns ``(state, tau)``.
+    is kept in the state before the interval is chosen; under ``harmonic:…:prior=gamma``
+    the policy's fitted prior (``policy.multiplier.prior``, the fixed one until first
+    fitted) is. Returns ``(state, tau)``.
 
     The one entry point of both the middleware and the simulator.
 
@@ -657,16 +700,24 @@ def access(
     (2.0, 3.0)
     """
     validators = {k: v for k, v in (("etag", etag), ("last_modified", last_modified), ("digest", digest)) if v is not None}
+    prior_time: float | None = None
+    if isinstance(policy, HarmonicPolicy) and policy.prior == "gamma":
+        alpha, beta = policy.multiplier.prior or (PRIOR_CHANGES, PRIOR_TIME)
+        prior_scale, prior_time = alpha / PRIOR_CHANGES, beta
     if state is None:
         state = first_access(now, **validators)
         if prior_scale is not None:
             state.prior_scale = prior_scale
+        if prior_time is not None:
+            state.prior_time = prior_time
         tau = next_interval(policy, state, weight=weight, host=host)
     else:
         before = state.last
         update(state, now, changed, modified_at, None, **validators)
         if prior_scale is not None:
             state.prior_scale = prior_scale
+        if prior_time is not None:
+            state.prior_time = prior_time
         tau = next_interval(policy, state, changed if state.accesses > 1 else None, weight, host)
         tau = earned_growth(tau, _previous_interval(policy, state), now - before)
     state.interval = tau

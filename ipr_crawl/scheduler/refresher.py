@@ -30,7 +30,7 @@ import time
 from typing import Protocol
 
 from ipr_crawl.config import RevisitConfig
-from ipr_crawl.revisit.budget import RateHistogram, RatePool, next_gain, solve_nu, solve_nu_hosts
+from ipr_crawl.revisit.budget import RateHistogram, RatePool, fit_gamma_prior, next_gain, solve_nu, solve_nu_hosts
 from ipr_crawl.revisit.policy import FixedPolicy, HarmonicPolicy
 from ipr_crawl.store.revisit import RevisitStore
 
@@ -193,10 +193,13 @@ class Refresher:
         store = self.store
         virtual = isinstance(self.clock, VirtualClock)  # one process per crawl
         if not virtual and not store.claim_budget_solve(int(self.cfg.budget_refresh_secs * 900)):
-            shared = store.budget_state().get("nu")  # another process solved it this period
+            st = store.budget_state()  # another process solved it this period
+            shared = st.get("nu")
             if shared:
                 policy.multiplier.nu = shared
                 policy.multiplier.host_nu = store.host_multipliers()
+            if st.get("prior_beta"):
+                policy.multiplier.prior = (st["prior_alpha"], st["prior_beta"])
             return shared
         by_host = store.rate_histogram_by_host() if self.cfg.host_delay > 0 else {}
         hist = RateHistogram()
@@ -221,6 +224,14 @@ class Refresher:
         else:
             nu = solve_nu(hist.groups(), rate * gain)
         fields = {"t": now, "rate": rate, "allowed": allowed, "nu": nu, "gain": gain}
+        if policy.prior == "gamma":  # the rate prior fitted to what the crawl has seen
+            prior = fit_gamma_prior(store.rate_moments())
+            if prior is not None:
+                logger.log(logging.INFO if policy.multiplier.prior is None else logging.DEBUG,
+                           "ipr-crawl: revisit rate prior fitted to the crawl: alpha %.3g, beta %.1f d "
+                           "(mean rate %.3g changes/day)", prior[0], prior[1] / 86400, prior[0] / prior[1] * 86400)
+                policy.multiplier.prior = prior
+                fields["prior_alpha"], fields["prior_beta"] = prior
         if "accesses0" not in st:
             fields["accesses0"] = accesses
         store.set_budget_state(**fields)

@@ -37,7 +37,7 @@ from scrapy.utils.sitemap import Sitemap
 from ipr_crawl.config import RevisitConfig
 from ipr_crawl.meta import LEASE_META, RECORDED_META, REVISIT_META, lease_of
 from ipr_crawl.ordering.urls import canonical_url, node_id, site_hash
-from ipr_crawl.revisit.budget import RateHistogram, pool_group
+from ipr_crawl.revisit.budget import RateHistogram, RateMoments, pool_group
 from ipr_crawl.revisit.fingerprint import digest, same_version
 from ipr_crawl.revisit.policy import (
     DAY,
@@ -48,6 +48,7 @@ from ipr_crawl.revisit.policy import (
     estimated_rate,
     next_due,
     parse_http_date,
+    rate_counts,
 )
 from ipr_crawl.scheduler.codec import encode_request
 from ipr_crawl.store.revisit import LastmodResult
@@ -272,6 +273,8 @@ class RevisitObserver:
         pool = self.refresher.rate_pool()
         group = pool_group(curl) if pool is not None else ""
         interval = t - state.last if state is not None and t > state.last else 0.0
+        gamma = isinstance(cfg.policy, HarmonicPolicy) and cfg.policy.prior == "gamma"
+        before = rate_counts(state) if gamma else None  # state is updated in place
         state, tau = access(cfg.policy, state, t, changed, modified_at, weight=weight, host=self.host(url),
                             prior_scale=pool.scale(group, at=t) if pool is not None else None, **validators)
         if pool is not None and interval > 0:
@@ -303,7 +306,8 @@ class RevisitObserver:
         }
         store.record(id_, curl, state, due, payload, lease_of(request) if drop else b"", event,
                      rate_bins=(old_bin, self.rate_bin(state, weight, url)),
-                     pool=(group, changed, interval) if pool is not None else None)
+                     pool=(group, changed, interval) if pool is not None else None,
+                     moments=RateMoments.delta(before, rate_counts(state)) if before is not None else None)
         if result is not None:
             return Observation(kind, tau, drop, result.moved, result if result.distrusted else None)
         return Observation(kind, tau, drop)

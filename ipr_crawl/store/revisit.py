@@ -141,17 +141,20 @@ class RevisitStore:
         event: dict[str, Any] | None = None,
         rate_bins: tuple[str, str] = ("", ""),
         pool: tuple[str, bool, float] | None = None,
+        moments: tuple[float, ...] | None = None,
     ) -> bool:
         """Store ``state``, schedule the next visit at ``due`` (s; None: never again),
         keep ``payload`` for revisits, settle ``lease``, move the URL in the rate
         histogram from bin ``rate_bins[0]`` to ``rate_bins[1]`` ("" none), add the
         access interval ``pool = (group, changed, length s)`` to the crawl's
-        :meth:`rate_pool` and append ``event`` (revisit_record.lua). Returns whether a
-        lease was settled."""
+        :meth:`rate_pool`, add ``moments`` (what the access adds to the five sums of
+        :class:`~ipr_crawl.revisit.budget.RateMoments`) to :meth:`rate_moments` and append
+        ``event`` (revisit_record.lua). Returns whether a lease was settled."""
         group, changed, length = pool if pool is not None and pool[2] > 0 else ("", False, 0.0)
         argv: list[Any] = [
             id_, self.pack(url, state), "" if due is None else repr(float(due)),
             payload, lease, self.events_maxlen, *rate_bins, group, int(changed), repr(float(length)),
+            ",".join(repr(float(x)) for x in moments) if moments and any(moments) else "",
         ]
         for key, value in (event or {}).items():
             argv += [key, _field(value)]
@@ -210,6 +213,16 @@ class RevisitStore:
                     continue
                 out.setdefault(group, [0.0, 0.0])[0 if kind == "x" else 1] = v
         return {g: (x, e) for g, (x, e) in out.items()}
+
+    def rate_moments(self) -> list[float]:
+        """The crawl's five :class:`~ipr_crawl.revisit.budget.RateMoments` sums (``harmonic:…:prior=gamma``;
+        fields ``mom:<name>`` of ``rate_pool``), summed over every process's accesses; zeros
+        before any."""
+        from ipr_crawl.revisit.budget import RateMoments
+
+        names = [f"mom:{n}" for n in RateMoments.FIELDS]
+        values = self.client.hmget(self.keys["rate_pool"], names)
+        return [float(v) if v is not None else 0.0 for v in values]
 
     def budget_accesses(self) -> int:
         """Accesses of URLs in the rate histogram so far (the budget's spend)."""

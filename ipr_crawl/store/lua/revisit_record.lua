@@ -7,7 +7,8 @@
 -- KEYS[7] revisit_out (revisits in flight, revisit_refresh.lua)
 -- KEYS[8] rates: the histogram of estimated change rates (bin -> URLs), harmonic policy
 -- KEYS[9] rate_pool: changes and exposure per directory (fields x:<group>, e:<group>),
---   the prior of harmonic's rate estimate (revisit/budget.py RatePool)
+--   the prior of harmonic's rate estimate (revisit/budget.py RatePool); and, for
+--   prior=gamma, the five sums of revisit/budget.py RateMoments (fields mom:<name>)
 -- ARGV[1] node id (8 bytes)   ARGV[2] packed state (msgpack, revisit_store.py)
 -- ARGV[3] next due instant (s since the epoch, decimal) or '' to stop revisiting
 -- ARGV[4] request payload for revisits (codec.py), or '' to keep the stored one
@@ -16,7 +17,8 @@
 -- ARGV[7] the URL's previous rate bin, or '' (none)  ARGV[8] its new rate bin, or ''
 -- ARGV[9] the URL's group in rate_pool, or '' (not pooled)  ARGV[10] 1 if the access
 -- interval ending now had a change, else 0  ARGV[11] its length (s, decimal)
--- ARGV[12 + 2k], ARGV[13 + 2k]: field and value k of the change event (none: no event)
+-- ARGV[12] what the access adds to the five RateMoments sums, comma-separated decimals, or ''
+-- ARGV[13 + 2k], ARGV[14 + 2k]: field and value k of the change event (none: no event)
 -- Returns 1 if a lease was settled, else 0. Cost: O(log D) plus O(fields).
 local revisit, due, revisit_req, changes, lease, req = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local id = ARGV[1]
@@ -48,9 +50,17 @@ if ARGV[9] ~= '' then
   redis.call('HINCRBYFLOAT', KEYS[9], 'x:' .. ARGV[9], ARGV[10])
   redis.call('HINCRBYFLOAT', KEYS[9], 'e:' .. ARGV[9], ARGV[11])
 end
-if #ARGV >= 13 then
+if ARGV[12] ~= '' then
+  local names = {'x', 'T', 'xx', 'xT', 'TT'}
+  local k = 0
+  for d in string.gmatch(ARGV[12], '[^,]+') do
+    k = k + 1
+    redis.call('HINCRBYFLOAT', KEYS[9], 'mom:' .. names[k], d)
+  end
+end
+if #ARGV >= 14 then
   local event = {}
-  for i = 12, #ARGV, 2 do
+  for i = 13, #ARGV, 2 do
     event[#event + 1] = ARGV[i]
     event[#event + 1] = ARGV[i + 1]
   end
