@@ -563,3 +563,50 @@ def test_the_gamma_priors_moments_are_summed_in_redis(redis_client, crawl_id):
     assert store.rate_moments() == pytest.approx(mom.sums, rel=1e-12)
     assert store.rate_pool() == {}  # the directory pool's reader skips them
     assert len(list(store.events("http://a.test/1"))) == 2  # the event still follows the moments in ARGV
+
+
+def test_one_process_fits_the_gamma_prior_and_the_others_read_it(redis_client, crawl_id):
+    """Two processes of one crawl on the system clock (two Refreshers, one real Redis):
+    the first to claim the period solves the budget and fits the prior from the sums
+    in Redis; the other reads nu and the prior from meta instead of solving again.
+    Before 100 changes nothing is fitted."""
+    from scrapy.settings import Settings
+
+    from ipr_crawl.config import RevisitConfig
+    from ipr_crawl.ordering.urls import node_id
+    from ipr_crawl.revisit.budget import RateHistogram, RateMoments, fit_gamma_prior
+    from ipr_crawl.revisit.policy import RevisitState, estimated_rate, rate_counts
+    from ipr_crawl.scheduler.refresher import Refresher
+    from ipr_crawl.store.revisit import RevisitStore
+
+    class Idle:
+        def pending(self) -> int:
+            return 0
+
+    def refresher() -> Refresher:
+        cfg = RevisitConfig.from_settings(Settings({"IPR_REVISIT_ENABLED": True,
+                                                    "IPR_REVISIT_POLICY": "harmonic:8/y:prior=gamma"}))
+        return Refresher(RevisitStore(redis_client, crawl_id), Idle(), cfg)
+
+    store = RevisitStore(redis_client, crawl_id)
+
+    def record(k: int, m: int) -> None:
+        url = f"http://a.test/{k}"
+        state = RevisitState(first=0.0, last=100 * DAY, accesses=11, m=m)
+        a, b = RateHistogram().key(estimated_rate(state))
+        store.record(node_id(url), url, state, 200 * DAY, rate_bins=("", f"{a}:{b}"),
+                     moments=RateMoments.delta(rate_counts(None), rate_counts(state)))
+
+    for k in range(10):
+        record(k, 1)  # 10 changes seen in all: too few to fit
+    first = refresher()
+    assert first.solve_budget() is not None and first.cfg.policy.multiplier.prior is None
+    for k in range(10, 60):
+        record(k, 10 if k % 2 else 0)  # half the URLs change in every interval, half never
+    redis_client.delete(store.keys["meta"] + "_budget_lock")  # the next period
+    first, second = refresher(), refresher()
+    nu = first.solve_budget()
+    prior = first.cfg.policy.multiplier.prior
+    assert nu is not None and prior == pytest.approx(fit_gamma_prior(store.rate_moments()))
+    assert prior[0] < 1  # rates far apart
+    assert second.solve_budget() == nu and second.cfg.policy.multiplier.prior == pytest.approx(prior)
