@@ -27,7 +27,8 @@ scripts stay atomic in one Redis Cluster slot). Keys:
 ``revisit_out``   zset   revisits in flight, score = when due again if the response never comes
 ``rates``         hash   revisits under a budget: rate bin ("a:b") -> URLs (revisit/budget.py)
 ``rate_pool``     hash   revisits under a budget: ``x:<directory>`` changes, ``e:<directory>``
-                         exposure (s) of its URLs' access intervals (revisit/budget.py RatePool)
+                         exposure (s) of its URLs' access intervals (revisit/budget.py RatePool);
+                         ``mom:<name>`` the five sums of RateMoments (``prior=gamma``)
 ``changes``       stream change events (new, changed, unchanged, not_modified, gone), capped
 ``outbox:<c>``    stream bucket mode: links and gains for bucket c, one entry per recorded page
 ``hwm``           hash   bucket mode: source bucket -> id of the last outbox entry applied here
