@@ -281,6 +281,33 @@ def test_push_resumed_with_larger_epsilon_drops_what_it_no_longer_indexes(redis_
         assert h.a >= eps and h.outdeg > 0, (m, h)
 
 
+def test_push_replay_resumed_with_larger_epsilon_drops_what_it_no_longer_indexes(redis_client, crawl_id):
+    """The same as a replay call (replay.lua, which keeps the index's changes until the
+    end of the call and finds the top among the pending ones): a replay resumed with a
+    larger IPR_PUSH_EPSILON leaves indexed only what today's parameters index, and
+    fetches every page once."""
+    from ipr_crawl.store.replay import ReplayStore
+
+    graph = {1: [2, 3], 2: [1, 3, 4], 3: [1, 2], 4: [1, 2, 5], 5: [1]}
+    rows = [(nid(k), 0, [(nid(t), 0) for t in links]) for k, links in graph.items()]
+    s = ReplayStore(redis_client, crawl_id, "push", push_budget=0)
+    s.open()
+    s.load_graph(rows)
+    s.enqueue(nid(1), 0, payload(1), False)
+    first, *_ = s.replay(4)
+    resid = s.keys["resid"]
+    heads = {m: parse_record(redis_client.hget(s.keys["node"], m))[0] for m in redis_client.zrange(resid, 0, -1)}
+    assert len(first) == 4 and len(heads) >= 2
+    eps = sorted(h.a for h in heads.values())[-1]  # only the largest residual stays indexed
+    t = ReplayStore(redis_client, crawl_id, "push", push_budget=1, push_epsilon=eps)
+    assert t.open() is True
+    rest, *_ = t.replay(10)
+    assert sorted(first + rest) == sorted(nid(k) for k in graph)  # each page once, none lost
+    for m in redis_client.zrange(resid, 0, -1):
+        h = parse_record(redis_client.hget(s.keys["node"], m))[0]
+        assert h.a >= eps and h.outdeg > 0, (m, h)
+
+
 @pytest.mark.parametrize(("first", "second"), [("ipr", "blc"), ("blc", "bf"), ("bf", "ipr")])
 def test_ordering_mismatch_raises(redis_client, crawl_id, first, second):
     FrontierStore(redis_client, crawl_id, first, cutoff="dl1" if first == "ipr" else "").open()
