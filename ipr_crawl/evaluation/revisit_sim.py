@@ -409,10 +409,11 @@ def simulate_budget(
             k = bisect.bisect_right(cds[i], t)
             changed = k > seen[i]
             lm = cds[i][k - 1] if (changed and use_last_modified) else None
-            before, old_xt = states[i].last, rate_counts(states[i])
+            before = states[i].last
+            old_xt = rate_counts(states[i]) if moments is not None else None
             states[i], tau = access(pol, states[i], t, changed, modified_at=lm, weight=w[i], host=hosts[i],
                                     prior_scale=scale, last_modified=lmv)
-            if moments is not None:
+            if moments is not None and old_xt is not None:
                 moments.add(moments.delta(old_xt, rate_counts(states[i])))
             if pool is not None and t > before:
                 pool.observe(groups[i], changed, t - before, at=t)
