@@ -14,15 +14,15 @@
 -- node with more out-links than what is left gives up its whole residual at once;
 -- its out-links get their share in this call and the next ones, before any other
 -- push (key `pushing`: 8-byte id .. share (double) .. next link index (uint32)).
--- resid, pushing: the two keys; get / push_gain / resid_index / touch / resid_flush /
--- resid_top: record's closures over its record cache (push_gain(id, nil, gain, c): a
--- link without a record here, sent to its bucket c in bucket mode, else dropped;
--- resid_top(): the node `resid` would have on top if the pending index changes were
--- written, nil if none).
+-- pushing: its key; get / push_gain / resid_index / touch / resid_top / resid_left:
+-- record's closures over its record cache (push_gain(id, nil, gain, c): a link without
+-- a record here, sent to its bucket c in bucket mode, else dropped; resid_top(): the
+-- node `resid` would have on top if the pending index changes were written, nil if
+-- none; resid_left(): whether any residual is still indexed).
 -- shared (replay.lua's cache across pages, or nil): `pushing` is then read once per
 -- call and written back by flush_records, and so are the index changes (`resid`).
 -- Returns the edge updates done, and 1 if the budget ran out with work left, else 0.
-local function push_residuals(P, resid, pushing, get, push_gain, resid_index, touch, resid_flush, resid_top, shared)
+local function push_residuals(P, pushing, get, push_gain, resid_index, touch, resid_top, resid_left, shared)
   local left, updates = P.budget, 0
   -- the hub being pushed in parts: read once, written back once at the end
   local raw0
@@ -72,17 +72,7 @@ local function push_residuals(P, resid, pushing, get, push_gain, resid_index, to
     if cur then redis.call('SET', pushing, cur) else redis.call('DEL', pushing) end
   end
   local dropped = 0
-  if left <= 0 then
-    if cur then
-      dropped = 1
-    elseif shared then
-      if resid_top() then dropped = 1 end
-    else
-      -- one page per call: write the index, then count it (cheaper than a search)
-      resid_flush()
-      if redis.call('ZCARD', resid) > 0 then dropped = 1 end
-    end
-  end
+  if left <= 0 and (cur or resid_left()) then dropped = 1 end
   return updates, dropped
 end
 
@@ -242,6 +232,14 @@ local function record_ctx(K, P, shared)
           end
         end
       end
+    end
+    -- whether a residual is still indexed once the pending changes are written: across
+    -- a replay call's pages, by its top (the index is written at the end of the call);
+    -- with one page per call, write the index, then count it (cheaper than a search)
+    function X.resid_left()
+      if shared then return X.resid_top() ~= nil end
+      X.resid_flush()
+      return redis.call('ZCARD', resid) > 0
     end
     -- the pending changes are written at the end of the record call (of the replay call:
     -- flush_records); nothing asks for the top after that, so `top` and the levels are
@@ -555,7 +553,7 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
     -- the page's own residual (a self-loop) or a re-record that changed its out-degree
     X.resid_index(pid, p)
     if first then
-      updates, dropped = push_residuals(P, X.resid, X.pushing, get, X.push_gain, X.resid_index, touch, X.resid_flush, X.resid_top, shared)
+      updates, dropped = push_residuals(P, X.pushing, get, X.push_gain, X.resid_index, touch, X.resid_top, X.resid_left, shared)
     end
   end
 
