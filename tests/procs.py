@@ -145,6 +145,7 @@ class RedisServer:
                     log = (self.workdir / "redis.log").read_text(errors="replace")[-2000:]
                     raise RuntimeError(f"redis-server exited: {log}") from None
             if time.monotonic() > deadline:
+                self.kill()  # not left running for a later test to trip on
                 raise RuntimeError(f"redis-server on port {self.port} did not answer")
             time.sleep(0.05)
 
@@ -232,12 +233,33 @@ class LocalCluster:
                 with redis.Redis(port=port, socket_connect_timeout=1) as c:
                     if c.ping():
                         return
-            except redis.ConnectionError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"cluster node {port} did not start") from None
+            except redis.RedisError:  # refused; or a port taken by a process that does not answer
+                if self.procs[port].poll() is not None or time.monotonic() > deadline:
+                    log = d / "redis.log"
+                    tail = log.read_text(errors="replace")[-500:] if log.exists() else ""
+                    raise RuntimeError(f"cluster node {port} did not start: {tail}") from None
                 time.sleep(0.05)
 
-    def start(self, timeout: float = 60.0) -> LocalCluster:
+    def start(self, timeout: float = 60.0, attempts: int = 3) -> LocalCluster:
+        """Start the nodes and make them one cluster. A port found free may be taken
+        before its node binds it (another test's process): then every node started is
+        stopped and the cluster is tried again on other ports, ``attempts`` times in
+        all. Whatever fails, no node is left running."""
+        for attempt in range(attempts):
+            try:
+                return self._start(timeout)
+            except Exception:
+                self.stop()
+                self.procs = {}
+                if attempt == attempts - 1:
+                    raise
+                self.ports = _cluster_ports(len(self.ports))
+            except BaseException:
+                self.stop()
+                raise
+        raise AssertionError("unreachable")
+
+    def _start(self, timeout: float) -> LocalCluster:
         for port in self.ports:
             self._start_node(port)
         if self.masters < 3:  # redis-cli --cluster create wants 3 masters at least
@@ -354,6 +376,15 @@ class LocalSentinel:
         return f"redis+sentinel://127.0.0.1:{self.port}/{self.service}/0"
 
     def start(self, timeout: float = 30.0) -> LocalSentinel:
+        """Start the servers and the sentinel; if they do not come up, every process
+        started is stopped before the error is raised."""
+        try:
+            return self._start(timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, timeout: float) -> LocalSentinel:
         self.primary.start()
         for r in self.replicas:
             r.start()
