@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 REPO = Path(__file__).resolve().parent.parent
 _CRAWLED_200 = re.compile(r"Crawled \(200\) <GET (\S+)>")
@@ -229,16 +231,20 @@ class LocalCluster:
         )
         deadline = time.monotonic() + 20
         while True:
-            try:
-                with redis.Redis(port=port, socket_connect_timeout=1) as c:
-                    if c.ping():
-                        return
-            except redis.RedisError:  # refused; or a port taken by a process that does not answer
-                if self.procs[port].poll() is not None or time.monotonic() > deadline:
-                    log = d / "redis.log"
-                    tail = log.read_text(errors="replace")[-500:] if log.exists() else ""
-                    raise RuntimeError(f"cluster node {port} did not start: {tail}") from None
-                time.sleep(0.05)
+            exited = self.procs[port].poll() is not None
+            if not exited:
+                try:  # a read timeout, no retries: the port may be held by a process that never answers
+                    with redis.Redis(port=port, socket_connect_timeout=1, socket_timeout=0.5,
+                                     retry=Retry(NoBackoff(), 0)) as c:
+                        if c.ping():
+                            return
+                except redis.RedisError:
+                    pass
+            if exited or time.monotonic() > deadline:
+                log = d / "redis.log"
+                tail = log.read_text(errors="replace")[-500:] if log.exists() else ""
+                raise RuntimeError(f"cluster node {port} did not start: {tail}")
+            time.sleep(0.05)
 
     def start(self, timeout: float = 60.0, attempts: int = 3) -> LocalCluster:
         """Start the nodes and make them one cluster. A port found free may be taken

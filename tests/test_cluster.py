@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import collections
 import re
+import socket
 import time
 
 import pytest
 from conftest import TEST_DATA
-from procs import LocalCluster, LocalSentinel, fetched, read_log, start_crawl, wait_all
+from procs import LocalCluster, LocalSentinel, alive, fetched, read_log, start_crawl, wait_all
 
 from ipr_crawl.evaluation.graphio import page_paths, reachable, read_graph
 from ipr_crawl.ordering.urls import canonical_url
@@ -62,6 +63,53 @@ def test_store_on_a_cluster_node_url(cluster):
     store.close()
     assert store.drop() > 0
     client.close()
+
+
+def _squat(port: int) -> socket.socket:
+    """A socket that holds ``port`` and listens, and never answers."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    sock.listen()
+    return sock
+
+
+def test_a_cluster_whose_port_is_taken_starts_on_other_ports_and_a_failed_start_leaves_nothing(
+        tmp_path, monkeypatch):
+    """The test harness itself: a node whose port another process took between the
+    port check and the node's start makes the cluster start again on other ports; a
+    start that fails every time stops every node it started (a skipped cluster fixture
+    once left four servers running into later tests)."""
+    import procs
+
+    c = LocalCluster(tmp_path / "a")
+    taken = c.ports[4]
+    with _squat(taken):
+        try:
+            c.start()
+        except (RuntimeError, OSError) as exc:
+            pytest.skip(f"cannot start a local Redis Cluster here: {exc}")
+        try:
+            assert taken not in c.ports and len(c.live()) == 6
+        finally:
+            c.stop()
+
+    d = LocalCluster(tmp_path / "b")
+    monkeypatch.setattr(procs, "_cluster_ports", lambda n: list(d.ports))  # the same ports at every attempt
+    started = []
+    real_start_node = d._start_node
+
+    def start_node(port: int) -> None:
+        try:
+            real_start_node(port)
+        finally:
+            started.append(d.procs[port])
+
+    monkeypatch.setattr(d, "_start_node", start_node)
+    with _squat(d.ports[4]), pytest.raises(RuntimeError, match="did not start"):
+        d.start(attempts=2)
+    assert len(started) == 10  # 5 nodes in each of the 2 attempts, the 5th failing
+    assert not any(alive(p.pid) for p in started)
 
 
 @pytest.fixture
