@@ -253,12 +253,30 @@ def test_schema_4_push_crawl_is_upgraded(redis_client, crawl_id):
     assert dict(redis_client.zrange(resid, 0, -1, withscores=True)) == levels
 
 
+#: the graph of the two "resumed with a larger epsilon" tests below
+_EPS_GRAPH = {1: [2, 3], 2: [1, 3, 4], 3: [1, 2], 4: [1, 2, 5], 5: [1]}
+
+
+def _largest_indexed_residual(client, store) -> float:
+    """The largest residual in ``resid`` (at least two are indexed): as epsilon, only
+    it stays indexed."""
+    heads = [parse_record(client.hget(store.keys["node"], m))[0] for m in client.zrange(store.keys["resid"], 0, -1)]
+    assert len(heads) >= 2
+    return max(h.a for h in heads)
+
+
+def _assert_only_indexed_at_least(client, store, eps: float) -> None:
+    for m in client.zrange(store.keys["resid"], 0, -1):
+        h = parse_record(client.hget(store.keys["node"], m))[0]
+        assert h.a >= eps and h.outdeg > 0, (m, h)
+
+
 def test_push_resumed_with_larger_epsilon_drops_what_it_no_longer_indexes(redis_client, crawl_id):
     """A push crawl resumed with a larger IPR_PUSH_EPSILON: residuals indexed before but
     now below epsilon are not pushed: the push phase that meets one removes it from
     ``resid``, and every entry left is one today's parameters index (a budget of 0 on the
     first run leaves every residual indexed)."""
-    graph = {1: [2, 3], 2: [1, 3, 4], 3: [1, 2], 4: [1, 2, 5], 5: [1]}
+    graph = _EPS_GRAPH
     s = FrontierStore(redis_client, crawl_id, "push", push_budget=0)
     s.open()
     s.enqueue(nid(1), 0, payload(1), False)
@@ -266,19 +284,13 @@ def test_push_resumed_with_larger_epsilon_drops_what_it_no_longer_indexes(redis_
         (member, _), = s.pop(1, 600)[1]
         k = int.from_bytes(member[8:], "big")
         s.record_page(nid(k), 0, [Link(nid(t), 0, payload(t)) for t in graph[k]], lease=member)
-    resid = s.keys["resid"]
-    heads = {m: parse_record(redis_client.hget(s.keys["node"], m))[0] for m in redis_client.zrange(resid, 0, -1)}
-    assert len(heads) >= 2
-    eps = sorted(h.a for h in heads.values())[-1]  # only the largest residual stays indexed
+    eps = _largest_indexed_residual(redis_client, s)
     t = FrontierStore(redis_client, crawl_id, "push", push_budget=1, push_epsilon=eps)
     assert t.open() is True
     (member, _), = t.pop(1, 600)[1]
     k = int.from_bytes(member[8:], "big")
     t.record_page(nid(k), 0, [Link(nid(x), 0, payload(x)) for x in graph[k]], lease=member)
-    left = set(redis_client.zrange(resid, 0, -1))
-    for m in left:
-        h = parse_record(redis_client.hget(s.keys["node"], m))[0]
-        assert h.a >= eps and h.outdeg > 0, (m, h)
+    _assert_only_indexed_at_least(redis_client, s, eps)
 
 
 def test_push_replay_resumed_with_larger_epsilon_drops_what_it_no_longer_indexes(redis_client, crawl_id):
@@ -288,24 +300,19 @@ def test_push_replay_resumed_with_larger_epsilon_drops_what_it_no_longer_indexes
     fetches every page once."""
     from ipr_crawl.store.replay import ReplayStore
 
-    graph = {1: [2, 3], 2: [1, 3, 4], 3: [1, 2], 4: [1, 2, 5], 5: [1]}
-    rows = [(nid(k), 0, [(nid(t), 0) for t in links]) for k, links in graph.items()]
+    rows = [(nid(k), 0, [(nid(t), 0) for t in links]) for k, links in _EPS_GRAPH.items()]
     s = ReplayStore(redis_client, crawl_id, "push", push_budget=0)
     s.open()
     s.load_graph(rows)
     s.enqueue(nid(1), 0, payload(1), False)
     first, *_ = s.replay(4)
-    resid = s.keys["resid"]
-    heads = {m: parse_record(redis_client.hget(s.keys["node"], m))[0] for m in redis_client.zrange(resid, 0, -1)}
-    assert len(first) == 4 and len(heads) >= 2
-    eps = sorted(h.a for h in heads.values())[-1]  # only the largest residual stays indexed
+    assert len(first) == 4
+    eps = _largest_indexed_residual(redis_client, s)
     t = ReplayStore(redis_client, crawl_id, "push", push_budget=1, push_epsilon=eps)
     assert t.open() is True
     rest, *_ = t.replay(10)
-    assert sorted(first + rest) == sorted(nid(k) for k in graph)  # each page once, none lost
-    for m in redis_client.zrange(resid, 0, -1):
-        h = parse_record(redis_client.hget(s.keys["node"], m))[0]
-        assert h.a >= eps and h.outdeg > 0, (m, h)
+    assert sorted(first + rest) == sorted(nid(k) for k in _EPS_GRAPH)  # each page once, none lost
+    _assert_only_indexed_at_least(redis_client, s, eps)
 
 
 @pytest.mark.parametrize(("first", "second"), [("ipr", "blc"), ("blc", "bf"), ("bf", "ipr")])
