@@ -254,16 +254,12 @@ class LocalCluster:
         for attempt in range(attempts):
             try:
                 return self._start(timeout)
-            except Exception:
+            except BaseException as exc:
                 self.stop()
-                self.procs = {}
-                if attempt == attempts - 1:
+                if not isinstance(exc, Exception) or attempt == attempts - 1:  # Ctrl-C: no retry
                     raise
-                self.ports = _cluster_ports(len(self.ports))
-            except BaseException:
-                self.stop()
-                raise
-        raise AssertionError("unreachable")
+                self.procs, self.ports = {}, _cluster_ports(len(self.ports))
+        raise ValueError(f"LocalCluster.start: attempts must be at least 1, not {attempts}")
 
     def _start(self, timeout: float) -> LocalCluster:
         for port in self.ports:
