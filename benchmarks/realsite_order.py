@@ -27,7 +27,7 @@ For each realweb site (``../shared/realweb``, nginx on loopback):
 5. Configurations run interleaved, ``--repeat`` rounds (a concurrent crawl's order
    varies from run to run); the table gives the median and the range.
 
-    python benchmarks/realsite_order.py [--sites python,django,postgres,scipy]
+    python benchmarks/realsite_order.py [--sites python,django,postgres,scipy] [--site NAME=URL ...]
         [--configs scrapy,ipr:bf,ipr:blc,ipr:opic,ipr:ipr:dl1,ipr:push] [--fraction 0.1]
         [--repeat 3] [--json out.json] [--markdown out.md] [--prior-fraction 1.0]
 """
@@ -166,6 +166,8 @@ def score(order: list[str], budget: int, pr: dict[str, float], alias: dict[str, 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sites", default="python,django,postgres,scipy")
+    ap.add_argument("--site", action="append", default=[], metavar="NAME=URL",
+                    help="a site outside realweb: its name and start URL (repeatable; crawled after --sites)")
     ap.add_argument("--fraction", type=float, default=0.10, help="page budget as a share of the site's pages")
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--graph-out", default="", help="also write each site's graph here (simulate's format)")
@@ -181,9 +183,18 @@ def main(argv: list[str] | None = None) -> int:
         f"| site | pages | budget | {' | '.join(configs)} |",
         "|---|---:|---:|" + "---:|" * len(configs),
     ]
+    starts = {s.strip(): REALWEB_SITES.get(s.strip(), "") for s in args.sites.split(",") if s.strip()}
+    for spec in args.site:
+        name, _, url = spec.partition("=")
+        if not name or not url.startswith(("http://", "https://")):
+            ap.error(f"--site {spec!r}: expected NAME=http://host:port/start.html")
+        starts[name] = url
+    unknown = [name for name, url in starts.items() if not url]
+    if unknown:
+        ap.error(f"unknown site(s) {', '.join(unknown)}: not in realweb ({', '.join(REALWEB_SITES)}); use --site NAME=URL")
     try:
-        for site in [s.strip() for s in args.sites.split(",") if s.strip()]:
-            start = [REALWEB_SITES[site]]
+        for site, url in starts.items():
+            start = [url]
             folder = work / site / "full"
             links = folder / "links.jsonl"
             folder.mkdir(parents=True, exist_ok=True)
