@@ -15,7 +15,8 @@ the top 1 % fetched) at each checkpoint, one line per variant:
   F x the reachable pages (every other score live);
 - ``push+lag=R``: a URL found when k pages are fetched waits until k (1 + R);
 - ``push+startmass=M``: the start URL begins with mass M (each fetched page adds 1);
-- ``push+mix=R``: every R-th page is the queued URL found first (breadth-first).
+- ``push+mix=R``: every R-th page is the queued URL found first (breadth-first);
+- ``push+inpow=K``: a queued URL's priority x c^K, c = fetched pages linking to it.
 
     python benchmarks/new_url_wait.py --graph ../shared/data/graphs/web-NotreDame.tsv.gz \\
         push pr pr-converged push+wait=0.01 push+lag=0.05 [--checkpoints 0.05,0.1,0.2]
@@ -39,11 +40,12 @@ from ipr_crawl.ordering.reference import resid_level
 
 def push_order(out: dict[int, list[int]], seed: int, limit: int, budget: int = 10, damping: float = 0.85,
                start_mass: float = 1.0, wait: int | None = None, lag: float | None = None,
-               mix: int = 0) -> list[int]:
+               mix: int = 0, inpow: float = 0.0) -> list[int]:
     """Fetch order of ``push`` from ``seed``, at most ``limit`` pages. ``wait``: new URLs
     wait until the fetched count reaches the next multiple of ``wait``; ``lag``: a URL
     found at k fetched pages waits until k (1 + lag); ``mix`` R: every R-th page is the
-    queued URL found first (breadth-first), the others by priority."""
+    queued URL found first (breadth-first), the others by priority; ``inpow`` K: a queued
+    URL's priority x c^K, c = fetched pages linking to it."""
     s: dict[int, float] = {}
     a: dict[int, float] = {}
     state: dict[int, int] = {}  # 0 queued, 2 fetched
@@ -56,9 +58,12 @@ def push_order(out: dict[int, list[int]], seed: int, limit: int, budget: int = 1
     rver: dict[int, int] = {}
     rheap: list[tuple[int, int, int, int]] = []  # (-level, -node, node, version)
     links = out  # read_graph keeps each link once
+    inl: dict[int, int] = {}
 
     def queue(v: int, priority: float) -> None:
         ver[v] = ver.get(v, 0) + 1
+        if inpow:
+            priority *= inl.get(v, 0) ** inpow
         heapq.heappush(heap, (-priority, seq[v], v, ver[v]))
 
     def index(v: int) -> None:
@@ -111,6 +116,7 @@ def push_order(out: dict[int, list[int]], seed: int, limit: int, budget: int = 1
         targets = links.get(v, [])
         share = damping * m / len(targets) if targets else 0.0
         for t in targets:
+            inl[t] = inl.get(t, 0) + 1
             if t not in state:
                 seq[t], state[t], s[t], a[t] = len(seq), 0, share, 0.0
                 if mix:
@@ -197,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--graph", required=True, help="edge list (.tsv.gz), as ipr-crawl simulate reads")
     ap.add_argument("--checkpoints", default="0.01,0.05,0.1,0.2,0.5", help="shares of the reachable pages")
-    ap.add_argument("variants", nargs="+", help="push, pr, pr-converged, push+wait=F, push+lag=R, push+startmass=M, push+mix=R")
+    ap.add_argument("variants", nargs="+", help="push, pr, pr-converged, push+wait=F, push+lag=R, push+startmass=M, push+mix=R, push+inpow=K")
     args = ap.parse_args(argv)
     g = read_graph(args.graph)
     seed = default_seed(g)
@@ -222,6 +228,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             order = push_order(g.out, seed, limit, mix=int(value))
         elif name == "push+startmass":
             order = push_order(g.out, seed, limit, start_mass=float(value))
+        elif name == "push+inpow":
+            order = push_order(g.out, seed, limit, inpow=float(value))
         else:
             ap.error(f"unknown variant {variant!r}")
         cells = []

@@ -10,7 +10,12 @@ mass of the first 10 % of the site's pages fetched) per site:
 - ``startmass=M``: the start URL begins with mass M (units of ``IPR_INITIAL_SCORE``;
   a teleport to the start URL, personalised PageRank);
 - ``depth=K``: priority x K^depth, depth = fewest links from the start URL;
+- ``urldepth=K``: priority x K^u, u = the URL's '/' count less the start URL's (the
+  location metric of Cho, Garcia-Molina & Page, WWW 1998, §2; needs ``<site>.urls.tsv.gz``);
 - ``conf=K``: priority x c / (c + K), c = fetched pages linking to the URL;
+- ``inpow=K``: priority x c^K (push toward ``blc``);
+- ``tie=url``: equal keys go by the URL's BLC tie key (fewer '/', then shorter) before
+  discovery order, as the store's ``blc`` does;
 - ``known=P``: each fetched page adds (fetched / known URLs)^P instead of 1 (the start
   URL 1): link mass counts more while the frontier is large against what was fetched;
 - ``mix=R``: every R-th page is the queued URL found first (breadth-first), the others
@@ -19,25 +24,34 @@ mass of the first 10 % of the site's pages fetched) per site:
     python benchmarks/site_rules.py --graphs DIR --sites python,django,postgres \\
         ordering=push ordering=bf ordering=blc startmass=50 depth=0.4 conf=3
 
-(``bf`` and ``blc`` without URL tie keys: every link has tie 0.) Measured 2026-11-23:
-docs/orderings.md, "Three more rules tried".
+(``bf`` and ``blc`` without URL tie keys unless ``tie=url``.) Measured 2026-11-23 and
+2026-11-25: docs/orderings.md, "Three more rules tried" and "Sites outside realweb".
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable
 
-from ipr_crawl.evaluation.graphio import Graph, pagerank, read_graph
+from ipr_crawl.evaluation.graphio import Graph, pagerank, read_graph, read_urls
 from ipr_crawl.ordering.params import OrderingParams
 from ipr_crawl.ordering.reference import QUEUED, ReferenceFrontier
+from ipr_crawl.ordering.urls import tie_key
 
 
-def crawl(g: Graph, params: OrderingParams, budget: int, key: Callable[[float, int, int], float],
-          start_mass: float, known_power: float | None = None, mix: int = 0) -> list[int]:
+def crawl(g: Graph, params: OrderingParams, budget: int, key: Callable[[float, int, int, int], float],
+          start_mass: float, known_power: float | None = None, mix: int = 0,
+          urls: dict[int, str] | None = None, url_ties: bool = False) -> list[int]:
     """Fetch order of the first ``budget`` pages from node 0, popping the queued URL of
-    largest ``key(priority, fetched in-linkers, depth)`` (ties: discovery order);
+    largest ``key(priority, fetched in-linkers, depth, URL depth)`` (URL depth: its '/'
+    count less the start URL's, ``urls`` by node; ties: with ``url_ties`` the smaller BLC tie
+    key of the URL, then discovery order);
     ``known_power`` P: the page fetched k-th adds (k / known URLs)^P."""
+    urls = urls or {}
+    ties = {n: tie_key(u) for n, u in urls.items()} if url_ties else {}
+    slashes = {n: u.count("/") for n, u in urls.items()}
+    top = slashes.get(0, 0)
     f = ReferenceFrontier(params)
     f.enqueue(0, 0)
     f.nodes[0].s += start_mass
@@ -51,7 +65,9 @@ def crawl(g: Graph, params: OrderingParams, budget: int, key: Callable[[float, i
         if mix and len(order) % mix == mix - 1:
             page = min(queued, key=lambda kn: kn[1].seq)[0]
         else:
-            page = min(queued, key=lambda kn: (-key(kn[1].s, inlinks.get(kn[0], 0), depth[kn[0]]), kn[1].seq))[0]
+            page = min(queued, key=lambda kn: (-key(kn[1].s, inlinks.get(kn[0], 0), depth[kn[0]],
+                                                    slashes.get(kn[0], top) - top),
+                                               ties.get(kn[0], 0), kn[1].seq))[0]
         f.in_flight.add(page)
         order.append(page)
         if known_power is not None:
@@ -64,16 +80,21 @@ def crawl(g: Graph, params: OrderingParams, budget: int, key: Callable[[float, i
     return order
 
 
-Key = Callable[[float, int, int], float]
+Key = Callable[[float, int, int, int], float]
 
 
 def make_key(kind: str, k: float) -> Key:
-    """The pop key of a variant: the priority as it is, x k^depth, or x c / (c + k)."""
-    def key(s: float, c: int, d: int) -> float:
+    """The pop key of a variant: the priority as it is, x k^depth, x k^(URL depth), or
+    x c / (c + k)."""
+    def key(s: float, c: int, d: int, u: int) -> float:
         if kind == "depth":
             return s * k**d
+        if kind == "urldepth":
+            return s * k**u
         if kind == "conf":
             return s * c / (c + k)
+        if kind == "inpow":
+            return s * c**k
         return s
     return key
 
@@ -87,12 +108,15 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     sites = [s.strip() for s in args.sites.split(",") if s.strip()]
     graphs = {}
+    urls: dict[str, dict[int, str]] = {}
     for site in sites:
         g = read_graph(f"{args.graphs}/{site}.tsv.gz")
+        url_file = f"{args.graphs}/{site}.urls.tsv.gz"
+        urls[site] = read_urls(url_file) if os.path.exists(url_file) else {}
         graphs[site] = (g, pagerank(g), max(1, round(args.fraction * len(g.nodes))))
     print(f"{'variant':32s} " + " ".join(f"{s:>9s}" for s in sites) + "      mean")
     for variant in args.variants:
-        ordering, start_mass, known_power, mix = "push", 0.0, None, 0
+        ordering, start_mass, known_power, mix, url_ties = "push", 0.0, None, 0, False
         key = make_key("", 0.0)
         for part in variant.split(","):
             name, _, value = part.partition("=")
@@ -104,12 +128,15 @@ def main(argv: list[str] | None = None) -> int:
                 mix = int(value)
             elif name == "known":
                 known_power = float(value)
-            elif name in ("depth", "conf"):
+            elif name == "tie" and value == "url":
+                url_ties = True
+            elif name in ("depth", "urldepth", "conf", "inpow"):
                 key = make_key(name, float(value))
             else:
                 ap.error(f"unknown variant part {part!r}")
         params = OrderingParams(ordering=ordering, cutoff="dl1" if ordering == "ipr" else "")
-        row = [sum(pr[n] for n in crawl(g, params, budget, key, start_mass, known_power, mix)) for g, pr, budget in graphs.values()]
+        row = [sum(pr[n] for n in crawl(g, params, budget, key, start_mass, known_power, mix, urls[site], url_ties))
+               for site, (g, pr, budget) in graphs.items()]
         print(f"{variant:32s} " + " ".join(f"{b:9.3f}" for b in row) + f" {sum(row) / len(row):9.3f}", flush=True)
     return 0
 
