@@ -144,8 +144,8 @@ def versus_scrapy_redis(client: Any, urls: list[str]) -> dict[str, float]:
     from scrapy_redis.dupefilter import RFPDupeFilter
     from scrapy_redis.queue import PriorityQueue
 
-    from ipr_crawl.scheduler.codec import encode_request
     from ipr_crawl.ordering.urls import node_id
+    from ipr_crawl.scheduler.codec import encode_request
 
     spider = Spider(name="scale")
     key = f"sr-{uuid.uuid4().hex[:6]}"
