@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# Five documentation sites outside realweb, served by nginx on loopback, to check an
-# ordering on sites no rule was tuned on (benchmarks/realsite_order.py --site NAME=URL).
+# Documentation sites outside realweb (five packages, nine manuals), served by nginx on
+# loopback, to check an ordering on sites no rule was tuned on
+# (benchmarks/realsite_order.py --site NAME=URL).
 # Debian packages (bookworm), their HTML as shipped:
 #   cmake       http://127.0.0.1:8121/index.html        cmake-doc (Sphinx)
 #   sqlalchemy  http://127.0.0.1:8122/index.html        python-sqlalchemy-doc (Sphinx)
 #   glib        http://127.0.0.1:8123/glib/index.html   libglib2.0-doc (gtk-doc)
+#   gio         http://127.0.0.1:8123/gio/index.html    (the same package's other manuals)
+#   gobject     http://127.0.0.1:8123/gobject/index.html
 #   gtk4        http://127.0.0.1:8124/gtk4/index.html   libgtk-4-doc (gi-docgen)
+#   gdk4        http://127.0.0.1:8124/gdk4/index.html   (the same package's other manuals)
+#   gsk4        http://127.0.0.1:8124/gsk4/index.html
 #   sympy       http://127.0.0.1:8125/index.html        python-sympy-doc (Sphinx; too small a
 #               part of the docs to tell orderings apart: every one gets the best B)
 #
@@ -71,4 +76,6 @@ else
 fi
 echo "--site cmake=http://127.0.0.1:8121/index.html --site sqlalchemy=http://127.0.0.1:8122/index.html" \
      "--site glib=http://127.0.0.1:8123/glib/index.html --site gtk4=http://127.0.0.1:8124/gtk4/index.html" \
-     "--site sympy=http://127.0.0.1:8125/index.html"
+     "--site sympy=http://127.0.0.1:8125/index.html --site gio=http://127.0.0.1:8123/gio/index.html" \
+     "--site gobject=http://127.0.0.1:8123/gobject/index.html --site gdk4=http://127.0.0.1:8124/gdk4/index.html" \
+     "--site gsk4=http://127.0.0.1:8124/gsk4/index.html"
