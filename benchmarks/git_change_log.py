@@ -19,7 +19,7 @@ does. The history is read as the site's branch saw it: first-parent commits of
 
 Writes ``--changes`` (``page_url,change_time_utc_iso8601``) and ``--pages``
 (``page_url,first_seen,last_seen``), gzip-compressed CSV, the format ``revisit-sim``
-reads. Example (PEPs, the site https://peps.python.org/):
+reads (:func:`ipr_crawl.evaluation.revisit_sim.write_log`). Example (PEPs, the site https://peps.python.org/):
 
     python benchmarks/git_change_log.py --repo peps.git --branch main \\
         --pattern 'pep-(\\d{4})\\.(?:txt|rst)$' --url 'https://peps.python.org/pep-{}/' \\
@@ -29,17 +29,12 @@ reads. Example (PEPs, the site https://peps.python.org/):
 from __future__ import annotations
 
 import argparse
-import csv
-import gzip
 import re
 import subprocess
 import sys
-from datetime import datetime, timezone
+import time
 
-
-def iso(t: int) -> str:
-    """POSIX seconds as ``YYYY-MM-DDTHH:MM:SSZ``."""
-    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+from ipr_crawl.evaluation.revisit_sim import Page, write_log
 
 
 def read_history(repo: str, branch: str) -> list[tuple[int, list[tuple[str, list[str]]]]]:
@@ -135,23 +130,17 @@ def main(argv: list[str] | None = None) -> int:
         for p, changed in touched:
             if changed:
                 target.add((p, t))
-    pages = sorted(first)
-    with gzip.open(args.pages, "wt", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["page_url", "first_seen", "last_seen"])
-        for p in pages:
-            w.writerow([p, iso(first[p]), iso(last.get(p, end))])
-    for path, rows in ((args.changes, changes), (args.bulk_out, bulk)):
-        if not path:
-            continue
-        with gzip.open(path, "wt", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(["page_url", "change_time_utc_iso8601"])
-            for p, t in sorted(rows, key=lambda pt: (pt[0], pt[1])):
-                w.writerow([p, iso(t)])
+    pages = [Page(p, first[p], last.get(p, end)) for p in sorted(first)]
+    by_url = {p.url: p for p in pages}
+    for p, t in sorted(changes):
+        by_url[p].changes.append(t)
+    write_log(pages, args.changes, args.pages)
+    if args.bulk_out:
+        write_log([Page(p, 0, 0, [t]) for p, t in sorted(bulk)], args.bulk_out)
     changed = len({p for p, _ in changes})
     print(f"{len(commits)} commits, {len(pages)} pages ({changed} with a change), {len(changes)} changes, "
-          f"{bulk_commits} bulk commits ({len(bulk)} changes kept apart); {iso(commits[0][0])} .. {iso(end)}",
+          f"{bulk_commits} bulk commits ({len(bulk)} changes kept apart); "
+          f"{time.strftime('%Y-%m-%d', time.gmtime(commits[0][0]))} .. {time.strftime('%Y-%m-%d', time.gmtime(end))}",
           file=sys.stderr)
     return 0
 

@@ -12,8 +12,6 @@ exactly, same accesses and same versions).
 
 from __future__ import annotations
 
-import csv
-import gzip
 import re
 import subprocess
 import sys
@@ -22,13 +20,14 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from procs import start_server
 from conftest import REPO, TEST_DATA, shared_file
+from procs import start_server
 
-from ipr_crawl.revisit.policy import DAY, RevisitState, parse_policy, rate_counts
 from ipr_crawl.evaluation.revisit_sim import Page, load_log, parse_time, simulate, simulate_page
-from ipr_crawl.store.revisit import RevisitStore
+from ipr_crawl.evaluation.revisit_sim import write_log as save_log
 from ipr_crawl.ordering.urls import node_id
+from ipr_crawl.revisit.policy import DAY, RevisitState, parse_policy, rate_counts
+from ipr_crawl.store.revisit import RevisitStore
 
 #: tests/data/SOURCES.md says how this sample was cut from ../shared/data/changes
 SAMPLE_CHANGES = TEST_DATA / "emacswiki_changes.first1100.csv.gz"
@@ -39,10 +38,6 @@ YEAR_START, YEAR_END = "2013-01-01", "2013-12-31T23:59:59"
 #: a visit in a bucket sees all of that bucket's changes, as revisit-sim's last day
 LAST_DAY = "2013-12-31"
 _STAT = re.compile(r"'ipr/(revisit|pages)/(\w+)': (\d+)")
-
-
-def _iso(t: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
 @pytest.fixture(scope="module")
@@ -66,14 +61,7 @@ def pick(pages: list[Page], changed: int, still: int, start: str, end: str) -> l
 
 def write_log(pages: list[Page], folder: Path) -> tuple[Path, Path]:
     changes, listing = folder / "changes.csv.gz", folder / "pages.csv.gz"
-    with gzip.open(listing, "wt", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["page_url", "first_seen", "last_seen"])
-        w.writerows([p.url, _iso(p.first_seen), _iso(p.last_seen)] for p in pages)
-    with gzip.open(changes, "wt", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["page_url", "change_time_utc_iso8601"])
-        w.writerows([p.url, _iso(c)] for p in pages for c in p.changes)
+    save_log(pages, changes, listing)
     return changes, listing
 
 
@@ -428,6 +416,10 @@ def test_a_sitemap_whose_lastmod_is_wrong_costs_nothing(emacswiki, tmp_path, cha
         assert max(got[True]["most_refuted"], got[2]["most_refuted"]) >= 1, got
 
 
+#: the simulated year of the tldr tests: 2020, to its last second
+_TLDR_START, _TLDR_END = "2020-01-01", "2020-12-31T23:59:59"
+
+
 def _tldr_year(policy, tmp_path, change_server, redis_client, crawl_id):
     """A real crawl of 120 tldr-pages pages of 2020 from several directories (the shared
     tldr log) under ``policy``, on the virtual clock. Returns ``(pages, the crawl's
@@ -436,7 +428,7 @@ def _tldr_year(policy, tmp_path, change_server, redis_client, crawl_id):
     from ipr_crawl.revisit.budget import pool_group
 
     log = load_log(str(shared_file("changes/tldr_changes.csv.gz")), str(shared_file("changes/tldr_pages.csv.gz")))
-    start_s, end_s, last_day = "2020-01-01", "2020-12-31T23:59:59", "2020-12-31"
+    start_s, end_s, last_day = _TLDR_START, _TLDR_END, _TLDR_END[:10]
     pages = pick(log, changed=90, still=30, start=start_s, end=end_s)
     directories = {pool_group(p.url) for p in pages}
     assert len(directories) >= 3
@@ -459,8 +451,7 @@ def _tldr_year(policy, tmp_path, change_server, redis_client, crawl_id):
 
 
 def _tldr_sim(pages, spec):
-    return simulate(pages, [spec], start=parse_time("2020-01-01"),
-                    end=parse_time("2020-12-31T23:59:59"))["policies"][spec]
+    return simulate(pages, [spec], start=parse_time(_TLDR_START), end=parse_time(_TLDR_END))["policies"][spec]
 
 
 @pytest.mark.data

@@ -43,6 +43,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit
 
@@ -84,6 +85,7 @@ __all__ = [
     "parse_time",
     "simulate",
     "simulate_page",
+    "write_log",
 ]
 
 DEFAULT_POLICIES = (
@@ -170,6 +172,27 @@ def load_log(changes_path: str | Sequence[str], pages_path: str) -> list[Page]:
     for page in pages.values():
         page.changes.sort()
     return list(pages.values())
+
+
+def write_log(pages: Iterable[Page], changes_path: str | Path, pages_path: str | Path | None = None) -> None:
+    """Write ``pages`` as the log :func:`load_log` reads: gzip-compressed CSV,
+    ``page_url,change_time_utc_iso8601`` to ``changes_path`` and, unless None,
+    ``page_url,first_seen,last_seen`` to ``pages_path``; times in UTC to the second
+    (``YYYY-MM-DDTHH:MM:SSZ``), in the order given."""
+    pages = list(pages)
+
+    def iso(t: float) -> str:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+    if pages_path is not None:
+        with gzip.open(pages_path, "wt", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["page_url", "first_seen", "last_seen"])
+            w.writerows([p.url, iso(p.first_seen), iso(p.last_seen)] for p in pages)
+    with gzip.open(changes_path, "wt", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["page_url", "change_time_utc_iso8601"])
+        w.writerows([p.url, iso(c)] for p in pages for c in p.changes)
 
 
 @dataclass
