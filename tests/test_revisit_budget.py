@@ -15,7 +15,15 @@ from conftest import TEST_DATA, shared_file
 from scrapy.settings import Settings
 
 from ipr_crawl.config import RevisitConfig, SettingError
-from ipr_crawl.evaluation.revisit_budget import equal_budget, format_budgets, oracle, peak_revisits, scaled
+from ipr_crawl.evaluation.revisit_budget import (
+    AGE_BANDS,
+    by_age,
+    equal_budget,
+    format_budgets,
+    oracle,
+    peak_revisits,
+    scaled,
+)
 from ipr_crawl.evaluation.revisit_sim import Page, _windows, load_log, page_phase, simulate, simulate_page
 from ipr_crawl.revisit.budget import (
     RateHistogram,
@@ -100,6 +108,26 @@ def test_equal_budget_rows_spend_what_they_say_and_the_oracle_bounds_them():
     windows = list(_windows(pages, None, None))
     assert oracle(windows, 1e9, [1.0] * len(windows))["coverage"] == 1.0
     assert scaled(parse_policy("fixed:30d"), 2.0).interval == 60 * DAY
+
+
+def test_by_age_accounts_for_every_version_and_revisit():
+    pages = load_log(*SAMPLE)
+    windows = list(_windows(pages, None, None))
+    results = [simulate_page(parse_policy("nutch-adaptive"), w0, w1, page.changes) for page, w0, w1 in windows]
+    bands = by_age(results)
+    assert len(bands) == len(AGE_BANDS) and bands[-1]["to_days"] is None
+    changed = [r for r in results if r.change_buckets]
+    assert sum(b["versions"] for b in bands) == sum(r.change_buckets for r in changed)
+    assert sum(b["revisits"] for b in bands) == sum(r.accesses - 1 for r in results)
+    caught = sum(b["caught"] * b["versions"] for b in bands if b["versions"])
+    assert round(caught) == sum(r.fetched - 1 for r in changed)
+    # a 30-day schedule makes no revisit in a page's first 30 days; a weekly one does, and catches more
+    # of the versions that appear there
+    monthly, weekly = (by_age([simulate_page(parse_policy(spec), w0, w1, page.changes) for page, w0, w1 in windows])[0]
+                       for spec in ("fixed:30d", "fixed:7d"))
+    assert monthly["revisits"] == 0 and weekly["revisits"] > 0 and monthly["versions"] == weekly["versions"] > 0
+    assert weekly["caught"] > monthly["caught"], (weekly, monthly)
+    print("by age, nutch-adaptive:", [(b["from_days"], b["versions"], b["caught"], b["revisits"]) for b in bands])
 
 
 def test_random_phases_take_a_cohort_out_of_step():
@@ -210,7 +238,7 @@ def test_a_sitemap_with_lastmod_catches_what_it_lists_and_its_reads_are_spent():
     # one read a day over the sample's span, spread over its page-years: 30 times the monthly reads
     assert daily["sitemap_reads_per_page_year"] == pytest.approx(30 * monthly["sitemap_reads_per_page_year"], rel=0.05)
     assert daily["sitemap_reads_per_page_year"] < daily["accesses_per_page_year"] <= 4
-    print({k: {f: round(v, 3) for f, v in r.items()} for k, r in (("harmonic", alone), ("daily", daily),
+    print({k: {f: round(v, 3) for f, v in r.items() if f != "by_age"} for k, r in (("harmonic", alone), ("daily", daily),
                                                                    ("monthly", monthly))})
 
 
@@ -277,6 +305,11 @@ def test_the_budgets_command_with_random_phases_writes_peaks_and_the_plot(tmp_pa
         row = result["policies"][spec]["2"]
         assert row["peak_revisits_per_page_year"] > 0, (spec, row)
     assert out_png.stat().st_size > 10_000
+    assert all(len(result["policies"][spec]["2"]["by_age"]) == len(AGE_BANDS) for spec in ("fixed:30d", "harmonic"))
+    by_age_run = subprocess.run([*cmd, "--budgets", "2/y", "--by-age"], cwd=REPO, capture_output=True, text=True,
+                                timeout=300, check=False)
+    assert by_age_run.returncode == 0, by_age_run.stderr
+    assert "by the page's age" in by_age_run.stdout and ">= 1825 d" in by_age_run.stdout
     refused = subprocess.run([*cmd, "--phase-seed", "1"], cwd=REPO, capture_output=True, text=True, timeout=120,
                              check=False)
     assert refused.returncode != 0 and "--phase-seed goes with --budgets" in refused.stderr

@@ -32,6 +32,13 @@ at its peak. A policy whose intervals start short and grow (AIMD, Nutch's) spend
 several times its mean in the first years of a log; ``harmonic`` spends its budget
 evenly.
 
+``by_age``: where in a page's life each policy catches versions. For each band of
+the page's age (time since its first access: :data:`AGE_BANDS`), the versions that
+appeared in it (over pages with at least one change; the first version excluded),
+the share of them fetched, and the revisits made in it. A page's first weeks are
+where adaptive schedules (Nutch's) and the budget rule differ most on a log whose
+pages are created while it runs (docs/revisits.md, "Where Nutch's lead comes from").
+
 Coverage and efficiency are the simulator's (over pages with at least one change;
 Tamura & Kitsuregawa 2008, §5.1); ``coverage_weighted`` weighs each page by its
 PageRank in the log's link graph (``--weights``), the importance a crawl's ordering
@@ -69,7 +76,7 @@ from ipr_crawl.revisit.policy import (
     parse_policy,
 )
 
-__all__ = ["equal_budget", "oracle", "pagerank_weights", "peak_revisits", "plot_budgets", "scaled", "split_spec"]
+__all__ = ["AGE_BANDS", "by_age", "equal_budget", "oracle", "pagerank_weights", "peak_revisits", "plot_budgets", "scaled", "split_spec"]
 
 
 
@@ -96,8 +103,32 @@ def scaled(policy: Policy, s: float) -> Policy:
     raise TypeError(f"cannot scale {policy!r}")
 
 
+#: Bands of a page's age (days since its first access) for ``by_age`` (module doc).
+AGE_BANDS = ((0, 30), (30, 90), (90, 365), (365, 1825), (1825, math.inf))
+
+
+def by_age(results: Sequence[PageResult]) -> list[dict[str, float | None]]:
+    """Per band of :data:`AGE_BANDS`: ``versions`` (appeared in it, pages with a change,
+    first version excluded), ``caught`` (the share of them fetched, None without any)
+    and ``revisits`` (accesses after the first made in it), over ``results``."""
+    rows: list[dict[str, float | None]] = []
+    for lo, hi in AGE_BANDS:
+        versions = caught = revisits = 0
+        for r in results:
+            t0 = r.version_starts[0]
+            if r.change_buckets:
+                for start, got in zip(r.version_starts[1:], r.version_fetched[1:]):
+                    if lo <= (start - t0) / DAY < hi:
+                        versions += 1
+                        caught += got
+            revisits += sum(1 for v in r.visits[1:] if lo <= (v - t0) / DAY < hi)
+        rows.append({"from_days": lo, "to_days": hi if math.isfinite(hi) else None, "versions": versions,
+                     "caught": caught / versions if versions else None, "revisits": revisits})
+    return rows
+
+
 def _summary(results: Sequence[PageResult], windows: Sequence[tuple[Page, float, float]],
-             weights: Sequence[float], sitemap_reads: float | None = None) -> dict[str, float]:
+             weights: Sequence[float], sitemap_reads: float | None = None) -> dict[str, Any]:
     """The figures of one run; ``sitemap_reads`` (accesses spent reading a sitemap)
     count in the spend and are also given on their own."""
     years = sum(w1 - w0 for _, w0, w1 in windows) / YEAR
@@ -110,6 +141,7 @@ def _summary(results: Sequence[PageResult], windows: Sequence[tuple[Page, float,
         "coverage": sum(r.coverage for r, _ in changed) / len(changed),
         "efficiency": sum(r.efficiency for r, _ in changed) / len(changed),
         "coverage_weighted": sum(r.coverage * w for r, w in changed) / total_w,
+        "by_age": by_age(results),
         **extra,
     }
 
@@ -335,6 +367,26 @@ def format_budgets(result: dict[str, Any]) -> str:
         lines.append(spec[:28].ljust(28) + "".join(cells))
     if result.get("phase_seed") is not None:
         lines.append(f"(random phases, seed {result['phase_seed']})")
+    return "\n".join(lines)
+
+
+def format_by_age(result: dict[str, Any]) -> str:
+    """A table of ``by_age`` (module doc): per policy and budget, the share of the
+    versions caught in each band of page age, and the revisits made in it."""
+    bands = [f"{lo:g}-{hi:g} d" if math.isfinite(hi) else f">= {lo:g} d" for lo, hi in AGE_BANDS]
+    lines = ["versions caught (revisits made) by the page's age at the version",
+             "policy".ljust(28) + "budget".rjust(7) + "".join(f"{b:>17}" for b in bands)]
+    for spec, rows in result["policies"].items():
+        for b, r in rows.items():
+            if r is None or "by_age" not in r:
+                continue
+            cells = "".join(("—" if a["caught"] is None else f"{a['caught']:.3f}").rjust(8)
+                            + f"({a['revisits']:>7})" for a in r["by_age"])
+            lines.append(spec[:28].ljust(28) + f"{b + '/y':>7}" + cells)
+    versions = next((r["by_age"] for rows in result["policies"].values() for r in rows.values()
+                     if r is not None and "by_age" in r), None)
+    if versions is not None:
+        lines.append("versions".ljust(35) + "".join(f"{a['versions']:>17}" for a in versions))
     return "\n".join(lines)
 
 

@@ -861,6 +861,9 @@ def add_revisit_sim_parser(sub: Any) -> None:
                    "phase (the first revisit after a share of the first interval, uniform, fixed by this seed "
                    "and the URL), so that cohorts of pages changed together do not decide the figures by "
                    "where their visits happen to fall (default: every schedule starts at the first access)")
+    p.add_argument("--by-age", action="store_true", help="with --budgets: also print, per policy and budget, "
+                   "the share of versions caught and the revisits made by the page's age (0-30 d, 30-90 d, "
+                   "90-365 d, 1-5 y, >= 5 y since its first access; always in the JSON as by_age)")
     p.add_argument("--sample", type=int, default=0, help="only N pages of the log, a seeded random sample "
                    "(random.Random(0)); 0: all")
     p.add_argument("--host-delay", default="0", help="per-host politeness for harmonic: at most one access "
@@ -900,6 +903,8 @@ def run(args: argparse.Namespace) -> int:
         return _run_budgets(args, specs, pages, resolution, start, end)
     if args.phase_seed is not None:
         raise SystemExit("ipr-crawl revisit-sim: --phase-seed goes with --budgets")
+    if args.by_age:
+        raise SystemExit("ipr-crawl revisit-sim: --by-age goes with --budgets")
     result = simulate(
         pages, specs, resolution, start, end, args.last_modified,
         parse_duration(args.min_interval), parse_duration(args.max_interval),
@@ -923,7 +928,13 @@ def _run_budgets(
     args: argparse.Namespace, specs: list[str], pages: list[Page], resolution: float,
     start: float | None, end: float | None,
 ) -> int:
-    from ipr_crawl.evaluation.revisit_budget import equal_budget, format_budgets, pagerank_weights, plot_budgets
+    from ipr_crawl.evaluation.revisit_budget import (
+        equal_budget,
+        format_budgets,
+        format_by_age,
+        pagerank_weights,
+        plot_budgets,
+    )
     from ipr_crawl.revisit.budget import parse_budget
 
     budgets = [parse_budget(b) for b in args.budgets.split(",") if b.strip()]
@@ -937,6 +948,8 @@ def _run_budgets(
     result["weights"] = args.weights
     result["sample"] = args.sample
     print(format_budgets(result))
+    if args.by_age:
+        print(format_by_age(result))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(result, f, indent=1)
