@@ -54,7 +54,9 @@ from ipr_crawl.revisit.budget import (
     RateMoments,
     RatePool,
     access_rate,
+    explores_new,
     fit_gamma_prior,
+    new_url_rate,
     next_gain,
     pool_group,
     solve_nu,
@@ -315,6 +317,11 @@ def simulate_budget(
     hist = RateHistogram()
     pool = RatePool() if policy.pool == "directory" and true_rates is None else None
     moments = RateMoments() if policy.prior == "gamma" and true_rates is None else None
+    # new=learn: a stable share of new URLs explores (revisit.budget.explores_new); their
+    # first revisits (count, changed, length s) teach the rate of a URL fetched once
+    learn = policy.new == "learn" and true_rates is None
+    explore = [learn and explores_new(page.url) for page, _, _ in windows]
+    first_counts = [0.0, 0.0, 0.0]
     groups = [pool_group(page.url) for page, _, _ in windows] if pool is not None else []
     hosts = [urlsplit(page.url).hostname or "" for page, _, _ in windows] if host_delay > 0 else [""] * n
     by_host: dict[str, RateHistogram] = defaultdict(RateHistogram)
@@ -419,12 +426,14 @@ def simulate_budget(
                 mult.nu = solve_nu(hist.groups(), pol.budget.total_rate(active) * gain)
             if moments is not None:
                 mult.prior = fit_gamma_prior(moments.sums) or mult.prior
+            if learn:
+                mult.new_rate = new_url_rate(*first_counts) or mult.new_rate
             next_solve = t + refresh
         spent += 1
         scale = pool.scale(groups[i], at=t) if pool is not None else None
         if states[i] is None:
             states[i], tau = access(pol, None, t, False, weight=w[i], host=hosts[i], prior_scale=scale,
-                                    last_modified=lmv)
+                                    last_modified=lmv, explore=explore[i])
             if phases is not None:
                 tau *= phases[i]
             active += 1
@@ -434,8 +443,12 @@ def simulate_budget(
             lm = cds[i][k - 1] if (changed and use_last_modified) else None
             before = states[i].last
             old_xt = rate_counts(states[i]) if moments is not None else None
+            if explore[i] and states[i].accesses == 1 and t > before:
+                first_counts[0] += 1
+                first_counts[1] += changed
+                first_counts[2] += t - before
             states[i], tau = access(pol, states[i], t, changed, modified_at=lm, weight=w[i], host=hosts[i],
-                                    prior_scale=scale, last_modified=lmv)
+                                    prior_scale=scale, last_modified=lmv, explore=explore[i])
             if moments is not None and old_xt is not None:
                 moments.add(moments.delta(old_xt, rate_counts(states[i])))
             if pool is not None and t > before:

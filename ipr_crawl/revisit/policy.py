@@ -49,6 +49,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ipr_crawl.revisit.budget import (
+    NEW_EXPLORE_SECS,
     PRIOR_CHANGES,
     PRIOR_TIME,
     YEAR,
@@ -253,6 +254,10 @@ class Multiplier:
         #: ``prior=gamma``: the fitted prior (α, β s), None until first fitted
         #: (:func:`ipr_crawl.revisit.budget.fit_gamma_prior`)
         self.prior: tuple[float, float] | None = None
+        #: ``new=learn``: the change rate (per s) of a URL fetched once, learned from the
+        #: explored first revisits (:func:`ipr_crawl.revisit.budget.new_url_rate`); None
+        #: until learned
+        self.new_rate: float | None = None
 
 
 @dataclass(frozen=True)
@@ -266,12 +271,17 @@ class HarmonicPolicy:
     directory has shown (:class:`~ipr_crawl.revisit.budget.RatePool`). ``prior``:
     ``fixed`` (the default: 0.5 changes in 90 d, Cho & Garcia-Molina's estimator), or
     ``gamma``: the prior fitted to the crawl's own observations and the Gamma
-    posterior mean (:func:`~ipr_crawl.revisit.budget.fit_gamma_prior`; ``multiplier.prior``)."""
+    posterior mean (:func:`~ipr_crawl.revisit.budget.fit_gamma_prior`; ``multiplier.prior``).
+    ``new``: ``prior`` (the default: a URL fetched once has the prior rate), or ``learn``:
+    the rate of a URL fetched once is learned from the first revisits of a stable share
+    of new URLs, which come after 3 days (:func:`~ipr_crawl.revisit.budget.explores_new`,
+    :func:`~ipr_crawl.revisit.budget.new_url_rate`; ``multiplier.new_rate``)."""
 
     budget: Budget
     tau2: float = 15 * DAY
     pool: str = "off"
     prior: str = "fixed"
+    new: str = "prior"
     multiplier: Multiplier = field(default_factory=Multiplier, compare=False)
     name: str = field(default="", compare=False)
 
@@ -349,11 +359,12 @@ def parse_policy(spec: str) -> Policy:
     - ``nutch-adaptive[:INC][:DEC][:MIN][:MAX][:TAU2]``; defaults ``0.4``,
       ``0.2``, ``60s``, ``365d``, ``30d`` (Nutch's).
     - ``fixed:INTERVAL``.
-    - ``harmonic[:BUDGET][:pool=off|directory][:prior=fixed|gamma]``: revisits under a
-      budget, ``N/y`` (per URL per year) or ``N/d`` (per day for the whole crawl);
-      default ``4/y``; with ``pool=directory`` the rate prior pooled per directory, with
-      ``prior=gamma`` fitted to the crawl's observations (:class:`HarmonicPolicy`; not
-      both).
+    - ``harmonic[:BUDGET][:pool=off|directory][:prior=fixed|gamma][:new=prior|learn]``:
+      revisits under a budget, ``N/y`` (per URL per year) or ``N/d`` (per day for the
+      whole crawl); default ``4/y``; with ``pool=directory`` the rate prior pooled per
+      directory, with ``prior=gamma`` fitted to the crawl's observations (not both);
+      with ``new=learn`` the rate of a URL fetched once learned from early first
+      revisits (not with ``prior=gamma``; :class:`HarmonicPolicy`).
 
     Optional fields may also be given as ``key=value`` (``mu``, ``tau2``,
     ``alpha``, ``d``, ``r``, ``inc``, ``dec``, ``min``, ``max``).
@@ -460,7 +471,7 @@ def _build(head: str, pos: list[str], kv: dict[str, str], raw: str) -> Policy:
             raise ValueError("need 0 < min <= max and tau2 > 0")
         return NutchAdaptivePolicy(inc, dec, shortest, longest, t2, name=raw)
     if head == "harmonic":
-        take_kv({"tau2", "pool", "prior"})
+        take_kv({"tau2", "pool", "prior", "new"})
         if len(pos) > 1:
             raise ValueError("harmonic takes one budget, N/d or N/y (e.g. harmonic:8/y)")
         budget = parse_budget(pos[0] if pos else "4/y")
@@ -475,7 +486,12 @@ def _build(head: str, pos: list[str], kv: dict[str, str], raw: str) -> Policy:
             raise ValueError(f"prior={prior!r}: allowed fixed, gamma")
         if prior == "gamma" and pool != "off":
             raise ValueError("harmonic: pool=directory and prior=gamma are two priors; give one")
-        return HarmonicPolicy(budget, t2, pool, prior, name=raw)
+        new = kv.get("new", "prior").lower()
+        if new not in ("prior", "learn"):
+            raise ValueError(f"new={new!r}: allowed prior, learn")
+        if new == "learn" and prior == "gamma":
+            raise ValueError("harmonic: new=learn and prior=gamma both set a new URL's rate; give one")
+        return HarmonicPolicy(budget, t2, pool, prior, new, name=raw)
     if head == "fixed":
         take_kv({"tau2"})
         if len(pos) != 1:
@@ -682,6 +698,7 @@ def access(
     etag: str | None = None,
     last_modified: str | None = None,
     digest: str | None = None,
+    explore: bool = False,
 ) -> tuple[RevisitState, float]:
     """One access at ``now`` (s): the first one creates the state, a later one
     updates it (:func:`update`, in place); then the policy chooses the next
@@ -691,7 +708,11 @@ def access(
     next access). ``prior_scale`` (the URL's :meth:`~ipr_crawl.revisit.budget.RatePool.scale`)
     is kept in the state before the interval is chosen; under ``harmonic:…:prior=gamma``
     the policy's fitted prior (``policy.multiplier.prior``, the fixed one until first
-    fitted) is. Returns ``(state, tau)``.
+    fitted) is. Under ``harmonic:…:new=learn`` a URL fetched once has the learned rate
+    ``policy.multiplier.new_rate`` (kept as its ``prior_scale`` until its first revisit,
+    when the scale returns to ``prior_scale``'s or 1), and with ``explore`` (the URL is
+    one of :func:`~ipr_crawl.revisit.budget.explores_new`'s) its first revisit comes
+    after :data:`~ipr_crawl.revisit.budget.NEW_EXPLORE_SECS`. Returns ``(state, tau)``.
 
     The one entry point of both the middleware and the simulator.
 
@@ -704,18 +725,27 @@ def access(
     if isinstance(policy, HarmonicPolicy) and policy.prior == "gamma":
         alpha, beta = policy.multiplier.prior or (PRIOR_CHANGES, PRIOR_TIME)
         prior_scale, prior_time = alpha / PRIOR_CHANGES, beta
+    learn = isinstance(policy, HarmonicPolicy) and policy.new == "learn"
     if state is None:
         state = first_access(now, **validators)
         if prior_scale is not None:
             state.prior_scale = prior_scale
         if prior_time is not None:
             state.prior_time = prior_time
+        new_rate = policy.multiplier.new_rate if learn else None  # type: ignore[union-attr]
+        if new_rate is not None and new_rate > 0:
+            state.prior_scale *= new_rate / (PRIOR_CHANGES / PRIOR_TIME)
         tau = next_interval(policy, state, weight=weight, host=host)
+        if learn and explore:
+            tau = NEW_EXPLORE_SECS
     else:
         before = state.last
+        first_revisit = state.accesses == 1
         update(state, now, changed, modified_at, None, **validators)
         if prior_scale is not None:
             state.prior_scale = prior_scale
+        elif learn and first_revisit and state.accesses > 1:
+            state.prior_scale = 1.0
         if prior_time is not None:
             state.prior_time = prior_time
         tau = next_interval(policy, state, changed if state.accesses > 1 else None, weight, host)

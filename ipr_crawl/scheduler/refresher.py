@@ -30,7 +30,15 @@ import time
 from typing import Protocol
 
 from ipr_crawl.config import RevisitConfig
-from ipr_crawl.revisit.budget import RateHistogram, RatePool, fit_gamma_prior, next_gain, solve_nu, solve_nu_hosts
+from ipr_crawl.revisit.budget import (
+    RateHistogram,
+    RatePool,
+    fit_gamma_prior,
+    new_url_rate,
+    next_gain,
+    solve_nu,
+    solve_nu_hosts,
+)
 from ipr_crawl.revisit.policy import FixedPolicy, HarmonicPolicy
 from ipr_crawl.store.revisit import RevisitStore
 
@@ -200,6 +208,8 @@ class Refresher:
                 policy.multiplier.host_nu = store.host_multipliers()
             if st.get("prior_beta"):
                 policy.multiplier.prior = (st["prior_alpha"], st["prior_beta"])
+            if st.get("new_rate"):
+                policy.multiplier.new_rate = st["new_rate"]
             return shared
         by_host = store.rate_histogram_by_host() if self.cfg.host_delay > 0 else {}
         hist = RateHistogram()
@@ -232,6 +242,15 @@ class Refresher:
                            "(mean rate %.3g changes/day)", prior[0], prior[1] / 86400, prior[0] / prior[1] * 86400)
                 policy.multiplier.prior = prior
                 fields["prior_alpha"], fields["prior_beta"] = prior
+        if policy.new == "learn":  # the rate of a URL fetched once, from the explored first revisits
+            counts = store.new_url_counts()
+            new_rate = new_url_rate(*counts)
+            if new_rate is not None:
+                logger.log(logging.INFO if policy.multiplier.new_rate is None else logging.DEBUG,
+                           "ipr-crawl: a new URL's change rate learned from %d early first revisits (%d saw a "
+                           "change): %.3g changes/day", counts[0], counts[1], new_rate * 86400)
+                policy.multiplier.new_rate = new_rate
+                fields["new_rate"] = new_rate
         if "accesses0" not in st:
             fields["accesses0"] = accesses
         store.set_budget_state(**fields)

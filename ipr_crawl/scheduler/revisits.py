@@ -37,7 +37,7 @@ from scrapy.utils.sitemap import Sitemap
 from ipr_crawl.config import RevisitConfig
 from ipr_crawl.meta import LEASE_META, RECORDED_META, REVISIT_META, lease_of
 from ipr_crawl.ordering.urls import canonical_url, node_id, site_hash
-from ipr_crawl.revisit.budget import RateHistogram, RateMoments, pool_group
+from ipr_crawl.revisit.budget import RateHistogram, RateMoments, explores_new, pool_group
 from ipr_crawl.revisit.fingerprint import digest, same_version
 from ipr_crawl.revisit.policy import (
     DAY,
@@ -275,8 +275,15 @@ class RevisitObserver:
         interval = t - state.last if state is not None and t > state.last else 0.0
         gamma = isinstance(cfg.policy, HarmonicPolicy) and cfg.policy.prior == "gamma"
         before = rate_counts(state) if gamma else None  # state is updated in place
+        # harmonic:…:new=learn: a stable share of new URLs explores with an early first
+        # revisit, whose outcome teaches the crawl the rate of a URL fetched once
+        learn = isinstance(cfg.policy, HarmonicPolicy) and cfg.policy.new == "learn"
+        explore = learn and explores_new(curl)
+        first_revisit = explore and state is not None and state.accesses == 1 and interval > 0
         state, tau = access(cfg.policy, state, t, changed, modified_at, weight=weight, host=self.host(url),
-                            prior_scale=pool.scale(group, at=t) if pool is not None else None, **validators)
+                            prior_scale=pool.scale(group, at=t) if pool is not None else None,
+                            etag=validators.get("etag"), last_modified=validators.get("last_modified"),
+                            digest=validators.get("digest"), explore=explore)
         if pool is not None and interval > 0:
             pool.observe(group, changed, interval, at=t)  # this process's own, until the next read of the crawl's
         due = next_due(t, tau, cfg.resolution, cfg.min_interval, cfg.max_interval)
@@ -307,7 +314,8 @@ class RevisitObserver:
         store.record(id_, curl, state, due, payload, lease_of(request) if drop else b"", event,
                      rate_bins=(old_bin, self.rate_bin(state, weight, url)),
                      pool=(group, changed, interval) if pool is not None else None,
-                     moments=RateMoments.delta(before, rate_counts(state)) if before is not None else None)
+                     moments=RateMoments.delta(before, rate_counts(state)) if before is not None else None,
+                     first=(changed, interval) if first_revisit else None)
         if result is not None:
             return Observation(kind, tau, drop, result.moved, result if result.distrusted else None)
         return Observation(kind, tau, drop)

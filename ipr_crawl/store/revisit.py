@@ -142,19 +142,23 @@ class RevisitStore:
         rate_bins: tuple[str, str] = ("", ""),
         pool: tuple[str, bool, float] | None = None,
         moments: tuple[float, ...] | None = None,
+        first: tuple[bool, float] | None = None,
     ) -> bool:
         """Store ``state``, schedule the next visit at ``due`` (s; None: never again),
         keep ``payload`` for revisits, settle ``lease``, move the URL in the rate
         histogram from bin ``rate_bins[0]`` to ``rate_bins[1]`` ("" none), add the
         access interval ``pool = (group, changed, length s)`` to the crawl's
         :meth:`rate_pool`, add ``moments`` (what the access adds to the five sums of
-        :class:`~ipr_crawl.revisit.budget.RateMoments`) to :meth:`rate_moments` and append
-        ``event`` (revisit_record.lua). Returns whether a lease was settled."""
+        :class:`~ipr_crawl.revisit.budget.RateMoments`) to :meth:`rate_moments`, add an
+        explored first revisit ``first = (changed, interval s)`` (``harmonic:…:new=learn``)
+        to :meth:`new_url_counts` and append ``event`` (revisit_record.lua). Returns
+        whether a lease was settled."""
         group, changed, length = pool if pool is not None and pool[2] > 0 else ("", False, 0.0)
         argv: list[Any] = [
             id_, self.pack(url, state), "" if due is None else repr(float(due)),
             payload, lease, self.events_maxlen, *rate_bins, group, int(changed), repr(float(length)),
             ",".join(repr(float(x)) for x in moments) if moments and any(moments) else "",
+            f"{int(first[0])},{float(first[1])!r}" if first is not None and first[1] > 0 else "",
         ]
         for key, value in (event or {}).items():
             argv += [key, _field(value)]
@@ -223,6 +227,15 @@ class RevisitStore:
         names = [f"mom:{n}" for n in RateMoments.FIELDS]
         values = self.client.hmget(self.keys["rate_pool"], names)
         return [float(v) if v is not None else 0.0 for v in values]
+
+    def new_url_counts(self) -> tuple[float, float, float]:
+        """The explored first revisits of the crawl (``harmonic:…:new=learn``; fields
+        ``new:n``, ``new:x``, ``new:e`` of ``rate_pool``): how many, how many saw a change,
+        and their length in all (s); zeros before any
+        (:func:`~ipr_crawl.revisit.budget.new_url_rate`)."""
+        values = self.client.hmget(self.keys["rate_pool"], ["new:n", "new:x", "new:e"])
+        n, x, e = (float(v) if v is not None else 0.0 for v in values)
+        return n, x, e
 
     def budget_accesses(self) -> int:
         """Accesses of URLs in the rate histogram so far (the budget's spend)."""

@@ -18,7 +18,9 @@
 -- ARGV[9] the URL's group in rate_pool, or '' (not pooled)  ARGV[10] 1 if the access
 -- interval ending now had a change, else 0  ARGV[11] its length (s, decimal)
 -- ARGV[12] what the access adds to the five RateMoments sums, comma-separated decimals, or ''
--- ARGV[13 + 2k], ARGV[14 + 2k]: field and value k of the change event (none: no event)
+-- ARGV[13] an explored first revisit (harmonic new=learn): "changed (0/1),length (s)", or '';
+--   added to the fields new:n, new:x, new:e of rate_pool
+-- ARGV[14 + 2k], ARGV[15 + 2k]: field and value k of the change event (none: no event)
 -- Returns 1 if a lease was settled, else 0. Cost: O(log D) plus O(fields).
 local revisit, due, revisit_req, changes, lease, req = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local id = ARGV[1]
@@ -58,9 +60,17 @@ if ARGV[12] ~= '' then
     redis.call('HINCRBYFLOAT', KEYS[9], 'mom:' .. names[k], d)
   end
 end
-if #ARGV >= 14 then
+if ARGV[13] ~= '' then
+  local c, len = string.match(ARGV[13], '^([01]),(.+)$')
+  if c then
+    redis.call('HINCRBYFLOAT', KEYS[9], 'new:n', 1)
+    redis.call('HINCRBYFLOAT', KEYS[9], 'new:x', c)
+    redis.call('HINCRBYFLOAT', KEYS[9], 'new:e', len)
+  end
+end
+if #ARGV >= 15 then
   local event = {}
-  for i = 13, #ARGV, 2 do
+  for i = 14, #ARGV, 2 do
     event[#event + 1] = ARGV[i]
     event[#event + 1] = ARGV[i + 1]
   end
