@@ -610,3 +610,54 @@ def test_one_process_fits_the_gamma_prior_and_the_others_read_it(redis_client, c
     assert nu is not None and prior == pytest.approx(fit_gamma_prior(store.rate_moments()))
     assert prior[0] < 1  # rates far apart
     assert second.solve_budget() == nu and second.cfg.policy.multiplier.prior == pytest.approx(prior)
+
+
+def test_new_url_rate_is_learned_in_redis_and_shared_by_the_refresher(redis_client, crawl_id):
+    """harmonic:…:new=learn on a real Redis: RevisitStore.record adds each explored first
+    revisit to the crawl's counts (revisit_record.lua, fields new:* of rate_pool; the
+    change event still follows in ARGV); the process that solves the budget learns the
+    rate of a URL fetched once from them once NEW_MIN_SAMPLES are in, and another
+    process reads it from meta."""
+    from scrapy.settings import Settings
+
+    from ipr_crawl.config import RevisitConfig
+    from ipr_crawl.ordering.urls import node_id
+    from ipr_crawl.revisit.budget import NEW_MIN_SAMPLES, RateHistogram, new_url_rate
+    from ipr_crawl.revisit.policy import RevisitState, estimated_rate
+    from ipr_crawl.scheduler.refresher import Refresher
+    from ipr_crawl.store.revisit import RevisitStore
+
+    class Idle:
+        def pending(self) -> int:
+            return 0
+
+    def refresher() -> Refresher:
+        cfg = RevisitConfig.from_settings(Settings({"IPR_REVISIT_ENABLED": True,
+                                                    "IPR_REVISIT_POLICY": "harmonic:8/y:new=learn"}))
+        return Refresher(RevisitStore(redis_client, crawl_id), Idle(), cfg)
+
+    store = RevisitStore(redis_client, crawl_id)
+    assert store.new_url_counts() == (0.0, 0.0, 0.0)
+
+    def record(k: int, changed: bool) -> None:
+        url = f"http://a.test/{k}"
+        state = RevisitState(first=0.0, last=3 * DAY, accesses=2, m=int(changed))
+        a, b = RateHistogram().key(estimated_rate(state))
+        store.record(node_id(url), url, state, 30 * DAY, rate_bins=("", f"{a}:{b}"), first=(changed, 3 * DAY),
+                     event={"url": url, "t": 3 * DAY, "kind": "changed" if changed else "unchanged"})
+
+    for k in range(NEW_MIN_SAMPLES - 5):
+        record(k, k % 3 == 0)
+    first = refresher()
+    assert first.solve_budget() is not None and first.cfg.policy.multiplier.new_rate is None  # too few
+    for k in range(NEW_MIN_SAMPLES - 5, 40):
+        record(k, k % 3 == 0)
+    n, x, e = store.new_url_counts()
+    assert (n, x, e) == (40.0, 14.0, pytest.approx(40 * 3 * DAY))
+    assert len(list(store.events("http://a.test/39"))) == 1
+    redis_client.delete(store.keys["meta"] + "_budget_lock")  # the next period
+    first, second = refresher(), refresher()
+    nu = first.solve_budget()
+    rate = first.cfg.policy.multiplier.new_rate
+    assert nu is not None and rate == pytest.approx(new_url_rate(40, 14, 40 * 3 * DAY))
+    assert second.solve_budget() == nu and second.cfg.policy.multiplier.new_rate == pytest.approx(rate)

@@ -371,3 +371,67 @@ def test_revisit_sim_with_the_gamma_prior_on_the_shipped_sample():
     print({k: (round(r["coverage"], 4), round(r["accesses_per_page_year"], 2)) for k, r in result.items()})
     assert abs(g["accesses_per_page_year"] - 4) <= 0.4
     assert g["coverage"] != h["coverage"]
+
+
+def test_new_learn_is_parsed_and_refused_where_it_makes_no_sense():
+    p = parse_policy("harmonic:8/y:new=learn")
+    assert isinstance(p, HarmonicPolicy) and p.new == "learn" and parse_policy("harmonic:8/y").new == "prior"
+    with pytest.raises(ValueError, match="allowed prior, learn"):
+        parse_policy("harmonic:8/y:new=soon")
+    with pytest.raises(ValueError, match="new=learn and prior=gamma"):
+        parse_policy("harmonic:8/y:new=learn:prior=gamma")
+
+
+def test_new_learn_explores_a_stable_eighth_and_gives_new_urls_the_learned_rate():
+    """harmonic:…:new=learn: explores_new picks about an eighth of URLs, the same each
+    time; an exploring URL's first revisit comes after 3 days; once a rate is learned, a
+    URL fetched once has it (its first interval follows from it), and from its first
+    revisit on its estimate is the usual one again."""
+    from ipr_crawl.revisit.budget import NEW_EXPLORE_SECS, NEW_EXPLORE_SHARE, explores_new, new_url_rate
+    from ipr_crawl.revisit.policy import access, estimated_rate
+
+    urls = [f"https://peps.python.org/pep-{k:04d}/" for k in range(4000)]
+    share = sum(map(explores_new, urls)) / len(urls)
+    assert abs(share - NEW_EXPLORE_SHARE) < 0.02, share
+    assert [explores_new(u) for u in urls[:50]] == [explores_new(u) for u in urls[:50]]
+
+    policy = parse_policy("harmonic:8/y:new=learn")
+    assert isinstance(policy, HarmonicPolicy)
+    policy.multiplier.nu = policy.initial_nu()
+    plain, tau_plain = access(policy, None, 0.0, False)
+    assert access(policy, None, 0.0, False, explore=True)[1] == NEW_EXPLORE_SECS
+    policy.multiplier.new_rate = new_url_rate(92, 30, 92 * 3 * DAY)  # 30 of 92 changed within 3 days
+    fast, tau_fast = access(policy, None, 0.0, False)
+    assert estimated_rate(fast) == pytest.approx(policy.multiplier.new_rate, rel=1e-9)
+    assert estimated_rate(plain) < estimated_rate(fast) and tau_fast < tau_plain
+    fast, _ = access(policy, fast, tau_fast, False)
+    assert fast.prior_scale == 1.0
+    again, _ = access(policy, None, 0.0, False)
+    assert estimated_rate(access(policy, again, tau_fast, False)[0]) == pytest.approx(estimated_rate(fast))
+    # the default spec ignores the flag and the rate
+    prior = parse_policy("harmonic:8/y")
+    prior.multiplier.nu, prior.multiplier.new_rate = policy.multiplier.nu, policy.multiplier.new_rate
+    assert access(prior, None, 0.0, False, explore=True)[1] == pytest.approx(tau_plain)
+
+
+def test_new_learn_in_revisit_sim_spends_the_budget_and_explores_first_revisits():
+    """On the shipped EmacsWiki sample: harmonic:4/y:new=learn spends its budget within
+    10 %; the exploring pages' first revisit comes 3 days after their first access, the
+    others' later; the run differs from harmonic's."""
+    from ipr_crawl.evaluation.revisit_sim import simulate_budget
+    from ipr_crawl.revisit.budget import explores_new
+
+    pages = load_log(*SAMPLE)
+    windows = list(_windows(pages, None, None))
+    learn = simulate_budget(windows, parse_policy("harmonic:4/y:new=learn"))
+    plain = simulate_budget(windows, parse_policy("harmonic:4/y"))
+    years = sum(w1 - w0 for _, w0, w1 in windows) / (365 * DAY)
+    spent = sum(r.accesses for r in learn) / years
+    assert abs(spent - 4) <= 0.4, spent
+    first = {explores_new(p.url): [] for p, _, _ in windows}
+    for (page, _, _), r in zip(windows, learn):
+        if len(r.visits) > 1:
+            first[explores_new(page.url)].append(r.visits[1] - r.visits[0])
+    assert first[True] and set(first[True]) == {3 * DAY}, sorted(set(first[True]))[:5]
+    assert min(first[False]) > 3 * DAY
+    assert [r.visits for r in learn] != [r.visits for r in plain]
