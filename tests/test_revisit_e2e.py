@@ -16,6 +16,7 @@ import re
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -26,6 +27,7 @@ from procs import start_server
 from ipr_crawl.evaluation.revisit_sim import Page, load_log, parse_time, simulate, simulate_page
 from ipr_crawl.evaluation.revisit_sim import write_log as save_log
 from ipr_crawl.ordering.urls import node_id
+from ipr_crawl.revisit.budget import explores_new
 from ipr_crawl.revisit.policy import DAY, RevisitState, parse_policy, rate_counts
 from ipr_crawl.store.revisit import RevisitStore
 
@@ -259,7 +261,8 @@ def _budget_year(emacswiki, tmp_path, change_server, redis_client, crawl_id, pol
     return pages, index.rsplit("/_ipr/", 1)[0], parse_time(YEAR_START), parse_time(YEAR_END), log
 
 
-@pytest.mark.parametrize("policy", ["harmonic:8/y", "harmonic:8/y:pool=directory", "harmonic:8/y:prior=gamma"])
+@pytest.mark.parametrize("policy", ["harmonic:8/y", "harmonic:8/y:pool=directory", "harmonic:8/y:prior=gamma",
+                                    "harmonic:8/y:new=learn"])
 def test_a_simulated_year_under_a_budget(emacswiki, tmp_path, change_server, redis_client, crawl_id, policy):
     """harmonic:8/y end to end: the crawl's refresher solves the budget's multiplier from
     the rate histogram in Redis; the crawl spends the budget (within 5 %) and gives
@@ -267,9 +270,16 @@ def test_a_simulated_year_under_a_budget(emacswiki, tmp_path, change_server, red
     more URL in the budget). With pool=directory the crawl also keeps the directory sums
     in Redis: one per directory served, every page access interval counted once. With
     prior=gamma it keeps the five moment sums in Redis, the refresher fits the prior to
-    them, and the pages' states carry it."""
+    them, and the pages' states carry it. With new=learn the exploring URLs (an eighth,
+    by a hash of the served URL: revisit-sim gets the served URLs so that it picks the
+    same ones) are revisited 3 days after their first fetch, and those first revisits
+    are counted in Redis (40 pages give too few for a rate to be learned: that is
+    tests/test_revisit.py's)."""
     pages, base, start, end, log = _budget_year(emacswiki, tmp_path, change_server, redis_client, crawl_id, policy)
     assert "revisit budget 8/y over" in log
+    learn = policy.endswith("new=learn")
+    if learn:
+        pages = [replace(p, url=served_url(base, p.url)) for p in pages]
     # prior=gamma couples the URLs through the fitted prior: the crawl's index page, a
     # URL that never changes, is one of them (one such page moved revisit-sim's coverage
     # by up to 0.07 on these 40 pages before MIN_CHANGES), so revisit-sim gets it too
@@ -280,10 +290,20 @@ def test_a_simulated_year_under_a_budget(emacswiki, tmp_path, change_server, red
     spend = got["accesses"] / len(pages) / ((end - start) / (365 * DAY))
     print(f"{policy}: crawl {got}, {spend:.2f} accesses/page-year; revisit-sim coverage {sim['coverage']:.4f} "
           f"spend {sim['accesses_per_page_year']:.2f}")
-    assert abs(spend - 8) <= 0.05 * 8
-    assert abs(got["coverage"] - sim["coverage"]) <= 0.03
     store = RevisitStore(redis_client, crawl_id)
     state = store.budget_state()
+    if learn:
+        # the crawl's budget counts revisits from its first solve. On the virtual clock that
+        # solve waits for the first instant after the start: day 46 for the other specs, whose
+        # first 46 days then go unbudgeted (so their total comes to 8/y with the first fetches),
+        # day 3 here (an exploring URL's revisit): the revisits made are then what the budget
+        # allowed over almost the whole year, plus the first fetches
+        revisits = store.budget_accesses() - state["accesses0"]
+        assert abs(revisits - state["allowed"]) <= 0.05 * state["allowed"], (revisits, state)
+        assert abs(spend - 8) <= 0.15 * 8
+    else:
+        assert abs(spend - 8) <= 0.05 * 8
+    assert abs(got["coverage"] - sim["coverage"]) <= 0.03
     assert state["nu"] > 0 and 0.5 <= state["gain"] <= 2
     pool = store.rate_pool()
     if policy.endswith("pool=directory"):
@@ -302,6 +322,20 @@ def test_a_simulated_year_under_a_budget(emacswiki, tmp_path, change_server, red
         assert all(s.prior_time > 0 for s in states)
     else:
         assert moments == [0.0] * 5
+    counts = store.new_url_counts()
+    if learn:
+        explored = [p.url for p in pages if explores_new(p.url)]
+        revisited = 0
+        for url in explored:
+            times = [float(e.fields["t"]) for e in store.events(url)]
+            if len(times) > 1:
+                revisited += 1
+                assert times[1] - times[0] == 3 * DAY, (url, times[:3])
+        index_explores = explores_new(base + "/_ipr/index")
+        assert counts[0] - index_explores == revisited, (counts, revisited, len(explored))
+        print(f"new=learn: {len(explored)} of {len(pages)} pages explore; first revisits counted {counts}")
+    else:
+        assert counts == (0.0, 0.0, 0.0)
 
 
 def test_a_simulated_year_under_a_budget_and_a_host_cap(emacswiki, tmp_path, change_server, redis_client, crawl_id):
