@@ -113,8 +113,8 @@ def new_url_rate(intervals: float, changed: float, exposure: float) -> float | N
     Garcia-Molina's estimator (ACM TOIT 3(3), 2003, §4.2) ``−ln((n − X + 0.5) / (n +
     0.5)) / I``; None below :data:`NEW_MIN_SAMPLES` intervals.
 
-    >>> round(new_url_rate(92, 30, 92 * 3 * DAY) * YEAR, 1)   # PEPs: 30 of 92 changed within 3 days
-    47.7
+    >>> round(new_url_rate(98, 42, 98 * 3 * DAY) * YEAR, 1)   # PEPs: 42 of 98 changed within 3 days
+    67.6
     >>> new_url_rate(5, 1, 15 * DAY) is None
     True
     """
