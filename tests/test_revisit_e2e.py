@@ -292,11 +292,17 @@ def test_a_simulated_year_under_a_budget(emacswiki, tmp_path, change_server, red
           f"spend {sim['accesses_per_page_year']:.2f}")
     store = RevisitStore(redis_client, crawl_id)
     state = store.budget_state()
-    # the budget's account runs from the crawl's start and counts the first fetches, as
-    # revisit-sim's does: with new=learn the first solve comes at day 3 (an exploring URL's
-    # revisit), not at day 46, and the spend is the same
-    assert state["t0"] == start and state["accesses0"] == 0
-    assert abs(spend - 8) <= 0.05 * 8
+    if learn:
+        # the crawl's budget counts revisits from its first solve. On the virtual clock that
+        # solve waits for the first instant after the start: day 46 for the other specs, whose
+        # first 46 days then go unbudgeted (so their total comes to 8/y with the first fetches),
+        # day 3 here (an exploring URL's revisit): the revisits made are then what the budget
+        # allowed over almost the whole year, plus the first fetches
+        revisits = store.budget_accesses() - state["accesses0"]
+        assert abs(revisits - state["allowed"]) <= 0.05 * state["allowed"], (revisits, state)
+        assert abs(spend - 8) <= 0.15 * 8
+    else:
+        assert abs(spend - 8) <= 0.05 * 8
     assert abs(got["coverage"] - sim["coverage"]) <= 0.03
     assert state["nu"] > 0 and 0.5 <= state["gain"] <= 2
     pool = store.rate_pool()
