@@ -565,17 +565,12 @@ def test_the_gamma_priors_moments_are_summed_in_redis(redis_client, crawl_id):
     assert len(list(store.events("http://a.test/1"))) == 2  # the event still follows the moments in ARGV
 
 
-def test_one_process_fits_the_gamma_prior_and_the_others_read_it(redis_client, crawl_id):
-    """Two processes of one crawl on the system clock (two Refreshers, one real Redis):
-    the first to claim the period solves the budget and fits the prior from the sums
-    in Redis; the other reads nu and the prior from meta instead of solving again.
-    Before 100 changes nothing is fitted."""
+def _refresher(redis_client, crawl_id: str, policy: str):
+    """A Refresher of crawl ``crawl_id`` under ``policy`` (IPR_REVISIT_POLICY), on the
+    system clock, with an idle frontier: one process of the crawl, for its budget solve."""
     from scrapy.settings import Settings
 
     from ipr_crawl.config import RevisitConfig
-    from ipr_crawl.ordering.urls import node_id
-    from ipr_crawl.revisit.budget import RateHistogram, RateMoments, fit_gamma_prior
-    from ipr_crawl.revisit.policy import RevisitState, estimated_rate, rate_counts
     from ipr_crawl.scheduler.refresher import Refresher
     from ipr_crawl.store.revisit import RevisitStore
 
@@ -583,10 +578,24 @@ def test_one_process_fits_the_gamma_prior_and_the_others_read_it(redis_client, c
         def pending(self) -> int:
             return 0
 
+    cfg = RevisitConfig.from_settings(Settings({"IPR_REVISIT_ENABLED": True, "IPR_REVISIT_POLICY": policy}))
+    return Refresher(RevisitStore(redis_client, crawl_id), Idle(), cfg)
+
+
+def test_one_process_fits_the_gamma_prior_and_the_others_read_it(redis_client, crawl_id):
+    """Two processes of one crawl on the system clock (two Refreshers, one real Redis):
+    the first to claim the period solves the budget and fits the prior from the sums
+    in Redis; the other reads nu and the prior from meta instead of solving again.
+    Before 100 changes nothing is fitted."""
+
+    from ipr_crawl.ordering.urls import node_id
+    from ipr_crawl.revisit.budget import RateHistogram, RateMoments, fit_gamma_prior
+    from ipr_crawl.revisit.policy import RevisitState, estimated_rate, rate_counts
+    from ipr_crawl.scheduler.refresher import Refresher
+    from ipr_crawl.store.revisit import RevisitStore
+
     def refresher() -> Refresher:
-        cfg = RevisitConfig.from_settings(Settings({"IPR_REVISIT_ENABLED": True,
-                                                    "IPR_REVISIT_POLICY": "harmonic:8/y:prior=gamma"}))
-        return Refresher(RevisitStore(redis_client, crawl_id), Idle(), cfg)
+        return _refresher(redis_client, crawl_id, "harmonic:8/y:prior=gamma")
 
     store = RevisitStore(redis_client, crawl_id)
 
@@ -618,23 +627,15 @@ def test_new_url_rate_is_learned_in_redis_and_shared_by_the_refresher(redis_clie
     change event still follows in ARGV); the process that solves the budget learns the
     rate of a URL fetched once from them once NEW_MIN_SAMPLES are in, and another
     process reads it from meta."""
-    from scrapy.settings import Settings
 
-    from ipr_crawl.config import RevisitConfig
     from ipr_crawl.ordering.urls import node_id
     from ipr_crawl.revisit.budget import NEW_MIN_SAMPLES, RateHistogram, new_url_rate
     from ipr_crawl.revisit.policy import RevisitState, estimated_rate
     from ipr_crawl.scheduler.refresher import Refresher
     from ipr_crawl.store.revisit import RevisitStore
 
-    class Idle:
-        def pending(self) -> int:
-            return 0
-
     def refresher() -> Refresher:
-        cfg = RevisitConfig.from_settings(Settings({"IPR_REVISIT_ENABLED": True,
-                                                    "IPR_REVISIT_POLICY": "harmonic:8/y:new=learn"}))
-        return Refresher(RevisitStore(redis_client, crawl_id), Idle(), cfg)
+        return _refresher(redis_client, crawl_id, "harmonic:8/y:new=learn")
 
     store = RevisitStore(redis_client, crawl_id)
     assert store.new_url_counts() == (0.0, 0.0, 0.0)
