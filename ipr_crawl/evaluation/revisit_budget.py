@@ -47,6 +47,7 @@ gives it.
 
 from __future__ import annotations
 
+import bisect
 import calendar
 import math
 import time
@@ -111,20 +112,20 @@ def by_age(results: Sequence[PageResult]) -> list[dict[str, float | None]]:
     """Per band of :data:`AGE_BANDS`: ``versions`` (appeared in it, pages with a change,
     first version excluded), ``caught`` (the share of them fetched, None without any)
     and ``revisits`` (accesses after the first made in it), over ``results``."""
-    rows: list[dict[str, float | None]] = []
-    for lo, hi in AGE_BANDS:
-        versions = caught = revisits = 0
-        for r in results:
-            t0 = r.version_starts[0]
-            if r.change_buckets:
-                for start, got in zip(r.version_starts[1:], r.version_fetched[1:]):
-                    if lo <= (start - t0) / DAY < hi:
-                        versions += 1
-                        caught += got
-            revisits += sum(1 for v in r.visits[1:] if lo <= (v - t0) / DAY < hi)
-        rows.append({"from_days": lo, "to_days": hi if math.isfinite(hi) else None, "versions": versions,
-                     "caught": caught / versions if versions else None, "revisits": revisits})
-    return rows
+    starts = [lo for lo, _ in AGE_BANDS]
+    versions, caught, revisits = [0] * len(starts), [0] * len(starts), [0] * len(starts)
+    for r in results:
+        t0 = r.version_starts[0]
+        if r.change_buckets:
+            for start, got in zip(r.version_starts[1:], r.version_fetched[1:]):
+                k = bisect.bisect_right(starts, (start - t0) / DAY) - 1
+                versions[k] += 1
+                caught[k] += got
+        for v in r.visits[1:]:
+            revisits[bisect.bisect_right(starts, (v - t0) / DAY) - 1] += 1
+    return [{"from_days": lo, "to_days": hi if math.isfinite(hi) else None, "versions": versions[k],
+             "caught": caught[k] / versions[k] if versions[k] else None, "revisits": revisits[k]}
+            for k, (lo, hi) in enumerate(AGE_BANDS)]
 
 
 def _summary(results: Sequence[PageResult], windows: Sequence[tuple[Page, float, float]],

@@ -32,7 +32,6 @@ import argparse
 import bisect
 import csv
 import gzip
-import hashlib
 import io
 import itertools
 import json
@@ -56,11 +55,13 @@ from ipr_crawl.revisit.budget import (
     access_rate,
     explores_new,
     fit_gamma_prior,
+    in_share,
     new_url_rate,
     next_gain,
     pool_group,
     solve_nu,
     solve_nu_hosts,
+    stable_hash64,
 )
 from ipr_crawl.revisit.policy import (
     DAY,
@@ -504,22 +505,7 @@ def page_phase(url: str, seed: int) -> float:
     >>> 0 < page_phase("http://a/", 1) <= 1, page_phase("http://a/", 1) == page_phase("http://a/", 1)
     (True, True)
     """
-    return (_hash64(f"{seed}\0{url}") + 1) / 2**64
-
-
-def _hash64(key: str) -> int:
-    """A stable 64-bit hash of ``key`` (BLAKE2b): the draws of :func:`page_phase` and
-    :func:`in_share`."""
-    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big")
-
-
-def in_share(url: str, share: float) -> bool:
-    """Whether ``url`` is among a ``share`` of URLs chosen by a stable hash of the URL
-    (so every policy, and ``serve-changes``, picks the same ones): here, the pages a
-    sitemap lists with a truthful ``lastmod``."""
-    if share >= 1:
-        return True
-    return _hash64(url) / 2**64 < share
+    return (stable_hash64(f"{seed}\0{url}") + 1) / 2**64
 
 
 def interval_bucket(days: float) -> tuple[float, float]:

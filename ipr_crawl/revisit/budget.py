@@ -74,6 +74,8 @@ __all__ = [
     "NEW_MIN_SAMPLES",
     "censored_count",
     "explores_new",
+    "in_share",
+    "stable_hash64",
     "fit_gamma_prior",
     "new_url_rate",
     "pool_group",
@@ -99,30 +101,40 @@ NEW_EXPLORE_SECS = 3 * DAY
 NEW_MIN_SAMPLES = 20
 
 
+def stable_hash64(key: str) -> int:
+    """A stable 64-bit hash of ``key`` (BLAKE2b), the same in every process: the draws
+    of :func:`in_share` and of revisit-sim's page phases."""
+    return int.from_bytes(hashlib.blake2b(key.encode("utf-8", "surrogateescape"), digest_size=8).digest(), "big")
+
+
+def in_share(key: str, share: float) -> bool:
+    """Whether ``key`` is among a ``share`` of keys chosen by :func:`stable_hash64` (so
+    every process, every policy of revisit-sim and ``serve-changes`` pick the same ones)."""
+    if share >= 1:
+        return True
+    return stable_hash64(key) / 2**64 < share
+
+
 def explores_new(url: str) -> bool:
     """Whether ``url`` is among the :data:`NEW_EXPLORE_SHARE` of URLs whose first
-    revisit explores (``harmonic:…:new=learn``): a stable hash (BLAKE2b of ``new:`` and
-    the URL), the same in every process and in ``revisit-sim``."""
-    h = int.from_bytes(hashlib.blake2b(b"new:" + url.encode("utf-8", "surrogateescape"), digest_size=8).digest(), "big")
-    return h / 2**64 < NEW_EXPLORE_SHARE
+    revisit explores (``harmonic:…:new=learn``): :func:`in_share` of ``new:`` and the URL."""
+    return in_share("new:" + url, NEW_EXPLORE_SHARE)
 
 
 def new_url_rate(intervals: float, changed: float, exposure: float) -> float | None:
     """The change rate (per s) of a URL fetched once, from the explored first intervals
-    (``intervals`` of them, ``changed`` with a change, ``exposure`` s in all): Cho &
-    Garcia-Molina's estimator (ACM TOIT 3(3), 2003, §4.2) ``−ln((n − X + 0.5) / (n +
-    0.5)) / I``; None below :data:`NEW_MIN_SAMPLES` intervals.
+    (``intervals`` of them, ``changed`` with a change, ``exposure`` s in all): the changes
+    behind them (:func:`censored_count`, Cho & Garcia-Molina's estimator) over the
+    exposure; None below :data:`NEW_MIN_SAMPLES` intervals.
 
     >>> round(new_url_rate(98, 42, 98 * 3 * DAY) * YEAR, 1)   # PEPs: 42 of 98 changed within 3 days
     67.6
     >>> new_url_rate(5, 1, 15 * DAY) is None
     True
     """
-    n = intervals
-    if n < NEW_MIN_SAMPLES or exposure <= 0:
+    if intervals < NEW_MIN_SAMPLES or exposure <= 0:
         return None
-    x = min(max(changed, 0.0), n)
-    return -math.log((n - x + 0.5) / (n + 0.5)) / (exposure / n)
+    return censored_count(intervals, min(max(changed, 0.0), intervals)) / exposure
 
 
 @dataclass(frozen=True)
@@ -447,7 +459,7 @@ class RatePool:
         self.exposure = sum(v[1] for v in self.sums.values())
 
 
-def censored_count(n: int, changed: float) -> float:
+def censored_count(n: float, changed: float) -> float:
     """The changes behind ``changed`` of ``n`` access intervals that showed one (a
     crawler sees at most one per interval): Cho & Garcia-Molina's improved estimator
     times the time observed (ACM TOIT 3(3), 2003, §4.2), ``−n ln((n − X + 0.5) / (n + 0.5))``;

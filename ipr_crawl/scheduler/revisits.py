@@ -278,7 +278,7 @@ class RevisitObserver:
         # harmonic:…:new=learn: a stable share of new URLs explores with an early first
         # revisit, whose outcome teaches the crawl the rate of a URL fetched once
         learn = isinstance(cfg.policy, HarmonicPolicy) and cfg.policy.new == "learn"
-        explore = learn and explores_new(curl)
+        explore = learn and (state is None or state.accesses == 1) and explores_new(curl)  # matters no later
         first_revisit = explore and state is not None and state.accesses == 1 and interval > 0
         state, tau = access(cfg.policy, state, t, changed, modified_at, weight=weight, host=self.host(url),
                             prior_scale=pool.scale(group, at=t) if pool is not None else None,
