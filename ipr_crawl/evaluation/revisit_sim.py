@@ -70,6 +70,7 @@ from ipr_crawl.revisit.policy import (
     Policy,
     access,
     bucket,
+    budget_weight,
     estimated_rate,
     next_due,
     parse_duration,
@@ -464,9 +465,10 @@ def simulate_budget(
             hist.discard(old_key)
             if host_delay > 0:
                 by_host[hosts[i]].discard(old_key)
-        keys[i] = hist.add(rate_of(i), w[i])
+        wi = budget_weight(states[i], w[i])  # young=K: a young URL's weight, as in its interval
+        keys[i] = hist.add(rate_of(i), wi)
         if host_delay > 0:
-            by_host[hosts[i]].add(rate_of(i), w[i])
+            by_host[hosts[i]].add(rate_of(i), wi)
         t_next = next_due(t, tau_of(i, tau), resolution, min_interval, max_interval)
         if host_delay > 0:  # a polite downloader: one access per host_delay per host, in turn
             t_next = max(t_next, free_at[hosts[i]])

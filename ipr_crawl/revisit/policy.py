@@ -53,11 +53,13 @@ from ipr_crawl.revisit.budget import (
     PRIOR_CHANGES,
     PRIOR_TIME,
     YEAR,
+    YOUNG_ACCESSES,
     Budget,
     access_rate,
     censored_count,
     change_rate,
     parse_budget,
+    young_factor,
 )
 
 __all__ = [
@@ -67,6 +69,7 @@ __all__ = [
     "FixedPolicy",
     "HarmonicPolicy",
     "Multiplier",
+    "budget_weight",
     "MlePolicy",
     "NutchAdaptivePolicy",
     "Policy",
@@ -116,8 +119,9 @@ class RevisitState:
     :class:`~ipr_crawl.revisit.budget.RatePool`; 1 without pooling); with
     ``prior=gamma`` (``prior_time`` > 0, s) the fitted Gamma prior (α = ``prior_scale``
     × 0.5, β = ``prior_time``; :func:`~ipr_crawl.revisit.budget.fit_gamma_prior`) at the
-    latest access. The rate the URL was binned at can be computed again from the state
-    alone.
+    latest access. ``young`` is the factor on the URL's weight in the budget at the
+    latest access (``harmonic:…:young=K``, :func:`budget_weight`; 1 otherwise). The rate
+    and the weight the URL was binned at can be computed again from the state alone.
     """
 
     first: float
@@ -134,6 +138,7 @@ class RevisitState:
     digest: str = ""
     prior_scale: float = 1.0
     prior_time: float = 0.0
+    young: float = 1.0
 
     @property
     def T(self) -> float:
@@ -146,28 +151,28 @@ class RevisitState:
         return (self.T - self.U) / self.m if self.m else math.inf
 
     def to_list(self) -> list[object]:
-        """Compact list form (for msgpack); inverse of :meth:`from_list`. ``prior_scale``
-        is written only when it is not 1 and ``prior_time`` only when it is not 0, so
-        that a state without them stays readable by versions before them (a rolling
-        upgrade)."""
+        """Compact list form (for msgpack); inverse of :meth:`from_list`. The trailing
+        ``prior_scale``, ``prior_time`` and ``young`` are written only up to the last one
+        that is not its default (1, 0, 1), so that a state without them stays readable
+        by versions before them (a rolling upgrade)."""
         out: list[object] = [
             self.first, self.last, self.U, self.m,
             None if math.isinf(self.tc_min) else self.tc_min,
             self.last_interval, self.interval, self.accesses, self.unchanged_run,
             self.etag, self.last_modified, self.digest,
         ]
-        if self.prior_scale != 1.0 or self.prior_time:
-            out.append(self.prior_scale)
-        if self.prior_time:
-            out.append(self.prior_time)
-        return out
+        tail, defaults = [self.prior_scale, self.prior_time, self.young], (1.0, 0.0, 1.0)
+        while tail and tail[-1] == defaults[len(tail) - 1]:
+            tail.pop()
+        return out + tail
 
     @classmethod
     def from_list(cls, data: list[Any]) -> RevisitState:
         """Rebuild from :meth:`to_list` (12 fields, as written before ``prior_scale``, 13,
-        or 14 with ``prior_time``); raises :class:`ValueError` on a malformed list."""
-        if not isinstance(data, (list, tuple)) or len(data) not in (12, 13, 14):
-            raise ValueError("revisit state: expected a list of 12 to 14 fields")
+        14 with ``prior_time`` or 15 with ``young``); raises :class:`ValueError` on a
+        malformed list."""
+        if not isinstance(data, (list, tuple)) or len(data) not in (12, 13, 14, 15):
+            raise ValueError("revisit state: expected a list of 12 to 15 fields")
         (first, last, u, m, tc_min, last_interval, interval, accesses, run, etag, lm, digest) = data[:12]
         try:
             scale = float(data[12]) if len(data) >= 13 else 1.0
@@ -176,18 +181,24 @@ class RevisitState:
         if not math.isfinite(scale) or scale <= 0:
             raise ValueError(f"revisit state: prior scale {data[12]!r} is not a positive number")
         try:
-            prior_time = float(data[13]) if len(data) == 14 else 0.0
+            prior_time = float(data[13]) if len(data) >= 14 else 0.0
         except (TypeError, ValueError):
             prior_time = math.nan
         if not math.isfinite(prior_time) or prior_time < 0:
             raise ValueError(f"revisit state: prior time {data[13]!r} is not a number >= 0")
+        try:
+            young = float(data[14]) if len(data) == 15 else 1.0
+        except (TypeError, ValueError):
+            young = math.nan
+        if not math.isfinite(young) or young < 1:
+            raise ValueError(f"revisit state: young factor {data[14]!r} is not a number >= 1")
         return cls(
             first=float(first), last=float(last), U=float(u), m=int(m),
             tc_min=math.inf if tc_min is None else float(tc_min),
             last_interval=float(last_interval), interval=float(interval),
             accesses=int(accesses), unchanged_run=int(run),
             etag=str(etag), last_modified=str(lm), digest=str(digest), prior_scale=scale,
-            prior_time=prior_time,
+            prior_time=prior_time, young=young,
         )
 
 
@@ -275,13 +286,17 @@ class HarmonicPolicy:
     ``new``: ``prior`` (the default: a URL fetched once has the prior rate), or ``learn``:
     the rate of a URL fetched once is learned from the first revisits of a stable share
     of new URLs, which come after 3 days (:func:`~ipr_crawl.revisit.budget.explores_new`,
-    :func:`~ipr_crawl.revisit.budget.new_url_rate`; ``multiplier.new_rate``)."""
+    :func:`~ipr_crawl.revisit.budget.new_url_rate`; ``multiplier.new_rate``). ``young``
+    (with ``new=learn``): the exponent ``K`` of :func:`~ipr_crawl.revisit.budget.young_factor`,
+    the factor on the weight of a URL with at most
+    :data:`~ipr_crawl.revisit.budget.YOUNG_ACCESSES` accesses (:func:`budget_weight`); 0: none."""
 
     budget: Budget
     tau2: float = 15 * DAY
     pool: str = "off"
     prior: str = "fixed"
     new: str = "prior"
+    young: float = 0.0
     multiplier: Multiplier = field(default_factory=Multiplier, compare=False)
     name: str = field(default="", compare=False)
 
@@ -359,12 +374,14 @@ def parse_policy(spec: str) -> Policy:
     - ``nutch-adaptive[:INC][:DEC][:MIN][:MAX][:TAU2]``; defaults ``0.4``,
       ``0.2``, ``60s``, ``365d``, ``30d`` (Nutch's).
     - ``fixed:INTERVAL``.
-    - ``harmonic[:BUDGET][:pool=off|directory][:prior=fixed|gamma][:new=prior|learn]``:
+    - ``harmonic[:BUDGET][:pool=off|directory][:prior=fixed|gamma][:new=prior|learn][:young=K]``:
       revisits under a budget, ``N/y`` (per URL per year) or ``N/d`` (per day for the
       whole crawl); default ``4/y``; with ``pool=directory`` the rate prior pooled per
       directory, with ``prior=gamma`` fitted to the crawl's observations (not both);
       with ``new=learn`` the rate of a URL fetched once learned from early first
-      revisits (not with ``prior=gamma``; :class:`HarmonicPolicy`).
+      revisits (not with ``prior=gamma``), and with ``young=K`` (``K >= 0``, needs
+      ``new=learn``) a young URL's weight raised by that learned rate
+      (:class:`HarmonicPolicy`).
 
     Optional fields may also be given as ``key=value`` (``mu``, ``tau2``,
     ``alpha``, ``d``, ``r``, ``inc``, ``dec``, ``min``, ``max``).
@@ -471,7 +488,7 @@ def _build(head: str, pos: list[str], kv: dict[str, str], raw: str) -> Policy:
             raise ValueError("need 0 < min <= max and tau2 > 0")
         return NutchAdaptivePolicy(inc, dec, shortest, longest, t2, name=raw)
     if head == "harmonic":
-        take_kv({"tau2", "pool", "prior", "new"})
+        take_kv({"tau2", "pool", "prior", "new", "young"})
         if len(pos) > 1:
             raise ValueError("harmonic takes one budget, N/d or N/y (e.g. harmonic:8/y)")
         budget = parse_budget(pos[0] if pos else "4/y")
@@ -491,7 +508,12 @@ def _build(head: str, pos: list[str], kv: dict[str, str], raw: str) -> Policy:
             raise ValueError(f"new={new!r}: allowed prior, learn")
         if new == "learn" and prior == "gamma":
             raise ValueError("harmonic: new=learn and prior=gamma both set a new URL's rate; give one")
-        return HarmonicPolicy(budget, t2, pool, prior, new, name=raw)
+        young = _number(kv.get("young", "0"), "young")
+        if not 0 <= young <= 4:
+            raise ValueError(f"young={young:g}: need 0 <= young <= 4 (the exponent on the learned rate's ratio)")
+        if young > 0 and new != "learn":
+            raise ValueError("harmonic: young=K weighs young URLs by the learned new-URL rate; it needs new=learn")
+        return HarmonicPolicy(budget, t2, pool, prior, new, young, name=raw)
     if head == "fixed":
         take_kv({"tau2"})
         if len(pos) != 1:
@@ -570,9 +592,20 @@ def update(
 
 def harmonic_interval(policy: HarmonicPolicy, state: RevisitState, weight: float = 1.0, host: str = "") -> float:
     """``1 / rho`` (s) for the URL's estimated change rate (:func:`estimated_rate`),
-    ``weight`` and the policy's ``nu`` (of its ``host``, :meth:`HarmonicPolicy.nu_for`)."""
-    rho = access_rate(estimated_rate(state), weight, policy.nu_for(host))
+    its weight in the budget (:func:`budget_weight` of ``weight``) and the policy's
+    ``nu`` (of its ``host``, :meth:`HarmonicPolicy.nu_for`)."""
+    rho = access_rate(estimated_rate(state), budget_weight(state, weight), policy.nu_for(host))
     return 1 / rho if rho > 0 else math.inf
+
+
+def budget_weight(state: RevisitState | None, weight: float = 1.0) -> float:
+    """A URL's weight ``w`` in the budget, in its interval and in the budget's histogram
+    alike: ``weight`` (``IPR_REVISIT_WEIGHT``'s) times ``state.young``, the factor
+    :func:`access` set at the URL's latest access (``harmonic:…:young=K``: while the
+    URL has had at most :data:`~ipr_crawl.revisit.budget.YOUNG_ACCESSES` accesses,
+    :func:`~ipr_crawl.revisit.budget.young_factor` of the learned new-URL rate then;
+    else 1). ``state``: None before the first access."""
+    return weight if state is None else weight * state.young
 
 
 def estimated_rate(state: RevisitState) -> float:
@@ -735,6 +768,7 @@ def access(
         new_rate = policy.multiplier.new_rate if learn else None  # type: ignore[union-attr]
         if new_rate is not None and new_rate > 0:
             state.prior_scale *= new_rate / (PRIOR_CHANGES / PRIOR_TIME)
+        _set_young(policy, state)
         tau = next_interval(policy, state, weight=weight, host=host)
         if learn and explore:
             tau = NEW_EXPLORE_SECS
@@ -748,10 +782,17 @@ def access(
             state.prior_scale = 1.0
         if prior_time is not None:
             state.prior_time = prior_time
+        _set_young(policy, state)
         tau = next_interval(policy, state, changed if state.accesses > 1 else None, weight, host)
         tau = earned_growth(tau, _previous_interval(policy, state), now - before)
     state.interval = tau
     return state, tau
+
+
+def _set_young(policy: Policy, state: RevisitState) -> None:
+    """``state.young`` after an access (:func:`budget_weight`)."""
+    young = isinstance(policy, HarmonicPolicy) and policy.young > 0 and state.accesses <= YOUNG_ACCESSES
+    state.young = young_factor(policy.multiplier.new_rate, policy.young) if young else 1.0  # type: ignore[union-attr]
 
 
 def parse_http_date(value: str | bytes | None) -> float | None:

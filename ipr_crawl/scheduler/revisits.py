@@ -45,6 +45,7 @@ from ipr_crawl.revisit.policy import (
     RevisitState,
     access,
     bucket,
+    budget_weight,
     estimated_rate,
     next_due,
     parse_http_date,
@@ -181,10 +182,13 @@ class RevisitObserver:
     def rate_bin(self, state: RevisitState | None, weight: float, url: str = "") -> str:
         """The URL's bin in the crawl's rate histogram (``"a:b"``; under a per-host cap,
         ``DOWNLOAD_DELAY`` > 0, ``"a:b:<host label>"``), ``""`` when the policy is not
-        ``harmonic`` or the URL has no state."""
+        ``harmonic`` or the URL has no state. The weight bin is the URL's budget weight
+        (:func:`~ipr_crawl.revisit.policy.budget_weight`), whose ``young=K`` factor the
+        state keeps from its latest access."""
         if state is None or not isinstance(self.cfg.policy, HarmonicPolicy):
             return ""
-        a, b = _BINS.key(estimated_rate(state), weight)
+        # young=K: a young URL's weight, as in its interval (revisit.policy.budget_weight)
+        a, b = _BINS.key(estimated_rate(state), budget_weight(state, weight))
         return f"{a}:{b}:{self.host(url)}" if self.cfg.host_delay > 0 and url else f"{a}:{b}"
 
     def host(self, url: str) -> str:
