@@ -662,3 +662,36 @@ def test_new_url_rate_is_learned_in_redis_and_shared_by_the_refresher(redis_clie
     rate = first.cfg.policy.multiplier.new_rate
     assert nu is not None and rate == pytest.approx(new_url_rate(40, 14, 40 * 3 * DAY))
     assert second.solve_budget() == nu and second.cfg.policy.multiplier.new_rate == pytest.approx(rate)
+
+
+def test_a_young_urls_weight_is_binned_from_its_state_in_redis(redis_client, crawl_id):
+    """harmonic:…:new=learn:young=0.5 on a real Redis, through the crawl's observer: once
+    a new-URL rate is learned, a URL's first three accesses keep it in the histogram's
+    bin of its weight times the young factor (read back from its stored state), and its
+    fourth moves it to the plain weight's bin, leaving no count behind."""
+    from scrapy import Spider
+    from scrapy.http import HtmlResponse, Request
+
+    from ipr_crawl.ordering.urls import node_id
+    from ipr_crawl.revisit.budget import YEAR, RateHistogram, young_factor
+    from ipr_crawl.scheduler.revisits import RevisitObserver
+
+    refresher = _refresher(redis_client, crawl_id, "harmonic:8/y:new=learn:young=0.5")
+    policy = refresher.cfg.policy
+    policy.multiplier.nu = policy.initial_nu()
+    policy.multiplier.new_rate = 50 / YEAR  # as if learned (test above)
+    factor = young_factor(50 / YEAR, 0.5)
+    observer = RevisitObserver(refresher, refresher.cfg, Spider(name="t"))
+    url = "http://a.test/young"
+    bins = RateHistogram()
+    for k in range(1, 5):
+        body = f"<html><body>version {k}</body></html>".encode()
+        request = Request(url)
+        assert observer.observe(request, HtmlResponse(url, body=body, request=request)) is not None
+        state = refresher.store.load(node_id(url))
+        assert state is not None and state.accesses == k
+        assert state.young == (pytest.approx(factor) if k <= 3 else 1.0)
+        hist = refresher.store.rate_histogram()
+        assert sum(hist.values()) == 1, hist
+        (key,) = hist
+        assert key[1] == bins.key(1.0, factor if k <= 3 else 1.0)[1], (k, key)
