@@ -162,11 +162,13 @@ SETTINGS: tuple[Setting, ...] = (
     S("IPR_POLITE_BUFFER_SIZE", 64, "int", "polite pop: leased requests one process holds, at most", low=1),
     S("IPR_REVISIT_ENABLED", False, "bool", "revisits: the conditional-GET middleware and the refresher; off, a "
       "crawl fetches each URL once"),
-    S("IPR_REVISIT_POLICY", "harmonic:8/y:new=learn", "str", "estimator of the next visit: "
-      "`harmonic[:N/y|N/d][:pool=directory|:prior=gamma][:new=learn]` (the "
+    S("IPR_REVISIT_POLICY", "harmonic:8/y:new=learn:young=0.5", "str", "estimator of the next visit: "
+      "`harmonic[:N/y|N/d][:pool=directory|:prior=gamma][:new=learn[:young=K]]` (the "
       "default: revisits under a budget, 8 per URL per year; Kolobov et al. 2019; `new=learn`: the change rate of a "
       "URL fetched once learned from early first revisits of an eighth of new URLs, 3 days after their first fetch "
-      "(the default since 2026-11-25; `new=prior`: the fixed prior); `pool=directory`: the rate prior "
+      "(since 2026-11-25; `new=prior`: the fixed prior); `young=K`: a URL's weight in the budget, for its first 3 "
+      "accesses, times (learned rate / prior rate)^K, at least 1 (`young=0.5` the default since 2026-11-25; "
+      "`young=0`: none); `pool=directory`: the rate prior "
       "pooled per directory; `prior=gamma`: the rate prior fitted to the crawl's own observations, a Gamma-Poisson "
       "empirical Bayes estimate, not with `new=learn`; docs/revisits.md), `mle-min`, `mle-avg`, "
       "`mle-mix[:MU_LOW-MU_HIGH][:TAU2][:xALPHA]`, `aimd[:D][:R][:TAU2][:pair]`, "
@@ -200,7 +202,7 @@ SETTINGS: tuple[Setting, ...] = (
     S("IPR_REVISIT_CLOCK", "system", "str", "`system`, or `virtual:<ISO start>` for simulations (see "
       "`serve-changes`)"),
     S("IPR_REVISIT_BUDGET", "", "str", "`harmonic` policy: the revisit budget, `N/d` (revisits per day for the whole "
-      "crawl) or `N/y` (per URL per year); empty: the policy spec's (`harmonic:8/y:new=learn`), else `4/y`"),
+      "crawl) or `N/y` (per URL per year); empty: the policy spec's (`harmonic:8/y:new=learn:young=0.5`), else `4/y`"),
     S("IPR_REVISIT_WEIGHT", "uniform", "str", "`harmonic`: a URL's weight w in the budget: `uniform` (1), or "
       "`pagerank` (its link-based score in the frontier's ordering over the crawl's mean: important pages kept "
       "fresher)", choices=("uniform", "pagerank")),

@@ -283,7 +283,7 @@ def test_addon_wires_the_middleware_only_when_enabled():
     Addon().update_settings(on)
     assert on.getdict("DOWNLOADER_MIDDLEWARES")[CONDITIONAL_MIDDLEWARE] == 580
     cfg = RevisitConfig.from_settings(on)
-    assert cfg.policy.name == "harmonic:8/y:new=learn" and cfg.mode == "run-once"
+    assert cfg.policy.name == "harmonic:8/y:new=learn:young=0.5" and cfg.mode == "run-once"
 
 
 def test_run_once_horizon_takes_what_falls_due_soon(harness):
