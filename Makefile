@@ -25,7 +25,7 @@ test: lint
 	$(PY) -m pytest -q -p no:cacheprovider $(ARGS)
 
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check ipr_crawl middlewares
+	$(VENV)/bin/ruff check ipr_crawl middlewares tests benchmarks
 	$(VENV)/bin/mypy
 
 clean:

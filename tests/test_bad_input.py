@@ -17,10 +17,10 @@ import time
 from pathlib import Path
 
 import pytest
-from scrapy.settings import Settings
 from badsite import CASES, MANY_LINKS
 from conftest import REPO
 from procs import read_log, start_crawl, start_server
+from scrapy.settings import Settings
 
 #: Bound of the record call of one page in this crawl.
 MAX_LINKS = 500

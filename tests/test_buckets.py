@@ -13,11 +13,11 @@ from ipr_crawl.config import FrontierConfig, SettingError
 from ipr_crawl.evaluation.graphio import default_seed, reachable, read_graph, read_urls
 from ipr_crawl.evaluation.serve import host_addresses
 from ipr_crawl.ordering.params import OrderingParams
-from ipr_crawl.ordering.urls import bucket_of
 from ipr_crawl.ordering.reference import resid_level
+from ipr_crawl.ordering.urls import bucket_of
 from ipr_crawl.store import SCHEMA_VERSION, FrontierStore, IncompatibleCrawl, Link
-from ipr_crawl.store.record import parse_record
 from ipr_crawl.store.buckets import BucketedFrontier
+from ipr_crawl.store.record import parse_record
 
 POLBLOGS = TEST_DATA / "polblogs.tsv.gz"
 POLBLOGS_URLS = TEST_DATA / "polblogs.urls.tsv.gz"

@@ -5,7 +5,6 @@ due times, the change stream, run-once / continuous, configuration errors."""
 from __future__ import annotations
 
 import pytest
-from ipr_crawl.middlewares.conditional import ConditionalGetMiddleware
 from scrapy import Request, Spider
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse, Response
@@ -14,12 +13,13 @@ from scrapy.utils.test import get_crawler
 
 from ipr_crawl.addon import CONDITIONAL_MIDDLEWARE, Addon
 from ipr_crawl.config import DEFAULTS, RevisitConfig
-from ipr_crawl.revisit.policy import DAY
 from ipr_crawl.evaluation.revisit_sim import parse_time
-from ipr_crawl.store.revisit import format_history
 from ipr_crawl.meta import LEASE_META
-from ipr_crawl.scheduler import IprScheduler
+from ipr_crawl.middlewares.conditional import ConditionalGetMiddleware
 from ipr_crawl.ordering.urls import node_id
+from ipr_crawl.revisit.policy import DAY
+from ipr_crawl.scheduler import IprScheduler
+from ipr_crawl.store.revisit import format_history
 
 T0 = parse_time("2020-01-01")
 LM = "Wed, 01 Jan 2020 00:00:00 GMT"

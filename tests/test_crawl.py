@@ -6,8 +6,8 @@ from __future__ import annotations
 import collections
 
 import pytest
-
 from conftest import DATA, TEST_DATA
+
 from ipr_crawl.evaluation.graphio import page_paths, reachable, read_graph, read_urls
 from ipr_crawl.ordering.reference import simulate_crawl
 from ipr_crawl.ordering.urls import canonical_url, tie_for, tie_key

@@ -83,6 +83,7 @@ def test_unstorable_meta_stays_in_memory_with_one_warning(shop, tmp_path: Path) 
     )
     ours = _crawl(root, "odd", tmp_path / "ours.jsonl", addon=True)
     plain = _crawl(root, "odd", tmp_path / "plain.jsonl", addon=False)
+    assert "ipr-crawl" not in plain.stderr
     assert items(tmp_path / "ours.jsonl") == items(tmp_path / "plain.jsonl")
     assert len(items(tmp_path / "ours.jsonl")) == 6
     warnings = [line for line in ours.stderr.splitlines() if "WARNING: ipr-crawl" in line and "meta['lock']" in line]

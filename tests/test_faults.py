@@ -25,8 +25,8 @@ from conftest import DATA, TEST_DATA
 from procs import RedisServer, fetched, free_port, read_log, start_crawl, wait_all
 
 from ipr_crawl.evaluation.graphio import page_paths, reachable, read_graph, read_urls
-from ipr_crawl.store import FrontierStore, crawl_keys
 from ipr_crawl.ordering.urls import canonical_url, node_id
+from ipr_crawl.store import FrontierStore, crawl_keys
 
 EMACS = DATA / "emacswiki.tsv.gz"
 EMACS_URLS = DATA / "emacswiki.urls.tsv.gz"

@@ -96,7 +96,7 @@ def test_scrapy_redis_spider_and_pipeline_share_one_server(shop_and_redis, tmp_p
     }
     ours = scrapy(root, "crawl", spider, "-O", f"{tmp_path / 'ours.jsonl'}:jsonlines", settings=settings)
     assert ours.returncode == 0, ours.stderr[-3000:]
-    assert f"(REDIS_URL, scrapy-redis's connection)" in ours.stderr
+    assert "(REDIS_URL, scrapy-redis's connection)" in ours.stderr
     assert client.hget(f"ipr:{{shop.{spider}}}:meta", "schema") is not None  # the frontier is on that server
     assert client.llen(f"{spider}:items") == len(items(tmp_path / "ours.jsonl")) == 11  # RedisPipeline too
     client.lpush(f"{spider}:start_urls", f"{base}/")

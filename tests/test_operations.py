@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-
 from types import SimpleNamespace
 
 import pytest

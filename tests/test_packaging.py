@@ -12,7 +12,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from conftest import DATA, REPO, run_crawl
 
 EMACS = DATA / "emacswiki.tsv.gz"

@@ -157,9 +157,9 @@ def test_pop_scan_one_per_free_slot(redis_client, crawl_id):
     the moving window finds a host whose URLs all rank low."""
     from scrapy import Request
 
+    from ipr_crawl.ordering.urls import node_id
     from ipr_crawl.scheduler.codec import decode_request, encode_request
     from ipr_crawl.store import FrontierStore
-    from ipr_crawl.ordering.urls import node_id
 
     store = FrontierStore(redis_client, crawl_id, "bf", cutoff="")
     store.open()
@@ -195,9 +195,9 @@ def test_pop_polite_min_ratio(redis_client, crawl_id):
     at least r x the frontier's best (pr ordering: priorities set directly)."""
     from scrapy import Request
 
+    from ipr_crawl.ordering.urls import node_id
     from ipr_crawl.scheduler.codec import decode_request, encode_request
     from ipr_crawl.store import FrontierStore
-    from ipr_crawl.ordering.urls import node_id
 
     store = FrontierStore(redis_client, crawl_id, "pr", cutoff="")
     store.open()

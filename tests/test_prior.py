@@ -9,8 +9,8 @@ import uuid
 
 import networkx as nx
 import pytest
-
 from conftest import DATA, kill_embedded_redis
+
 from ipr_crawl.evaluation.graphio import page_paths, read_graph, read_urls, rewired
 from ipr_crawl.ordering.reference import simulate_crawl
 from ipr_crawl.ordering.urls import canonical_url, node_id

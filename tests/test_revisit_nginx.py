@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from ipr_crawl.store.revisit import RevisitStore
 from ipr_crawl.ordering.urls import node_id
+from ipr_crawl.store.revisit import RevisitStore
 
 NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
 pytestmark = pytest.mark.skipif(NGINX is None, reason="nginx not installed")

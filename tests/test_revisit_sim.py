@@ -15,8 +15,8 @@ from conftest import REPO, TEST_DATA
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ipr_crawl.revisit.policy import DAY, parse_policy
 from ipr_crawl.evaluation.revisit_sim import interval_bucket, load_log, parse_time, simulate, simulate_page
+from ipr_crawl.revisit.policy import DAY, parse_policy
 
 #: The shipped EmacsWiki change-log sample: its first 1,100 pages and their changes
 #: (tests/data/SOURCES.md says how it was cut from ../shared/data/changes).

@@ -16,11 +16,11 @@ import pytest
 from conftest import REPO, TEST_DATA
 from procs import RedisServer, fetched, read_log, start_crawl
 
-from ipr_crawl.scheduler.codec import FORMAT, PayloadError, decode_request, encode_request
 from ipr_crawl.evaluation.graphio import reachable, read_graph
+from ipr_crawl.ordering.urls import node_id
+from ipr_crawl.scheduler.codec import FORMAT, PayloadError, decode_request, encode_request
 from ipr_crawl.spiders.graph import GraphSpider
 from ipr_crawl.store import FrontierStore, Link
-from ipr_crawl.ordering.urls import node_id
 
 HARVARD = TEST_DATA / "harvard500.tsv.gz"
 #: Modules that turn bytes into code or arbitrary objects.

@@ -9,9 +9,9 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -99,7 +99,7 @@ def test_page_links_and_conditional_get(server: tuple[str, int, str]) -> None:
         body = raw.decode("utf-8")
         assert re.fullmatch(r'"[^"]+"', etag), etag
         assert last_mod.endswith("GMT")
-        assert body.startswith("<!DOCTYPE html><html><head><title>node %d</title>" % node)
+        assert body.startswith(f"<!DOCTYPE html><html><head><title>node {node}</title>")
         parser = _Hrefs()
         parser.feed(body)
         assert parser.hrefs == [paths[v] for v in g.out_links(node)]

@@ -18,8 +18,8 @@ from conftest import DATA, TEST_DATA
 from procs import RedisServer, fetched, read_log, start_crawl, wait_all
 
 from ipr_crawl.evaluation.graphio import page_paths, reachable, read_graph, read_urls
-from ipr_crawl.store import FrontierStore
 from ipr_crawl.ordering.urls import canonical_url, node_id
+from ipr_crawl.store import FrontierStore
 
 EMACS = DATA / "emacswiki.tsv.gz"
 EMACS_URLS = DATA / "emacswiki.urls.tsv.gz"

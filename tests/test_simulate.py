@@ -14,8 +14,8 @@ from conftest import TEST_DATA
 
 from ipr_crawl.config import parse_ordering
 from ipr_crawl.evaluation.graphio import default_seed, reachable, read_graph, read_urls
-from ipr_crawl.ordering.reference import ReferenceFrontier
 from ipr_crawl.evaluation.simulate import Replay, load_replay_graph, run_ordering, run_ordering_in_redis
+from ipr_crawl.ordering.reference import ReferenceFrontier
 from ipr_crawl.store.replay import ReplayStore
 
 GRAPHS = str(TEST_DATA)

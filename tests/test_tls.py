@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 import redis
-from scrapy.settings import Settings
 from conftest import TEST_DATA
 from procs import fetched, free_port, read_log, start_crawl, wait_all
+from scrapy.settings import Settings
 
 from ipr_crawl.config import FrontierConfig, SettingError
 from ipr_crawl.evaluation.graphio import page_paths, reachable, read_graph
