@@ -15,7 +15,10 @@ does. The history is read as the site's branch saw it: first-parent commits of
 - a commit that touches more than ``--bulk`` pages (a mass edit: a licence header, a
   format migration) is kept apart: its changes go to ``--bulk-out`` instead (the
   tldr-pages log of the shared data sets is cut the same way);
-- two changes of one page in the same second are one.
+- two changes of one page in the same second are one;
+- ``--renames exact`` finds only files moved unchanged (git ``-M100%``, from object ids
+  alone), for a copy of a repository that lacks some file contents (git then fails to
+  read a blob under the default ``-M``, and says so).
 
 Writes ``--changes`` (``page_url,change_time_utc_iso8601``) and ``--pages``
 (``page_url,first_seen,last_seen``), gzip-compressed CSV, the format ``revisit-sim``
@@ -37,12 +40,21 @@ import time
 from ipr_crawl.evaluation.revisit_sim import Page, write_log
 
 
-def read_history(repo: str, branch: str) -> list[tuple[int, list[tuple[str, list[str]]]]]:
-    """Commits oldest first: ``(committer time, [(status, paths)])``."""
-    out = subprocess.run(
-        ["git", "-C", repo, "-c", "core.quotepath=off", "-c", "diff.renameLimit=100000", "log", branch,
-         "--first-parent", "--diff-merges=first-parent", "-M", "--name-status", "--format=C %ct"],
-        check=True, capture_output=True, text=True).stdout
+def read_history(repo: str, branch: str, renames: str = "similar") -> list[tuple[int, list[tuple[str, list[str]]]]]:
+    """Commits oldest first: ``(committer time, [(status, paths)])``. ``renames``:
+    ``similar`` (git's ``-M``: a file moved with edits is still found, which reads the
+    files' contents) or ``exact`` (``-M100%``: only files moved unchanged, found from
+    the object ids alone: for a partial clone or a snapshot without some blobs).
+    Raises :class:`RuntimeError` with git's message when git fails."""
+    cmd = ["git", "-C", repo, "-c", "core.quotepath=off", "-c", "diff.renameLimit=100000", "log", branch,
+           "--first-parent", "--diff-merges=first-parent", "-M" if renames == "similar" else "-M100%",
+           "--name-status", "--format=C %ct"]
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    if run.returncode != 0:
+        hint = (" (a blob is missing: try --renames exact)"
+                if "unable to read" in run.stderr and renames == "similar" else "")
+        raise RuntimeError(f"git log failed in {repo}: {run.stderr.strip()}{hint}")
+    out = run.stdout
     commits: list[tuple[int, list[tuple[str, list[str]]]]] = []
     for line in out.splitlines():
         if line.startswith("C "):
@@ -64,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--changes", required=True)
     ap.add_argument("--pages", required=True)
     ap.add_argument("--bulk-out", default="", help="the bulk commits' changes (default: dropped)")
+    ap.add_argument("--renames", choices=("similar", "exact"), default="similar",
+                    help="moved files: similar (git -M, reads contents) or exact (-M100%%, object ids only: "
+                         "for a repository copy that lacks some file contents)")
     args = ap.parse_args(argv)
     try:
         pattern = re.compile(args.pattern)
@@ -78,7 +93,11 @@ def main(argv: list[str] | None = None) -> int:
         m = pattern.search(path)
         return args.url.format(m.group(1)) if m else None
 
-    commits = read_history(args.repo, args.branch)
+    try:
+        commits = read_history(args.repo, args.branch, args.renames)
+    except RuntimeError as exc:
+        print(f"git_change_log: {exc}", file=sys.stderr)
+        return 2
     if not commits:
         print(f"{args.repo}: no commits on {args.branch}", file=sys.stderr)
         return 1

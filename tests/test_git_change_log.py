@@ -94,3 +94,25 @@ def test_a_pattern_without_a_group_is_refused(tmp_path: Path) -> None:
         capture_output=True, text=True)
     assert run.returncode == 2
     assert "needs a group" in run.stderr
+
+
+def test_exact_renames_and_a_clear_error_when_git_fails(tmp_path: Path) -> None:
+    """--renames exact (git -M100%) keeps a page through a pure rename from the object
+    ids alone; a repository git cannot read gives git's message and exit 2, no traceback."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    t0, day = 1_000_000_000, 86400
+    _commit(repo, t0, {"eip-1.md": "a\n" * 30})
+    _git(repo, "mv", "eip-1.md", "eip-0001.md")                              # a pure rename
+    _commit(repo, t0 + day, {})
+    _commit(repo, t0 + 2 * day, {"eip-0001.md": "a\n" * 30 + "b\n"})        # a change
+    args = ["--branch", "main", "--pattern", r"eip-0*(\d+)\.md$", "--url", "https://eips.example/{}",
+            "--changes", str(tmp_path / "c.csv.gz"), "--pages", str(tmp_path / "p.csv.gz")]
+    run = subprocess.run([sys.executable, str(SCRIPT), "--repo", str(repo), *args, "--renames", "exact"],
+                         capture_output=True, text=True, check=True)
+    assert "3 commits, 1 pages" in run.stderr, run.stderr
+    assert _read(tmp_path / "c.csv.gz") == [["https://eips.example/1", "2001-09-11T01:46:40Z"]]
+    bad = subprocess.run([sys.executable, str(SCRIPT), "--repo", str(tmp_path / "none"), *args],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "git log failed" in bad.stderr and "Traceback" not in bad.stderr
