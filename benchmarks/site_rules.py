@@ -20,6 +20,7 @@ mass of the first 10 % of the site's pages fetched) per site:
   URL 1): link mass counts more while the frontier is large against what was fetched;
 - ``mix=R``: every R-th page is the queued URL found first (breadth-first), the others
   by the key.
+- ``budget=N`` / ``damping=D``: ``push``'s ``IPR_PUSH_BUDGET`` / ``IPR_PUSH_DAMPING``.
 
     python benchmarks/site_rules.py --graphs DIR --sites python,django,postgres \\
         ordering=push ordering=bf ordering=blc startmass=50 depth=0.4 conf=3
@@ -118,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     for variant in args.variants:
         ordering, start_mass, known_power, mix, url_ties = "push", 0.0, None, 0, False
         key = make_key("", 0.0)
+        extra: dict[str, float] = {}
         for part in variant.split(","):
             name, _, value = part.partition("=")
             if name == "ordering":
@@ -130,11 +132,13 @@ def main(argv: list[str] | None = None) -> int:
                 known_power = float(value)
             elif name == "tie" and value == "url":
                 url_ties = True
+            elif name in ("budget", "damping"):
+                extra[f"push_{name}"] = int(value) if name == "budget" else float(value)
             elif name in ("depth", "urldepth", "conf", "inpow"):
                 key = make_key(name, float(value))
             else:
                 ap.error(f"unknown variant part {part!r}")
-        params = OrderingParams(ordering=ordering, cutoff="dl1" if ordering == "ipr" else "")
+        params = OrderingParams(ordering=ordering, cutoff="dl1" if ordering == "ipr" else "", **extra)
         row = [sum(pr[n] for n in crawl(g, params, budget, key, start_mass, known_power, mix, urls[site], url_ties))
                for site, (g, pr, budget) in graphs.items()]
         print(f"{variant:32s} " + " ".join(f"{b:9.3f}" for b in row) + f" {sum(row) / len(row):9.3f}", flush=True)
