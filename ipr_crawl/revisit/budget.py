@@ -43,8 +43,9 @@ Pure logic (no Scrapy, no Redis). Times in seconds, rates per second.
   fast it changes; where new pages change much faster than the prior says, the young
   ones get more of the budget while they are young. The factor enters the budget's
   histogram as well, so the spend stays the budget's. An empirical rule, not in
-  Kolobov et al.: ``K = 0.5`` and the three accesses were chosen on the PEPs log and
-  checked on EmacsWiki and tldr (docs/revisits.md).
+  Kolobov et al.: ``K = 0.5`` and the three accesses were chosen on the PEPs log,
+  checked on EmacsWiki and tldr, and then run once on a log built afterwards, EIPs
+  (docs/revisits.md).
 - :func:`access_rate`: the optimal access rate of a page of weight ``w`` and change
   rate ``λ`` for the Lagrange multiplier ``ν`` of the budget,
   ``ρ = (−λ + √(λ² + 4wλ/ν)) / 2`` (Kolobov et al. 2019, §4: under Poisson accesses
