@@ -111,6 +111,8 @@ class Refresher:
             self.clock = SystemClock()
         #: run-once: what was due when the crawl opened
         self.opened_at = self.clock.now()
+        if isinstance(cfg.policy, HarmonicPolicy):  # the budget's account starts here (_budget_account)
+            store.set_budget_start(self.opened_at)
         floor = cfg.min_interval
         if floor > 0 and _shortest_interval(cfg.policy) < floor:
             logger.warning(
@@ -252,7 +254,7 @@ class Refresher:
                 policy.multiplier.new_rate = new_rate
                 fields["new_rate"] = new_rate
         if "accesses0" not in st:
-            fields["accesses0"] = accesses
+            fields["accesses0"] = 0.0 if "t0" in st else accesses
         store.set_budget_state(**fields)
         first = policy.multiplier.nu is None
         policy.multiplier.nu = nu
@@ -359,11 +361,19 @@ class Refresher:
 
 
 def _budget_account(st: dict[str, float], accesses: float, now: float, rate: float) -> tuple[float, float]:
-    """The spend control's account at ``now`` (s): (accesses the budget allowed since
-    the first solve, accesses made since then), from the stored solver state ``st``,
-    the crawl's access count and the budget's rate now (per s; over the period since the
-    last solve the mean of its two ends)."""
+    """The spend control's account at ``now`` (s): (accesses the budget allowed, accesses
+    made), from the stored solver state ``st``, the crawl's access count and the
+    budget's rate now (per s; over the period since the last solve the mean of its two
+    ends). As revisit-sim counts it (:func:`~ipr_crawl.evaluation.revisit_sim.simulate_budget`):
+    from the crawl's start (``t0``, kept when the first process opened it), at today's
+    rate until the first solve, and every access, first fetches included. The first
+    fetches then offset the first interval, in which nothing is due yet; counted from
+    the first solve instead, the budget allowed in that interval was spent on top of it
+    later, at up to twice the rate. A crawl whose first solve was made by a version
+    before ``t0`` keeps counting from that solve (``accesses0``)."""
     allowed = st.get("allowed", 0.0)
     if "t" in st:
         allowed += (st.get("rate", 0.0) + rate) / 2 * max(0.0, now - st["t"])
-    return allowed, accesses - st.get("accesses0", accesses)
+    elif "t0" in st:
+        allowed = rate * max(0.0, now - st["t0"])
+    return allowed, accesses - st.get("accesses0", 0.0 if "t0" in st else accesses)

@@ -249,6 +249,11 @@ class RevisitStore:
         return {k.decode()[7:]: float(v) for k, v in raw.items()
                 if k.startswith(b"budget_") and k != b"budget_host_nu"}
 
+    def set_budget_start(self, t: float) -> None:
+        """Keep ``t`` (s) as the start of the budget's account (``budget_t0`` of ``meta``)
+        unless the crawl already has one (HSETNX: the first process to open it)."""
+        self.client.hsetnx(self.keys["meta"], "budget_t0", repr(float(t)))
+
     def set_budget_state(self, **fields: float) -> None:
         """Write the budget solver's state (``budget_<name>`` fields of ``meta``)."""
         self.client.hset(self.keys["meta"], mapping={f"budget_{k}": repr(float(v)) for k, v in fields.items()})
