@@ -484,6 +484,33 @@ def test_young_weight_in_revisit_sim_keeps_the_spend():
     assert early(young) > early(learn)
 
 
+def test_revisit_sim_reports_what_new_learn_learned():
+    """equal_budget keeps, per new=learn run, the explored first revisits and the rate
+    learned from them (the counts revisit-sim saw: the explored pages' first intervals),
+    and the table says it; other policies have no such figures."""
+    from ipr_crawl.evaluation.revisit_sim import simulate_budget
+    from ipr_crawl.revisit.budget import YEAR, explores_new, new_url_rate
+
+    pages = load_log(*SAMPLE)
+    spec = "harmonic:4/y:new=learn"
+    result = equal_budget(pages, ["harmonic", spec], [parse_budget("4/y")])
+    r, plain = result["policies"][spec]["4"], result["policies"]["harmonic"]["4"]
+    assert "new_explored" not in plain
+    windows = list(_windows(pages, None, None))
+    runs = simulate_budget(windows, parse_policy(spec))
+    firsts = [(rr.visits[1] - rr.visits[0], any(rr.visits[0] < v <= rr.visits[1] for v in rr.version_starts[1:]))
+              for (page, _, _), rr in zip(windows, runs) if explores_new(page.url) and len(rr.visits) > 1]
+    assert r["new_explored"] == len(firsts) > 0
+    assert r["new_explored_changed"] == sum(c for _, c in firsts)
+    print("explored", r["new_explored"], "changed", r["new_explored_changed"], "rate/y", r["new_url_rate_per_year"])
+    rate = new_url_rate(r["new_explored"], r["new_explored_changed"], sum(d for d, _ in firsts))
+    assert (r["new_url_rate_per_year"] is None) == (rate is None)
+    if rate is not None:
+        assert r["new_url_rate_per_year"] == pytest.approx(rate * YEAR)
+    assert f"{spec} at 4/y: a new URL's change rate learned from {len(firsts)} explored first revisits" in \
+        format_budgets(result)
+
+
 def test_new_learn_in_revisit_sim_spends_the_budget_and_explores_first_revisits():
     """On the shipped EmacsWiki sample: harmonic:4/y:new=learn spends its budget within
     10 %; the exploring pages' first revisit comes 3 days after their first access, the

@@ -236,7 +236,8 @@ def equal_budget(
     ``{"budgets": [...], "policies": {spec: {budget: figures}}}``;
     figures: ``accesses_per_page_year``, ``coverage``, ``efficiency``,
     ``coverage_weighted``, ``peak_revisits_per_page_year`` (and ``scale`` for scaled
-    policies)."""
+    policies; ``new_url_rate_per_year``, ``new_explored`` and ``new_explored_changed`` for
+    ``new=learn``)."""
     windows = list(_windows(pages, start, end))
     phases = [page_phase(p.url, phase_seed) for p, _, _ in windows] if phase_seed is not None else None
     by_page = {id(p): k for k, p in enumerate(pages)}
@@ -262,7 +263,12 @@ def equal_budget(
             results = [simulate_page(policy, w0, w1, page.changes, resolution, use_last_modified,
                                      phase=phases[k] if phases is not None else 1.0)
                        for k, (page, w0, w1) in enumerate(windows)]
-        return _summary(results, windows, w, report.get("sitemap_reads"))
+        figures = _summary(results, windows, w, report.get("sitemap_reads"))
+        if "new_explored" in report:  # new=learn: what it learned (per year; None: too few explored)
+            rate = report["new_url_rate"]
+            figures["new_url_rate_per_year"] = rate * YEAR if rate is not None else None
+            figures["new_explored"], figures["new_explored_changed"] = report["new_explored"]
+        return figures
 
     for spec in policies:
         base, weighted, sitemap = split_spec(spec)
@@ -353,7 +359,8 @@ def _interpolate_scale(grid: list[tuple[float, dict[str, float]]], target: float
 
 def format_budgets(result: dict[str, Any]) -> str:
     """A table: one row per policy, coverage (weighted), spend and peak-year revisits
-    (per page-year) at each budget."""
+    (per page-year) at each budget; then, for each ``new=learn`` policy, the new-URL rate
+    it learned at the largest budget."""
     budgets = [f"{b:g}" for b in result["budgets"]]
     head = "policy".ljust(28) + "".join(f"{b + '/y':>28}" for b in budgets)
     lines = [head, " " * 28 + "".join(f"{'cov (wcov) spend peak':>28}" for _ in budgets)]
@@ -368,6 +375,14 @@ def format_budgets(result: dict[str, Any]) -> str:
         lines.append(spec[:28].ljust(28) + "".join(cells))
     if result.get("phase_seed") is not None:
         lines.append(f"(random phases, seed {result['phase_seed']})")
+    for spec, rows in result["policies"].items():  # what new=learn learned, at the largest budget
+        r = rows.get(budgets[-1]) if budgets else None
+        if r is not None and "new_explored" in r:
+            rate = r["new_url_rate_per_year"]
+            learned = f"{rate:.3g} changes/year" if rate is not None else "nothing yet (too few explored)"
+            lines.append(f"{spec} at {budgets[-1]}/y: a new URL's change rate learned from "
+                         f"{r['new_explored']:.0f} explored first revisits ({r['new_explored_changed']:.0f} "
+                         f"saw a change): {learned}")
     return "\n".join(lines)
 
 

@@ -307,6 +307,9 @@ def simulate_budget(
     directory (:class:`~ipr_crawl.revisit.budget.RatePool`, fed every access interval
     as it is observed), as the crawl does. ``phases``: per window, the share of the
     first interval after which the first revisit comes (:func:`page_phase`; default 1).
+    Under ``new=learn``, ``report`` receives ``new_url_rate`` (per s, the rate learned by
+    the end; None below :data:`~ipr_crawl.revisit.budget.NEW_MIN_SAMPLES` explored
+    intervals) and ``new_explored`` (explored first intervals, and those with a change).
     Returns one :class:`PageResult` per window, in order. The rules of a visit are
     :func:`simulate_page`'s."""
     import heapq
@@ -487,6 +490,9 @@ def simulate_budget(
         report["hosts_capped"] = most_capped
     if report is not None and sitemap > 0:
         report["sitemap_reads"] = reads_counted * read_cost
+    if report is not None and learn:  # what new=learn learned by the end (None: too few explored)
+        report["new_url_rate"] = mult.new_rate
+        report["new_explored"] = (first_counts[0], first_counts[1])
     results = []
     for i, (_, _, w1) in enumerate(windows):
         window = bucket(w1, resolution) - starts[i][0]
