@@ -90,6 +90,7 @@ __all__ = [
     "fit_gamma_prior",
     "new_url_rate",
     "young_factor",
+    "prior_ratio",
     "pool_group",
     "access_rate",
     "change_rate",
@@ -151,6 +152,17 @@ def new_url_rate(intervals: float, changed: float, exposure: float) -> float | N
     return censored_count(intervals, min(max(changed, 0.0), intervals)) / exposure
 
 
+def prior_ratio(new_rate: float) -> float:
+    """A learned new-URL rate (per s) over the fixed prior's, ``PRIOR_CHANGES /
+    PRIOR_TIME``: the scale ``new=learn`` puts on a new URL's prior, and the base of
+    :func:`young_factor`.
+
+    >>> round(prior_ratio(67.6 / YEAR), 1)   # PEPs
+    33.3
+    """
+    return new_rate / (PRIOR_CHANGES / PRIOR_TIME)
+
+
 def young_factor(new_rate: float | None, exponent: float) -> float:
     """The factor on a young URL's weight (``harmonic:…:new=learn:young=K``, module doc):
     ``max(1, new_rate / prior rate) ** exponent``, the prior rate ``PRIOR_CHANGES /
@@ -163,7 +175,7 @@ def young_factor(new_rate: float | None, exponent: float) -> float:
     """
     if new_rate is None or exponent <= 0:
         return 1.0
-    return max(1.0, new_rate / (PRIOR_CHANGES / PRIOR_TIME)) ** exponent
+    return max(1.0, prior_ratio(new_rate)) ** exponent
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,7 @@ from ipr_crawl.revisit.budget import (
     censored_count,
     change_rate,
     parse_budget,
+    prior_ratio,
     young_factor,
 )
 
@@ -767,7 +768,7 @@ def access(
             state.prior_time = prior_time
         new_rate = policy.multiplier.new_rate if learn else None  # type: ignore[union-attr]
         if new_rate is not None and new_rate > 0:
-            state.prior_scale *= new_rate / (PRIOR_CHANGES / PRIOR_TIME)
+            state.prior_scale *= prior_ratio(new_rate)
         _set_young(policy, state)
         tau = next_interval(policy, state, weight=weight, host=host)
         if learn and explore:

@@ -187,7 +187,6 @@ class RevisitObserver:
         state keeps from its latest access."""
         if state is None or not isinstance(self.cfg.policy, HarmonicPolicy):
             return ""
-        # young=K: a young URL's weight, as in its interval (revisit.policy.budget_weight)
         a, b = _BINS.key(estimated_rate(state), budget_weight(state, weight))
         return f"{a}:{b}:{self.host(url)}" if self.cfg.host_delay > 0 and url else f"{a}:{b}"
 
