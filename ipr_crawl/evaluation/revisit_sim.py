@@ -72,6 +72,7 @@ from ipr_crawl.revisit.policy import (
     bucket,
     budget_weight,
     estimated_rate,
+    explored_first_revisit,
     next_due,
     parse_duration,
     parse_policy,
@@ -448,7 +449,7 @@ def simulate_budget(
             lm = cds[i][k - 1] if (changed and use_last_modified) else None
             before = states[i].last
             old_xt = rate_counts(states[i]) if moments is not None else None
-            if explore[i] and states[i].accesses == 1 and t > before:
+            if explored_first_revisit(states[i], explore[i], t - before):
                 first_counts[0] += 1
                 first_counts[1] += changed
                 first_counts[2] += t - before

@@ -81,6 +81,7 @@ __all__ = [
     "estimated_rate",
     "harmonic_interval",
     "rate_counts",
+    "explored_first_revisit",
     "first_access",
     "format_duration",
     "next_due",
@@ -615,6 +616,20 @@ def estimated_rate(state: RevisitState) -> float:
     times ``state.prior_scale``."""
     return change_rate(state.accesses, state.m, state.T, state.U, bool(state.last_modified), state.prior_scale,
                        state.prior_time)
+
+
+def explored_first_revisit(state: RevisitState | None, explore: bool, interval: float) -> bool:
+    """Whether an access ``interval`` s after the latest one (``state`` before the access)
+    is the first revisit of an exploring URL (``explore``, :func:`~ipr_crawl.revisit.budget.explores_new`):
+    one of the samples ``harmonic:…:new=learn`` learns a new URL's rate from
+    (:func:`~ipr_crawl.revisit.budget.new_url_rate`). The crawl and revisit-sim both ask here.
+
+    >>> explored_first_revisit(RevisitState(first=0.0, last=0.0), True, 3 * 86400.0)
+    True
+    >>> explored_first_revisit(None, True, 0.0), explored_first_revisit(RevisitState(0.0, 0.0, accesses=2), True, 86400.0)
+    (False, False)
+    """
+    return explore and state is not None and state.accesses == 1 and interval > 0
 
 
 def rate_counts(state: RevisitState | None) -> tuple[float, float]:

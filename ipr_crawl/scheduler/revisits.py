@@ -47,6 +47,7 @@ from ipr_crawl.revisit.policy import (
     bucket,
     budget_weight,
     estimated_rate,
+    explored_first_revisit,
     next_due,
     parse_http_date,
     rate_counts,
@@ -282,7 +283,7 @@ class RevisitObserver:
         # revisit, whose outcome teaches the crawl the rate of a URL fetched once
         learn = isinstance(cfg.policy, HarmonicPolicy) and cfg.policy.new == "learn"
         explore = learn and (state is None or state.accesses == 1) and explores_new(curl)  # matters no later
-        first_revisit = explore and state is not None and state.accesses == 1 and interval > 0
+        first_revisit = explored_first_revisit(state, explore, interval)
         state, tau = access(cfg.policy, state, t, changed, modified_at, weight=weight, host=self.host(url),
                             prior_scale=pool.scale(group, at=t) if pool is not None else None,
                             etag=validators.get("etag"), last_modified=validators.get("last_modified"),
