@@ -541,6 +541,46 @@ def test_the_directory_pool_is_summed_in_redis_and_old_states_still_read(redis_c
             RevisitState.from_list([*old, bad])
 
 
+def test_an_unreadable_state_is_counted_and_logged_not_silently_reset(redis_client, crawl_id, caplog):
+    """RevisitStore.load on a real Redis: a state this version cannot read (16 fields, as
+    a later ipr-crawl might write; or not msgpack) gives None, as a URL never fetched, but is
+    counted and logged, the first UNREADABLE_LOGGED of them one by one."""
+    import logging
+
+    import msgpack
+
+    from ipr_crawl.ordering.urls import node_id
+    from ipr_crawl.revisit.policy import RevisitState
+    from ipr_crawl.store import revisit as store_module
+    from ipr_crawl.store.revisit import RevisitStore
+
+    store = RevisitStore(redis_client, crawl_id)
+    good = RevisitState(first=0.0, last=DAY, accesses=2, m=1)
+    later = [*good.to_list(), 0.5, 0.0, 1.0, "a field of a later version"]
+    assert len(later) == 16
+    redis_client.hset(store.keys["revisit"], node_id("http://a.test/good"),
+                      msgpack.packb(["http://a.test/good", *good.to_list()]))
+    redis_client.hset(store.keys["revisit"], node_id("http://a.test/later"), msgpack.packb(["http://a.test/later", *later]))
+    redis_client.hset(store.keys["revisit"], node_id("http://a.test/junk"), b"\xc1 not msgpack")
+    with caplog.at_level(logging.WARNING, logger="ipr_crawl.store.revisit"):
+        assert store.load(node_id("http://a.test/good")) == good
+        assert store.unreadable == 0
+        assert store.load(node_id("http://a.test/later")) is None
+        assert store.load(node_id("http://a.test/junk")) is None
+        assert store.load(node_id("http://a.test/never")) is None  # never fetched: not counted
+    assert store.unreadable == 2
+    warned = [r.getMessage() for r in caplog.records if "cannot be read" in r.getMessage()]
+    assert len(warned) == 2 and node_id("http://a.test/later").hex() in warned[0]
+    assert "12 to 15 fields" in warned[0] and "later ipr-crawl" in warned[0]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="ipr_crawl.store.revisit"):
+        for _ in range(store_module.UNREADABLE_LOGGED + 5):
+            store.load(node_id("http://a.test/later"))
+    assert store.unreadable == store_module.UNREADABLE_LOGGED + 7
+    warned = [r.getMessage() for r in caplog.records if "cannot be read" in r.getMessage()]
+    assert len(warned) == store_module.UNREADABLE_LOGGED - 2 and "only counted" in warned[-1]
+
+
 def test_the_gamma_priors_moments_are_summed_in_redis(redis_client, crawl_id):
     """RevisitStore.record adds an access's five moment deltas (prior=gamma) to the
     crawl's sums in Redis (revisit_record.lua, a real Redis; fields of rate_pool that

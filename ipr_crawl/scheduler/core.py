@@ -698,6 +698,8 @@ class IprScheduler(BaseScheduler):
             self._stats_inc("ipr/revisit/refreshed", self.revisits.refresh())
             if self.revisits.unplaced_per_day:
                 self._stats_set("ipr/revisit/unplaced_per_day", round(self.revisits.unplaced_per_day, 3))
+            if self.revisits.store.unreadable:
+                self._stats_set("ipr/revisit/unreadable_states", self.revisits.store.unreadable)
         expired, items = self.store.pop(
             count or self.config.pop_batch_size, self.config.lease_secs, self.config.requeue_batch_size,
             scan, busy or (), offset, min_ratio, holder=self.holder,

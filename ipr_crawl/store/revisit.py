@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib.resources
 import json
+import logging
 import math
 import time
 from collections.abc import Iterator, Sequence
@@ -29,6 +30,10 @@ import redis
 from ipr_crawl.ordering.urls import canonical_url
 from ipr_crawl.revisit.policy import DAY, RevisitState, estimated_rate
 from ipr_crawl.store.keys import crawl_keys
+
+logger = logging.getLogger(__name__)
+#: unreadable revisit states logged one by one, per process; the rest are only counted
+UNREADABLE_LOGGED = 10
 
 __all__ = ["DISTRUST_MIN", "ChangeEvent", "LastmodResult", "RevisitStore", "format_history", "lastmod_verdict"]
 
@@ -101,6 +106,8 @@ class RevisitStore:
         self.client = client
         self.keys = crawl_keys(crawl_id)
         self.events_maxlen = int(events_maxlen)
+        #: stored states :meth:`load` could not read (the crawl's stat ``ipr/revisit/unreadable_states``)
+        self.unreadable = 0
         self._record = client.register_script(_script("revisit_record"))
         self._refresh = client.register_script(_script("revisit_refresh"))
 
@@ -121,13 +128,24 @@ class RevisitStore:
         return str(data[0]), RevisitState.from_list(data[1:])
 
     def load(self, id_: bytes) -> RevisitState | None:
-        """The stored state of a node, or None (never fetched, or unreadable)."""
+        """The stored state of a node, or None (never fetched, or unreadable). An
+        unreadable state (malformed, or written by a later ipr-crawl with fields this one
+        does not know) is counted in :attr:`unreadable` and logged as a warning (the first
+        :data:`UNREADABLE_LOGGED` per process): the URL is then treated as fetched for the
+        first time, and its change history starts again."""
         raw: Any = self.client.hget(self.keys["revisit"], id_)
         if raw is None:
             return None
         try:
             return self.unpack(raw)[1]
-        except ValueError:
+        except ValueError as exc:
+            self.unreadable += 1
+            if self.unreadable <= UNREADABLE_LOGGED:
+                logger.warning(
+                    "ipr-crawl: the revisit state of node %s cannot be read (%s): the URL is treated as "
+                    "fetched for the first time. Was the crawl written by a later ipr-crawl?%s",
+                    id_.hex(), exc, " Further ones are only counted (ipr/revisit/unreadable_states)."
+                    if self.unreadable == UNREADABLE_LOGGED else "")
             return None
 
     def record(
