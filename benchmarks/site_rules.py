@@ -21,6 +21,9 @@ mass of the first 10 % of the site's pages fetched) per site:
 - ``mix=R``: every R-th page is the queued URL found first (breadth-first), the others
   by the key.
 - ``budget=N`` / ``damping=D``: ``push``'s ``IPR_PUSH_BUDGET`` / ``IPR_PUSH_DAMPING``.
+- ``addc=K``: priority + K x c x (known URLs - fetched) / (out-links recorded): the
+  in-link mass a URL may get from the pages not fetched yet, if they link to it as the
+  fetched ones do (c of them per fetched page), each link worth a mean out-link's share.
 
     python benchmarks/site_rules.py --graphs DIR --sites python,django,postgres \\
         ordering=push ordering=bf ordering=blc startmass=50 depth=0.4 conf=3
@@ -43,12 +46,13 @@ from ipr_crawl.ordering.urls import tie_key
 
 def crawl(g: Graph, params: OrderingParams, budget: int, key: Callable[[float, int, int, int], float],
           start_mass: float, known_power: float | None = None, mix: int = 0,
-          urls: dict[int, str] | None = None, url_ties: bool = False) -> list[int]:
+          urls: dict[int, str] | None = None, url_ties: bool = False, addc: float = 0.0) -> list[int]:
     """Fetch order of the first ``budget`` pages from node 0, popping the queued URL of
     largest ``key(priority, fetched in-linkers, depth, URL depth)`` (URL depth: its '/'
     count less the start URL's, ``urls`` by node; ties: with ``url_ties`` the smaller BLC tie
     key of the URL, then discovery order);
-    ``known_power`` P: the page fetched k-th adds (k / known URLs)^P."""
+    ``known_power`` P: the page fetched k-th adds (k / known URLs)^P; ``addc`` K: the key
+    plus K x c x (known URLs - fetched) / out-links recorded, at each pop."""
     urls = urls or {}
     ties = {n: tie_key(u) for n, u in urls.items()} if url_ties else {}
     slashes = {n: u.count("/") for n, u in urls.items()}
@@ -59,21 +63,26 @@ def crawl(g: Graph, params: OrderingParams, budget: int, key: Callable[[float, i
     inlinks: dict[int, int] = {}
     depth = {0: 0}
     order: list[int] = []
+    out_total = 0
     while len(order) < budget:
+        # addc: the in-links a queued URL may have among the pages not fetched yet, c x (known
+        # URLs - fetched) / fetched, each worth a mean out-link's share, 1 / (out-links / fetched)
+        lift = addc * (len(f.nodes) - len(order)) / out_total if out_total else 0.0
         queued = [(k, n) for k, n in f.nodes.items() if n.state == QUEUED and k not in f.in_flight]
         if not queued:
             break
         if mix and len(order) % mix == mix - 1:
             page = min(queued, key=lambda kn: kn[1].seq)[0]
         else:
-            page = min(queued, key=lambda kn: (-key(kn[1].s, inlinks.get(kn[0], 0), depth[kn[0]],
-                                                    slashes.get(kn[0], top) - top),
+            page = min(queued, key=lambda kn: (-(key(kn[1].s, inlinks.get(kn[0], 0), depth[kn[0]],
+                                                    slashes.get(kn[0], top) - top) + lift * inlinks.get(kn[0], 0)),
                                                ties.get(kn[0], 0), kn[1].seq))[0]
         f.in_flight.add(page)
         order.append(page)
         if known_power is not None:
             f.initial = (len(order) / len(f.nodes)) ** known_power
         links = list(dict.fromkeys(g.out.get(page, ())))
+        out_total += len(links)
         for t in links:
             inlinks[t] = inlinks.get(t, 0) + 1
             depth[t] = min(depth.get(t, depth[page] + 1), depth[page] + 1)
@@ -105,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--graphs", required=True, help="folder of <site>.tsv.gz (realsite_order.py --graph-out)")
     ap.add_argument("--sites", default="python,django,postgres,scipy,boost,linux")
     ap.add_argument("--fraction", type=float, default=0.10)
-    ap.add_argument("variants", nargs="+", help="ordering=NAME, startmass=M, depth=K, conf=K, known=P, mix=R (comma-joined)")
+    ap.add_argument("variants", nargs="+", help="ordering=NAME, startmass=M, depth=K, conf=K, known=P, mix=R, addc=K (comma-joined)")
     args = ap.parse_args(argv)
     sites = [s.strip() for s in args.sites.split(",") if s.strip()]
     graphs = {}
@@ -117,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         graphs[site] = (g, pagerank(g), max(1, round(args.fraction * len(g.nodes))))
     print(f"{'variant':32s} " + " ".join(f"{s:>9s}" for s in sites) + "      mean")
     for variant in args.variants:
-        ordering, start_mass, known_power, mix, url_ties = "push", 0.0, None, 0, False
+        ordering, start_mass, known_power, mix, url_ties, addc = "push", 0.0, None, 0, False, 0.0
         key = make_key("", 0.0)
         extra: dict[str, float] = {}
         for part in variant.split(","):
@@ -126,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
                 ordering = value
             elif name == "startmass":
                 start_mass = float(value)
+            elif name == "addc":
+                addc = float(value)
             elif name == "mix":
                 mix = int(value)
             elif name == "known":
@@ -139,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 ap.error(f"unknown variant part {part!r}")
         params = OrderingParams(ordering=ordering, cutoff="dl1" if ordering == "ipr" else "", **extra)
-        row = [sum(pr[n] for n in crawl(g, params, budget, key, start_mass, known_power, mix, urls[site], url_ties))
+        row = [sum(pr[n] for n in crawl(g, params, budget, key, start_mass, known_power, mix, urls[site], url_ties, addc))
                for site, (g, pr, budget) in graphs.items()]
         print(f"{variant:32s} " + " ".join(f"{b:9.3f}" for b in row) + f" {sum(row) / len(row):9.3f}", flush=True)
     return 0
