@@ -74,6 +74,27 @@ def test_fetch_order_matches_simulation(ordering, pipelined, emacs, graph_server
         assert got != simulate_crawl(graph.out, [served.seed], "bf", tie, limit=len(got))
 
 
+def test_one_request_at_a_time_is_the_exact_order_at_the_default_pop_batch(emacs, graph_server, crawl, tmp_path):
+    """CONCURRENT_REQUESTS=1 with IPR_POP_BATCH_SIZE left at its default (8): a pop
+    leases at most half the concurrency (at least 1), so each request is still chosen
+    with every earlier page recorded, and the crawl is the simulation's exact order.
+    Leasing 8 at once would choose 8 pages with one page's links."""
+    graph, urls = emacs
+    served = graph_server(EMACS, EMACS_URLS)
+    back, _ = node_map(graph, urls, served.base)
+    tie = {n: tie_for("ipr", c) for c, n in back.items()}
+    settings = {k: v for k, v in SEQUENTIAL.items() if k != "IPR_POP_BATCH_SIZE"}
+    run = crawl(served.seed_url, tmp_path / "crawl.log",
+                {**settings, "IPR_ORDERING": "ipr", "IPR_DATA_DIR": tmp_path / "data", "CLOSESPIDER_PAGECOUNT": 120})
+    assert run.returncode == 0, run.stderr[-3000:]
+    got = [back[canonical_url(u)] for u in run.fetched]
+    expected = simulate_crawl(graph.out, [served.seed], "ipr", tie, limit=len(got))
+    k = min(len(got), len(expected))
+    assert k >= 100
+    mismatch = next((i for i in range(k) if got[i] != expected[i]), None)
+    assert mismatch is None, f"fetch #{mismatch} is node {got[mismatch]}, simulation says {expected[mismatch]}"
+
+
 def test_resume_fetches_the_rest_once(graph_server, crawl, tmp_path):
     graph = read_graph(HARVARD)
     served = graph_server(HARVARD)

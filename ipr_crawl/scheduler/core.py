@@ -653,10 +653,17 @@ class IprScheduler(BaseScheduler):
         reached ``CONCURRENT_REQUESTS``."""
         sent = self.recorder.sent
         if sent >= self._concurrency:
-            return self.config.pop_batch_size
+            return self._pop_batch()
         slot = getattr(getattr(self.crawler, "engine", None), "_slot", None)
         in_progress = len(getattr(slot, "inprogress", ()) or ())
-        return min(self.config.pop_batch_size, max(0, max(1, sent) - in_progress))
+        return min(self._pop_batch(), max(0, max(1, sent) - in_progress))
+
+    def _pop_batch(self) -> int:
+        """Requests leased per pop: ``IPR_POP_BATCH_SIZE``, at most half of
+        ``CONCURRENT_REQUESTS`` (at least 1). A request leased ahead is chosen before the
+        pages in progress are recorded; leasing more at once than the engine runs at once
+        would make the order staler than the concurrency itself does."""
+        return min(self.config.pop_batch_size, max(1, self._concurrency // 2))
 
     def wake(self) -> None:
         """Ask the engine for requests now. The link-graph middleware stores a page's
@@ -690,7 +697,7 @@ class IprScheduler(BaseScheduler):
     def _refill(
         self, count: int = 0, scan: int = 0, busy: list[str] | None = None, offset: int = 0, min_ratio: float = 0.0
     ) -> int:
-        """Lease ``count`` (default ``IPR_POP_BATCH_SIZE``) requests into the buffer
+        """Lease ``count`` (default :meth:`_pop_batch`) requests into the buffer
         (``scan``, ``busy``: :meth:`FrontierStore.pop`); returns how many the frontier gave."""
         # This process's last page recorded first: the pop sees its links.
         self.store.settle_record()
@@ -701,7 +708,7 @@ class IprScheduler(BaseScheduler):
             if self.revisits.store.unreadable:
                 self._stats_set("ipr/revisit/unreadable_states", self.revisits.store.unreadable)
         expired, items = self.store.pop(
-            count or self.config.pop_batch_size, self.config.lease_secs, self.config.requeue_batch_size,
+            count or self._pop_batch(), self.config.lease_secs, self.config.requeue_batch_size,
             scan, busy or (), offset, min_ratio, holder=self.holder,
         )
         reclaimed, lost = self.store.last_lost
