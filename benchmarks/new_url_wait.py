@@ -18,7 +18,9 @@ the top 1 % fetched) at each checkpoint, one line per variant:
 - ``push+mix=R``: every R-th page is the queued URL found first (breadth-first);
 - ``push+inpow=K``: a queued URL's priority x c^K, c = fetched pages linking to it.
 - ``push+addc=K``: a queued URL's priority + K x c x (known URLs - fetched) / out-links
-  recorded (site_rules.py's ``addc``), computed when its priority last changed.
+  recorded (site_rules.py's ``addc``), computed when its priority last changed;
+- ``push+addcap1=K``: the same, that term at most the priority itself (site_rules.py's
+  ``addc=K,addcap=1``).
 
     python benchmarks/new_url_wait.py --graph ../shared/data/graphs/web-NotreDame.tsv.gz \\
         push pr pr-converged push+wait=0.01 push+lag=0.05 [--checkpoints 0.05,0.1,0.2]
@@ -42,13 +44,14 @@ from ipr_crawl.ordering.reference import resid_level
 
 def push_order(out: dict[int, list[int]], seed: int, limit: int, budget: int = 10, damping: float = 0.85,
                start_mass: float = 1.0, wait: int | None = None, lag: float | None = None,
-               mix: int = 0, inpow: float = 0.0, addc: float = 0.0) -> list[int]:
+               mix: int = 0, inpow: float = 0.0, addc: float = 0.0, addcap: float = float("inf")) -> list[int]:
     """Fetch order of ``push`` from ``seed``, at most ``limit`` pages. ``wait``: new URLs
     wait until the fetched count reaches the next multiple of ``wait``; ``lag``: a URL
     found at k fetched pages waits until k (1 + lag); ``mix`` R: every R-th page is the
     queued URL found first (breadth-first), the others by priority; ``inpow`` K: a queued
     URL's priority x c^K, c = fetched pages linking to it; ``addc`` K: plus K x c x (known
-    URLs - fetched) / out-links recorded, when the priority last changed."""
+    URLs - fetched) / out-links recorded, when the priority last changed, at most ``addcap``
+    x the priority."""
     s: dict[int, float] = {}
     a: dict[int, float] = {}
     state: dict[int, int] = {}  # 0 queued, 2 fetched
@@ -68,7 +71,7 @@ def push_order(out: dict[int, list[int]], seed: int, limit: int, budget: int = 1
     def queue(v: int, priority: float) -> None:
         ver[v] = ver.get(v, 0) + 1
         if addc and tot[0] and tot[1]:
-            priority += addc * (len(state) - tot[0]) / tot[1] * inl.get(v, 0)
+            priority += min(addc * (len(state) - tot[0]) / tot[1] * inl.get(v, 0), addcap * priority)
         if inpow:
             priority *= inl.get(v, 0) ** inpow
         heapq.heappush(heap, (-priority, seq[v], v, ver[v]))
@@ -212,7 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--graph", required=True, help="edge list (.tsv.gz), as ipr-crawl simulate reads")
     ap.add_argument("--checkpoints", default="0.01,0.05,0.1,0.2,0.5", help="shares of the reachable pages")
-    ap.add_argument("variants", nargs="+", help="push, pr, pr-converged, push+wait=F, push+lag=R, push+startmass=M, push+mix=R, push+inpow=K, push+addc=K")
+    ap.add_argument("variants", nargs="+", help="push, pr, pr-converged, push+wait=F, push+lag=R, push+startmass=M, push+mix=R, push+inpow=K, push+addc=K, push+addcap1=K")
     args = ap.parse_args(argv)
     g = read_graph(args.graph)
     seed = default_seed(g)
@@ -239,6 +242,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             order = push_order(g.out, seed, limit, start_mass=float(value))
         elif name == "push+addc":
             order = push_order(g.out, seed, limit, addc=float(value))
+        elif name == "push+addcap1":
+            order = push_order(g.out, seed, limit, addc=float(value), addcap=1.0)
         elif name == "push+inpow":
             order = push_order(g.out, seed, limit, inpow=float(value))
         else:

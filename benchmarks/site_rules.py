@@ -23,7 +23,8 @@ mass of the first 10 % of the site's pages fetched) per site:
 - ``budget=N`` / ``damping=D``: ``push``'s ``IPR_PUSH_BUDGET`` / ``IPR_PUSH_DAMPING``.
 - ``addc=K``: priority + K x c x (known URLs - fetched) / (out-links recorded): the
   in-link mass a URL may get from the pages not fetched yet, if they link to it as the
-  fetched ones do (c of them per fetched page), each link worth a mean out-link's share.
+  fetched ones do (c of them per fetched page), each link worth a mean out-link's share;
+  ``addcap=M``: that term at most M x the priority.
 
     python benchmarks/site_rules.py --graphs DIR --sites python,django,postgres \\
         ordering=push ordering=bf ordering=blc startmass=50 depth=0.4 conf=3
@@ -46,13 +47,15 @@ from ipr_crawl.ordering.urls import tie_key
 
 def crawl(g: Graph, params: OrderingParams, budget: int, key: Callable[[float, int, int, int], float],
           start_mass: float, known_power: float | None = None, mix: int = 0,
-          urls: dict[int, str] | None = None, url_ties: bool = False, addc: float = 0.0) -> list[int]:
+          urls: dict[int, str] | None = None, url_ties: bool = False, addc: float = 0.0,
+          addcap: float = float("inf")) -> list[int]:
     """Fetch order of the first ``budget`` pages from node 0, popping the queued URL of
     largest ``key(priority, fetched in-linkers, depth, URL depth)`` (URL depth: its '/'
     count less the start URL's, ``urls`` by node; ties: with ``url_ties`` the smaller BLC tie
     key of the URL, then discovery order);
     ``known_power`` P: the page fetched k-th adds (k / known URLs)^P; ``addc`` K: the key
-    plus K x c x (known URLs - fetched) / out-links recorded, at each pop."""
+    plus K x c x (known URLs - fetched) / out-links recorded, at each pop, at most ``addcap``
+    x the priority."""
     urls = urls or {}
     ties = {n: tie_key(u) for n, u in urls.items()} if url_ties else {}
     slashes = {n: u.count("/") for n, u in urls.items()}
@@ -75,7 +78,8 @@ def crawl(g: Graph, params: OrderingParams, budget: int, key: Callable[[float, i
             page = min(queued, key=lambda kn: kn[1].seq)[0]
         else:
             page = min(queued, key=lambda kn: (-(key(kn[1].s, inlinks.get(kn[0], 0), depth[kn[0]],
-                                                    slashes.get(kn[0], top) - top) + lift * inlinks.get(kn[0], 0)),
+                                                    slashes.get(kn[0], top) - top)
+                                                 + min(lift * inlinks.get(kn[0], 0), addcap * kn[1].s)),
                                                ties.get(kn[0], 0), kn[1].seq))[0]
         f.in_flight.add(page)
         order.append(page)
@@ -114,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--graphs", required=True, help="folder of <site>.tsv.gz (realsite_order.py --graph-out)")
     ap.add_argument("--sites", default="python,django,postgres,scipy,boost,linux")
     ap.add_argument("--fraction", type=float, default=0.10)
-    ap.add_argument("variants", nargs="+", help="ordering=NAME, startmass=M, depth=K, conf=K, known=P, mix=R, addc=K (comma-joined)")
+    ap.add_argument("variants", nargs="+", help="ordering=NAME, startmass=M, depth=K, conf=K, known=P, mix=R, addc=K, addcap=M (comma-joined)")
     args = ap.parse_args(argv)
     sites = [s.strip() for s in args.sites.split(",") if s.strip()]
     graphs = {}
@@ -126,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         graphs[site] = (g, pagerank(g), max(1, round(args.fraction * len(g.nodes))))
     print(f"{'variant':32s} " + " ".join(f"{s:>9s}" for s in sites) + "      mean")
     for variant in args.variants:
-        ordering, start_mass, known_power, mix, url_ties, addc = "push", 0.0, None, 0, False, 0.0
+        ordering, start_mass, known_power, mix, url_ties, addc, addcap = "push", 0.0, None, 0, False, 0.0, float("inf")
         key = make_key("", 0.0)
         extra: dict[str, float] = {}
         for part in variant.split(","):
@@ -137,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
                 start_mass = float(value)
             elif name == "addc":
                 addc = float(value)
+            elif name == "addcap":
+                addcap = float(value)
             elif name == "mix":
                 mix = int(value)
             elif name == "known":
@@ -150,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 ap.error(f"unknown variant part {part!r}")
         params = OrderingParams(ordering=ordering, cutoff="dl1" if ordering == "ipr" else "", **extra)
-        row = [sum(pr[n] for n in crawl(g, params, budget, key, start_mass, known_power, mix, urls[site], url_ties, addc))
+        row = [sum(pr[n] for n in crawl(g, params, budget, key, start_mass, known_power, mix, urls[site], url_ties, addc,
+                                           addcap))
                for site, (g, pr, budget) in graphs.items()]
         print(f"{variant:32s} " + " ".join(f"{b:9.3f}" for b in row) + f" {sum(row) / len(row):9.3f}", flush=True)
     return 0
