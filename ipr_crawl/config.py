@@ -145,7 +145,9 @@ SETTINGS: tuple[Setting, ...] = (
       shown_default="LOGSTATS_INTERVAL"),
     S("IPR_TIMELINE_SECS", 10.0, "float", "one sample of the crawl's counts this often (for `ipr-crawl status` and "
       "`report`), in Redis, the last 20,000 kept; 0: none", low=0.0, unit="s"),
-    S("IPR_POP_BATCH_SIZE", 8, "int", "requests leased per Redis round trip, at most half of `CONCURRENT_REQUESTS` (at least 1: with `CONCURRENT_REQUESTS=1` each request is chosen after the page before it is recorded)", low=1),
+    S("IPR_POP_BATCH_SIZE", 8, "int", "requests leased per Redis round trip, at most half of `CONCURRENT_REQUESTS` "
+      "(at least 1: with `CONCURRENT_REQUESTS=1` each request is chosen after the page before it is recorded)",
+      low=1),
     S("IPR_SLOW_START", True, "bool", "at a process's start, hand the engine at most as many requests at once "
       "as the process has recorded pages (at least 1), doubling each round trip up to "
       "`CONCURRENT_REQUESTS`: the first pages are chosen with their predecessors' links known"),
