@@ -681,12 +681,14 @@ class IprScheduler(BaseScheduler):
 
     # -- internals -------------------------------------------------------------------
     def _lease_more(self, busy: list[str]) -> int:
-        """Polite pop: lease up to ``IPR_POP_BATCH_SIZE`` more, one per download slot not
-        in ``busy`` (pop.lua's scan); how many came."""
+        """Polite pop: lease up to :meth:`_pop_batch` more, one per download slot not
+        in ``busy`` (pop.lua's scan); how many came. A request leased for a free slot and
+        not handed out at once waits in the buffer and is chosen before the pages in
+        progress are recorded, as in a plain pop."""
         assert self.polite is not None  # only called by PolitePop.take
         self.polite.cursor = (self.polite.cursor + self.config.polite_scan) % (1 << 40)
         return self._refill(
-            self.config.pop_batch_size, self.config.polite_scan, busy, self.polite.cursor, self.config.polite_min_ratio
+            self._pop_batch(), self.config.polite_scan, busy, self.polite.cursor, self.config.polite_min_ratio
         )
 
     def _release(self, items: list[tuple[bytes, Request]]) -> None:
