@@ -21,6 +21,9 @@ the top 1 % fetched) at each checkpoint, one line per variant:
   recorded (site_rules.py's ``addc``), computed when its priority last changed;
 - ``push+addcap1=K``: the same, that term at most the priority itself (site_rules.py's
   ``addc=K,addcap=1``).
+- ``push+band=R``: priorities within a factor 1 + R of each other are equal (the
+  priority's logarithm to base 1 + R, rounded down; site_rules.py's ``band``), then
+  discovery order.
 
     python benchmarks/new_url_wait.py --graph ../shared/data/graphs/web-NotreDame.tsv.gz \\
         push pr pr-converged push+wait=0.01 push+lag=0.05 [--checkpoints 0.05,0.1,0.2]
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import heapq
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -44,14 +48,15 @@ from ipr_crawl.ordering.reference import resid_level
 
 def push_order(out: dict[int, list[int]], seed: int, limit: int, budget: int = 10, damping: float = 0.85,
                start_mass: float = 1.0, wait: int | None = None, lag: float | None = None,
-               mix: int = 0, inpow: float = 0.0, addc: float = 0.0, addcap: float = float("inf")) -> list[int]:
+               mix: int = 0, inpow: float = 0.0, addc: float = 0.0, addcap: float = float("inf"),
+               band: float = 0.0) -> list[int]:
     """Fetch order of ``push`` from ``seed``, at most ``limit`` pages. ``wait``: new URLs
     wait until the fetched count reaches the next multiple of ``wait``; ``lag``: a URL
     found at k fetched pages waits until k (1 + lag); ``mix`` R: every R-th page is the
     queued URL found first (breadth-first), the others by priority; ``inpow`` K: a queued
     URL's priority x c^K, c = fetched pages linking to it; ``addc`` K: plus K x c x (known
     URLs - fetched) / out-links recorded, when the priority last changed, at most ``addcap``
-    x the priority."""
+    x the priority; ``band`` R: priorities compared as floor(log_(1+R) priority)."""
     s: dict[int, float] = {}
     a: dict[int, float] = {}
     state: dict[int, int] = {}  # 0 queued, 2 fetched
@@ -74,6 +79,8 @@ def push_order(out: dict[int, list[int]], seed: int, limit: int, budget: int = 1
             priority += min(addc * (len(state) - tot[0]) / tot[1] * inl.get(v, 0), addcap * priority)
         if inpow:
             priority *= inl.get(v, 0) ** inpow
+        if band:
+            priority = float(math.floor(math.log(priority) / math.log1p(band))) if priority > 0 else -math.inf
         heapq.heappush(heap, (-priority, seq[v], v, ver[v]))
 
     def index(v: int) -> None:
@@ -215,7 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--graph", required=True, help="edge list (.tsv.gz), as ipr-crawl simulate reads")
     ap.add_argument("--checkpoints", default="0.01,0.05,0.1,0.2,0.5", help="shares of the reachable pages")
-    ap.add_argument("variants", nargs="+", help="push, pr, pr-converged, push+wait=F, push+lag=R, push+startmass=M, push+mix=R, push+inpow=K, push+addc=K, push+addcap1=K")
+    ap.add_argument("variants", nargs="+", help="push, pr, pr-converged, push+wait=F, push+lag=R, push+startmass=M, push+mix=R, push+inpow=K, push+addc=K, push+addcap1=K, push+band=R")
     args = ap.parse_args(argv)
     g = read_graph(args.graph)
     seed = default_seed(g)
@@ -244,6 +251,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             order = push_order(g.out, seed, limit, addc=float(value))
         elif name == "push+addcap1":
             order = push_order(g.out, seed, limit, addc=float(value), addcap=1.0)
+        elif name == "push+band":
+            order = push_order(g.out, seed, limit, band=float(value))
         elif name == "push+inpow":
             order = push_order(g.out, seed, limit, inpow=float(value))
         else:

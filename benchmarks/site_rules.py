@@ -16,6 +16,8 @@ mass of the first 10 % of the site's pages fetched) per site:
 - ``inpow=K``: priority x c^K (push toward ``blc``);
 - ``tie=url``: equal keys go by the URL's BLC tie key (fewer '/', then shorter) before
   discovery order, as the store's ``blc`` does;
+- ``band=R``: keys within a factor 1 + R of each other are equal (the key's logarithm
+  to base 1 + R, rounded down), so that the tie rule decides among them;
 - ``known=P``: each fetched page adds (fetched / known URLs)^P instead of 1 (the start
   URL 1): link mass counts more while the frontier is large against what was fetched;
 - ``mix=R``: every R-th page is the queued URL found first (breadth-first), the others
@@ -36,26 +38,27 @@ mass of the first 10 % of the site's pages fetched) per site:
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from collections.abc import Callable
 
 from ipr_crawl.evaluation.graphio import Graph, pagerank, read_graph, read_urls
 from ipr_crawl.ordering.params import OrderingParams
-from ipr_crawl.ordering.reference import QUEUED, ReferenceFrontier
+from ipr_crawl.ordering.reference import QUEUED, Node, ReferenceFrontier
 from ipr_crawl.ordering.urls import tie_key
 
 
 def crawl(g: Graph, params: OrderingParams, budget: int, key: Callable[[float, int, int, int], float],
           start_mass: float, known_power: float | None = None, mix: int = 0,
           urls: dict[int, str] | None = None, url_ties: bool = False, addc: float = 0.0,
-          addcap: float = float("inf")) -> list[int]:
+          addcap: float = float("inf"), band: float = 0.0) -> list[int]:
     """Fetch order of the first ``budget`` pages from node 0, popping the queued URL of
     largest ``key(priority, fetched in-linkers, depth, URL depth)`` (URL depth: its '/'
     count less the start URL's, ``urls`` by node; ties: with ``url_ties`` the smaller BLC tie
     key of the URL, then discovery order);
     ``known_power`` P: the page fetched k-th adds (k / known URLs)^P; ``addc`` K: the key
     plus K x c x (known URLs - fetched) / out-links recorded, at each pop, at most ``addcap``
-    x the priority."""
+    x the priority; ``band`` R: keys compared as floor(log_(1+R) key)."""
     urls = urls or {}
     ties = {n: tie_key(u) for n, u in urls.items()} if url_ties else {}
     slashes = {n: u.count("/") for n, u in urls.items()}
@@ -74,13 +77,16 @@ def crawl(g: Graph, params: OrderingParams, budget: int, key: Callable[[float, i
         queued = [(k, n) for k, n in f.nodes.items() if n.state == QUEUED and k not in f.in_flight]
         if not queued:
             break
+        def full(kn: tuple[int, Node], lift: float = lift) -> float:
+            k = (key(kn[1].s, inlinks.get(kn[0], 0), depth[kn[0]], slashes.get(kn[0], top) - top)
+                 + min(lift * inlinks.get(kn[0], 0), addcap * kn[1].s))
+            if band and k > 0:
+                return float(math.floor(math.log(k) / math.log1p(band)))
+            return k
         if mix and len(order) % mix == mix - 1:
             page = min(queued, key=lambda kn: kn[1].seq)[0]
         else:
-            page = min(queued, key=lambda kn: (-(key(kn[1].s, inlinks.get(kn[0], 0), depth[kn[0]],
-                                                    slashes.get(kn[0], top) - top)
-                                                 + min(lift * inlinks.get(kn[0], 0), addcap * kn[1].s)),
-                                               ties.get(kn[0], 0), kn[1].seq))[0]
+            page = min(queued, key=lambda kn: (-full(kn), ties.get(kn[0], 0), kn[1].seq))[0]
         f.in_flight.add(page)
         order.append(page)
         if known_power is not None:
@@ -118,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--graphs", required=True, help="folder of <site>.tsv.gz (realsite_order.py --graph-out)")
     ap.add_argument("--sites", default="python,django,postgres,scipy,boost,linux")
     ap.add_argument("--fraction", type=float, default=0.10)
-    ap.add_argument("variants", nargs="+", help="ordering=NAME, startmass=M, depth=K, conf=K, known=P, mix=R, addc=K, addcap=M (comma-joined)")
+    ap.add_argument("variants", nargs="+", help="ordering=NAME, startmass=M, depth=K, conf=K, known=P, mix=R, addc=K, addcap=M, band=R, tie=url (comma-joined)")
     args = ap.parse_args(argv)
     sites = [s.strip() for s in args.sites.split(",") if s.strip()]
     graphs = {}
@@ -131,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'variant':32s} " + " ".join(f"{s:>9s}" for s in sites) + "      mean")
     for variant in args.variants:
         ordering, start_mass, known_power, mix, url_ties, addc, addcap = "push", 0.0, None, 0, False, 0.0, float("inf")
+        band = 0.0
         key = make_key("", 0.0)
         extra: dict[str, float] = {}
         for part in variant.split(","):
@@ -143,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
                 addc = float(value)
             elif name == "addcap":
                 addcap = float(value)
+            elif name == "band":
+                band = float(value)
             elif name == "mix":
                 mix = int(value)
             elif name == "known":
@@ -157,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
                 ap.error(f"unknown variant part {part!r}")
         params = OrderingParams(ordering=ordering, cutoff="dl1" if ordering == "ipr" else "", **extra)
         row = [sum(pr[n] for n in crawl(g, params, budget, key, start_mass, known_power, mix, urls[site], url_ties, addc,
-                                           addcap))
+                                           addcap, band))
                for site, (g, pr, budget) in graphs.items()]
         print(f"{variant:32s} " + " ".join(f"{b:9.3f}" for b in row) + f" {sum(row) / len(row):9.3f}", flush=True)
     return 0
