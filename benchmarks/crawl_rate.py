@@ -262,6 +262,8 @@ def settings_for(config: str, work: Path, server: SeparateRedis, common: dict[st
                 s["IPR_POLITE_POP"] = True
             elif flag == "sync":  # wait for each page's record reply (no pipelined record)
                 s["IPR_RECORD_PIPELINED"] = False
+            elif flag == "parsewait":  # requests being parsed count against CONCURRENT_REQUESTS
+                s["IPR_WAIT_FOR_PARSE"] = True
             else:
                 raise ValueError(f"unknown configuration flag {flag!r} in {config!r}")
         ordering, _, where = config[4:].partition("@")

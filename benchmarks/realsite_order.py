@@ -19,7 +19,8 @@ For each realweb site (``../shared/realweb``, nginx on loopback):
    of the same site graph gets (the pure-Python statement of the rule), scored the
    same way: what concurrency (``CONCURRENT_REQUESTS``, batched pops) costs or gains.
 4. **Recrawls with a prior** (``IPR_PRIOR_CRAWL``): a configuration with ``+prior``
-   (e.g. ``ipr:push+prior``; ``+slowstart`` / ``+noslow`` set ``IPR_SLOW_START``) crawls with the prior of an earlier crawl of the
+   (e.g. ``ipr:push+prior``; ``+slowstart`` / ``+noslow`` set ``IPR_SLOW_START``, ``+parsewait``
+   ``IPR_WAIT_FOR_PARSE``) crawls with the prior of an earlier crawl of the
    same site kept in one store: a ``push`` crawl of ``--prior-fraction`` of the site's
    pages (1: all of it) made once per site before the rounds. The site did not change
    between the two crawls, so this shows what the prior gives at best, and with a
@@ -228,13 +229,15 @@ def main(argv: list[str] | None = None) -> int:
                     # CLOSESPIDER_PAGECOUNT counts every response (404s too): stop later and
                     # score the first `budget` pages fetched with status 200
                     base, *flags = config.split("+")
-                    local = [x for x in flags if x in ("prior", "slowstart", "noslow")]
+                    local = [x for x in flags if x in ("prior", "slowstart", "noslow", "parsewait")]
                     base = "+".join([base, *(x for x in flags if x not in local)])
                     settings = settings_for(base, f, None, common_settings(budget * 3 // 2 + 32, extra))  # type: ignore[arg-type]
                     if "prior" in local:
                         settings.update(IPR_DATA_DIR=str(prior_store), IPR_PRIOR_CRAWL="earlier")
                     if "slowstart" in local or "noslow" in local:
                         settings["IPR_SLOW_START"] = "slowstart" in local
+                    if "parsewait" in local:
+                        settings["IPR_WAIT_FOR_PARSE"] = True
                     res = run_one(start, settings, f, args.timeout)
                     if res["returncode"] != 0:
                         raise RuntimeError(f"{site} {config} failed (rc {res['returncode']}), log in {f}")

@@ -21,9 +21,10 @@ POLBLOGS_URLS = TEST_DATA / "polblogs.urls.tsv.gz"
 
 PAGES = 300
 #: One page at a time, and the engine waits until a page is parsed (and so
-#: recorded) before it leases the next request (README: without
-#: SCRAPER_SLOT_MAX_ACTIVE_SIZE=0 the next pop overtakes the record and the order
-#: departs from simulate_crawl within the first few pages).
+#: recorded) before it leases the next request: Scrapy's own way
+#: (SCRAPER_SLOT_MAX_ACTIVE_SIZE=0), beside IPR_WAIT_FOR_PARSE (on by default; without
+#: either the next pop overtakes the record and the order departs from simulate_crawl
+#: at the third fetch).
 SEQUENTIAL = {"CONCURRENT_REQUESTS": 1, "IPR_POP_BATCH_SIZE": 1, "SCRAPER_SLOT_MAX_ACTIVE_SIZE": 0}
 
 
@@ -90,6 +91,30 @@ def test_one_request_at_a_time_is_the_exact_order_at_the_default_pop_batch(emacs
     run = crawl(served.seed_url, tmp_path / "crawl.log",
                 {**settings, "IPR_ORDERING": "ipr", "IPR_DATA_DIR": tmp_path / "data", "CLOSESPIDER_PAGECOUNT": 120})
     assert run.returncode == 0, run.stderr[-3000:]
+    got = [back[canonical_url(u)] for u in run.fetched]
+    expected = simulate_crawl(graph.out, [served.seed], "ipr", tie, limit=len(got))
+    k = min(len(got), len(expected))
+    assert k >= 100
+    mismatch = next((i for i in range(k) if got[i] != expected[i]), None)
+    assert mismatch is None, f"fetch #{mismatch} is node {got[mismatch]}, simulation says {expected[mismatch]}"
+
+
+def test_wait_for_parse_one_request_at_a_time_is_the_exact_order_without_scraper_backout(emacs, graph_server, crawl,
+                                                                                      tmp_path):
+    """IPR_WAIT_FOR_PARSE with CONCURRENT_REQUESTS=1 and Scrapy's scraper left as it is
+    (SCRAPER_SLOT_MAX_ACTIVE_SIZE at its default): the engine asks for the next request
+    as soon as a download ends, while the page is still being parsed; the scheduler
+    waits until the parse ends (and the page is recorded), so the crawl is the
+    simulation's exact order."""
+    graph, urls = emacs
+    served = graph_server(EMACS, EMACS_URLS)
+    back, _ = node_map(graph, urls, served.base)
+    tie = {n: tie_for("ipr", c) for c, n in back.items()}
+    run = crawl(served.seed_url, tmp_path / "crawl.log",
+                {"CONCURRENT_REQUESTS": 1, "IPR_WAIT_FOR_PARSE": True, "IPR_ORDERING": "ipr",
+                 "IPR_DATA_DIR": tmp_path / "data", "CLOSESPIDER_PAGECOUNT": 120})
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "'ipr/frontier/parse_waits'" in run.log
     got = [back[canonical_url(u)] for u in run.fetched]
     expected = simulate_crawl(graph.out, [served.seed], "ipr", tie, limit=len(got))
     k = min(len(got), len(expected))

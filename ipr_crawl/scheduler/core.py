@@ -613,7 +613,7 @@ class IprScheduler(BaseScheduler):
             self._stats_inc("scheduler/dequeued")
             self._stats_inc("scheduler/dequeued/memory")
             return self._local.popleft()
-        if self.config.slow_start and not self._buffer and self._held_back():
+        if (self.config.slow_start or self.config.wait_for_parse) and not self._buffer and self._held_back():
             return None
         if self.polite is not None:
             picked = self.polite.take(self._buffer, self._lease_more, self._release)
@@ -626,7 +626,8 @@ class IprScheduler(BaseScheduler):
             # requests were all undecodable (dropped with a stat) is followed by another
             # at once: else the engine would wait for its 5 s heartbeat.
             for _ in range(16):
-                if self._buffer or not self._refill(self._slow_start_room() if self.config.slow_start else 0):
+                room = self._slow_start_room() if self.config.slow_start or self.config.wait_for_parse else self._pop_batch()
+                if self._buffer or room <= 0 or not self._refill(room):
                     break
             if not self._buffer:
                 return None
@@ -640,23 +641,33 @@ class IprScheduler(BaseScheduler):
         """``IPR_SLOW_START``: True while the engine already has as many requests in
         progress as this process has sent pages to be recorded (at least 1). The allowance grows by
         one per recorded page (it doubles each round trip, as TCP's slow start) until it
-        reaches ``CONCURRENT_REQUESTS``; the engine asks again after each response."""
+        reaches ``CONCURRENT_REQUESTS``; the engine asks again after each response.
+        ``IPR_WAIT_FOR_PARSE``: also True while ``CONCURRENT_REQUESTS`` requests are
+        downloading or being parsed; the engine asks again when a page's parse ends.
+        Counted as ``ipr/frontier/slow_start_waits`` while the allowance grows, else
+        ``ipr/frontier/parse_waits``."""
         if self._slow_start_room() > 0:
             return False
-        self._stats_inc("ipr/frontier/slow_start_waits")
+        ramping = self.config.slow_start and self.recorder.sent < self._concurrency
+        self._stats_inc("ipr/frontier/slow_start_waits" if ramping else "ipr/frontier/parse_waits")
         return True
 
     def _slow_start_room(self) -> int:
         """How many requests to lease now under ``IPR_SLOW_START``: the allowance (pages
         this process sent to be recorded, at least 1) minus the engine's requests in
         progress, at most ``IPR_POP_BATCH_SIZE``; the batch size once the allowance has
-        reached ``CONCURRENT_REQUESTS``."""
+        reached ``CONCURRENT_REQUESTS``. Under ``IPR_WAIT_FOR_PARSE`` the allowance is at
+        most ``CONCURRENT_REQUESTS`` less the engine's requests in progress (downloading
+        or being parsed: Scrapy's engine counts a request until its response is
+        scraped), without slow start ``CONCURRENT_REQUESTS`` from the first pop."""
         sent = self.recorder.sent
-        if sent >= self._concurrency:
+        if not self.config.slow_start:
+            sent = self._concurrency
+        if sent >= self._concurrency and not self.config.wait_for_parse:
             return self._pop_batch()
         slot = getattr(getattr(self.crawler, "engine", None), "_slot", None)
         in_progress = len(getattr(slot, "inprogress", ()) or ())
-        return min(self._pop_batch(), max(0, max(1, sent) - in_progress))
+        return min(self._pop_batch(), max(0, min(max(1, sent), self._concurrency) - in_progress))
 
     def _pop_batch(self) -> int:
         """Requests leased per pop: ``IPR_POP_BATCH_SIZE``, at most half of
