@@ -15,7 +15,8 @@ the scheduler differs:
 - ``ipr:<ordering>[@server]+polite``: the same with ``IPR_POLITE_POP=True`` (a
   request goes out only while its host's download slot can take it);
 - ``ipr:<ordering>[@server]+sync``: the same with ``IPR_RECORD_PIPELINED=False``
-  (the crawler waits for each page's record reply).
+  (the crawler waits for each page's record reply); ``+noparsewait`` / ``+parsewait``:
+  ``IPR_WAIT_FOR_PARSE`` off / on (on by default).
 
 The configurations run interleaved (A B C ... A B C ...), ``--repeat`` times. Each
 crawl process loads :class:`RateProbe`, which writes what it measured between
@@ -262,8 +263,8 @@ def settings_for(config: str, work: Path, server: SeparateRedis, common: dict[st
                 s["IPR_POLITE_POP"] = True
             elif flag == "sync":  # wait for each page's record reply (no pipelined record)
                 s["IPR_RECORD_PIPELINED"] = False
-            elif flag == "parsewait":  # requests being parsed count against CONCURRENT_REQUESTS
-                s["IPR_WAIT_FOR_PARSE"] = True
+            elif flag in ("parsewait", "noparsewait"):  # IPR_WAIT_FOR_PARSE on / off
+                s["IPR_WAIT_FOR_PARSE"] = flag == "parsewait"
             else:
                 raise ValueError(f"unknown configuration flag {flag!r} in {config!r}")
         ordering, _, where = config[4:].partition("@")
