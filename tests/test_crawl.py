@@ -42,6 +42,18 @@ def node_map(graph, urls, base):
     return back, {n: tie_key(c) for n, c in canon.items()}
 
 
+def assert_exact_order(got: list, expected: list, at_least: int) -> None:
+    """The crawl's fetches ``got`` equal the simulation's ``expected`` over their common
+    length, which is at least ``at_least``; a failure names the first fetch that differs."""
+    k = min(len(got), len(expected))
+    assert k >= at_least
+    mismatch = next((i for i in range(k) if got[i] != expected[i]), None)
+    assert mismatch is None, (
+        f"fetch #{mismatch} is node {got[mismatch]}, simulation says {expected[mismatch]} "
+        f"(next fetched {got[mismatch:mismatch + 5]}, simulated {expected[mismatch:mismatch + 5]})"
+    )
+
+
 @pytest.mark.parametrize(
     "ordering,pipelined",
     [("ipr", True), ("ipr", False), ("blc", True), ("bf", True), ("ipr:ar", True), ("opic", True), ("ifs", True)],
@@ -65,14 +77,7 @@ def test_fetch_order_matches_simulation(ordering, pipelined, emacs, graph_server
     assert got[0] == served.seed
     assert len(got) == len(set(got)), "a page was fetched twice"
     expected = simulate_crawl(graph.out, [served.seed], ordering, tie, limit=len(got))
-    k = min(len(got), len(expected))
-    assert k >= 250
-    mismatch = next((i for i in range(k) if got[i] != expected[i]), None)
-    assert mismatch is None, (
-        f"{ordering}: fetch #{mismatch} is node {got[mismatch]}, simulation says "
-        f"{expected[mismatch]} (next fetched {got[mismatch:mismatch + 5]}, "
-        f"simulated {expected[mismatch:mismatch + 5]})"
-    )
+    assert_exact_order(got, expected, 250)
     # The orderings really differ on this graph (the test is not vacuous).
     if ordering != "bf":
         assert got != simulate_crawl(graph.out, [served.seed], "bf", tie, limit=len(got))
@@ -93,10 +98,7 @@ def test_one_request_at_a_time_is_the_exact_order_at_the_default_pop_batch(emacs
     assert run.returncode == 0, run.stderr[-3000:]
     got = [back[canonical_url(u)] for u in run.fetched]
     expected = simulate_crawl(graph.out, [served.seed], "ipr", tie, limit=len(got))
-    k = min(len(got), len(expected))
-    assert k >= 100
-    mismatch = next((i for i in range(k) if got[i] != expected[i]), None)
-    assert mismatch is None, f"fetch #{mismatch} is node {got[mismatch]}, simulation says {expected[mismatch]}"
+    assert_exact_order(got, expected, 100)
 
 
 def test_wait_for_parse_one_request_at_a_time_is_the_exact_order_without_scraper_backout(emacs, graph_server, crawl,
@@ -117,10 +119,7 @@ def test_wait_for_parse_one_request_at_a_time_is_the_exact_order_without_scraper
     assert "'ipr/frontier/parse_waits'" in run.log
     got = [back[canonical_url(u)] for u in run.fetched]
     expected = simulate_crawl(graph.out, [served.seed], "ipr", tie, limit=len(got))
-    k = min(len(got), len(expected))
-    assert k >= 100
-    mismatch = next((i for i in range(k) if got[i] != expected[i]), None)
-    assert mismatch is None, f"fetch #{mismatch} is node {got[mismatch]}, simulation says {expected[mismatch]}"
+    assert_exact_order(got, expected, 100)
 
 
 def test_polite_pop_one_request_at_a_time_is_the_exact_order_on_many_hosts(graph_server, crawl, tmp_path):
@@ -144,10 +143,7 @@ def test_polite_pop_one_request_at_a_time_is_the_exact_order_on_many_hosts(graph
     got = [back[canonical_url(u)] for u in run.fetched]
     assert len({urlsplit(u).hostname for u in run.fetched}) >= 4, "the crawl did not reach several hosts"
     expected = simulate_crawl(graph.out, [served.seed], "ipr", limit=len(got))
-    k = min(len(got), len(expected))
-    assert k >= 100
-    mismatch = next((i for i in range(k) if got[i] != expected[i]), None)
-    assert mismatch is None, f"fetch #{mismatch} is node {got[mismatch]}, simulation says {expected[mismatch]}"
+    assert_exact_order(got, expected, 100)
 
 
 def test_resume_fetches_the_rest_once(graph_server, crawl, tmp_path):
