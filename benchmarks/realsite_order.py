@@ -136,16 +136,19 @@ def site_links(links_file: Path, pr: dict[str, float], alias: dict[str, str]) ->
 
 def exact_order(out: dict[str, list[str]], start: str, ordering: str, budget: int) -> list[str]:
     """The order a one-at-a-time crawl gets (the pure-Python statement of the rule,
-    :func:`ipr_crawl.ordering.reference.simulate_crawl`)."""
+    :func:`ipr_crawl.ordering.reference.simulate_crawl`), on the crawl's node ids
+    (:func:`~ipr_crawl.ordering.urls.node_id`): ``push`` pushes the larger id first among
+    residuals of one level, as the store does. Until 2026-11-25 it ran on the URLs
+    themselves, whose order differs, and ``push``'s exact figures moved by that."""
     from ipr_crawl.ordering.reference import simulate_crawl
-    from ipr_crawl.ordering.urls import tie_key
+    from ipr_crawl.ordering.urls import node_id, tie_key
 
-    tie = {u: tie_key(u) for u in out} if ordering == "blc" else None
-    if tie is not None:
-        for targets in out.values():
-            for u in targets:
-                tie.setdefault(u, tie_key(u))
-    return [str(u) for u in simulate_crawl(out, [start], ordering, tie=tie, limit=budget)]
+    urls = set(out).union(*out.values(), [start])
+    ids = {u: node_id(u) for u in urls}
+    url_of = {i: u for u, i in ids.items()}
+    tie = {ids[u]: tie_key(u) for u in urls} if ordering == "blc" else None
+    by_id = {ids[u]: [ids[t] for t in targets] for u, targets in out.items()}
+    return [url_of[i] for i in simulate_crawl(by_id, [ids[start]], ordering, tie=tie, limit=budget)]
 
 
 def score(order: list[str], budget: int, pr: dict[str, float], alias: dict[str, str], top: set[str]) -> dict[str, float]:
