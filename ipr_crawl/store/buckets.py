@@ -290,7 +290,7 @@ class BucketedFrontier:
         assert self._wait is not None
         client: Any = self.client
         if is_cluster(client):
-            return client.execute_command("WAIT", *self._wait, target_nodes=client.get_node_from_key(key))
+            return client.execute_on_node_of(key, "WAIT", *self._wait)
         return client.execute_command("WAIT", *self._wait)
 
     def outbox_size(self) -> int:

@@ -258,6 +258,19 @@ class IprCluster(RedisCluster):
         return retry.call_with_retry(lambda: super(IprCluster, self).execute_command(*args, **kwargs),
                                      lambda exc: None)
 
+    def execute_on_node_of(self, key: str, *args: Any) -> Any:
+        """A keyless command (``WAIT``) on the node that holds ``key``, that node found
+        again at every attempt: after a failover the key's master is another node, and a
+        command sent to the dead one with ``target_nodes`` would be retried there until
+        ``IPR_REDIS_RETRY_SECS`` ran out. Raises as :meth:`execute_command`."""
+        def attempt() -> Any:
+            return super(IprCluster, self).execute_command(*args, target_nodes=self.get_node_from_key(key))
+
+        retry = self.ipr_retry
+        if retry is None:
+            return attempt()
+        return retry.call_with_retry(attempt, lambda exc: None)
+
     def close(self) -> None:
         """Close every node's connections: redis-py (8.x) gives each node of a client
         made ``from_url`` a pool of its own that ``close()`` leaves open."""

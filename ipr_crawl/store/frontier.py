@@ -240,7 +240,7 @@ class FrontierStore:
             n, ms, _ = self._wait
             client: Any = self.client
             if is_cluster(client):  # WAIT has no key: send it to the node of the crawl's slot
-                acked = client.execute_command("WAIT", n, ms, target_nodes=client.get_node_from_key(self.keys["meta"]))
+                acked = client.execute_on_node_of(self.keys["meta"], "WAIT", n, ms)
             else:
                 acked = client.execute_command("WAIT", n, ms)
             self._waited(acked)
