@@ -256,12 +256,12 @@ def main(argv: list[str] | None = None) -> int:
                           file=sys.stderr, flush=True)
                     shutil.rmtree(f / "ipr-data", ignore_errors=True)
             out = site_links(links, pr, alias)
+            # links to URLs that did not answer 200 take their share, as in a crawl; they
+            # are skipped when the budget's pages are counted
+            missing = len({t for targets in out.values() for t in targets if t not in pr})
             exact: dict[str, float] = {}
             for config in configs:
                 if config.startswith("ipr:") and "@" not in config and "+" not in config:
-                    # links to URLs that did not answer 200 take their share, as in a crawl;
-                    # they are skipped when the budget's pages are counted
-                    missing = len({t for targets in out.values() for t in targets if t not in pr})
                     seq = [u for u in exact_order(out, canonical_url(start[0]), config[4:], budget + missing) if u in pr]
                     exact[config] = score(seq, budget, pr, alias, top)["B"]
                     print(f"  exact order {config:14s} B {exact[config]:.3f}", file=sys.stderr, flush=True)

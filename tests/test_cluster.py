@@ -17,7 +17,7 @@ from procs import LocalCluster, LocalSentinel, alive, fetched, read_log, start_c
 from ipr_crawl.evaluation.graphio import page_paths, reachable, read_graph
 from ipr_crawl.ordering.urls import canonical_url
 from ipr_crawl.store import FrontierStore, Link, connect, crawl_keys
-from ipr_crawl.store.connection import IprCluster
+from ipr_crawl.store.connection import IprCluster, wait_replicas
 from ipr_crawl.store.retry import RedisRetry
 
 HARVARD = TEST_DATA / "harvard500.tsv.gz"
@@ -165,7 +165,7 @@ def test_wait_after_a_failover_goes_to_the_promoted_master(cluster):
     key = store.keys["meta"]
     cluster.kill(cluster.master_of(key))
     started = time.monotonic()
-    acked = client.execute_on_node_of(key, "WAIT", 1, 100)  # as FrontierStore._record_now sends it
+    acked = wait_replicas(client, key, 1, 100)  # as FrontierStore._record_now sends it
     waited = time.monotonic() - started
     assert waited < 30, f"WAIT took {waited:.1f} s"
     assert int(acked) in (0, 1)

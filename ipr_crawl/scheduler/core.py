@@ -613,7 +613,7 @@ class IprScheduler(BaseScheduler):
             self._stats_inc("scheduler/dequeued")
             self._stats_inc("scheduler/dequeued/memory")
             return self._local.popleft()
-        if (self.config.slow_start or self.config.wait_for_parse) and not self._buffer and self._held_back():
+        if self._pacing and not self._buffer and self._held_back():
             return None
         if self.polite is not None:
             picked = self.polite.take(self._buffer, self._lease_more, self._release)
@@ -626,7 +626,7 @@ class IprScheduler(BaseScheduler):
             # requests were all undecodable (dropped with a stat) is followed by another
             # at once: else the engine would wait for its 5 s heartbeat.
             for _ in range(16):
-                room = self._slow_start_room() if self.config.slow_start or self.config.wait_for_parse else self._pop_batch()
+                room = self._lease_room() if self._pacing else self._pop_batch()
                 if self._buffer or room <= 0 or not self._refill(room):
                     break
             if not self._buffer:
@@ -646,28 +646,32 @@ class IprScheduler(BaseScheduler):
         downloading or being parsed; the engine asks again when a page's parse ends.
         Counted as ``ipr/frontier/slow_start_waits`` while the allowance grows, else
         ``ipr/frontier/parse_waits``."""
-        if self._slow_start_room() > 0:
+        if self._lease_room() > 0:
             return False
         ramping = self.config.slow_start and self.recorder.sent < self._concurrency
         self._stats_inc("ipr/frontier/slow_start_waits" if ramping else "ipr/frontier/parse_waits")
         return True
 
-    def _slow_start_room(self) -> int:
-        """How many requests to lease now under ``IPR_SLOW_START``: the allowance (pages
-        this process sent to be recorded, at least 1) minus the engine's requests in
-        progress, at most ``IPR_POP_BATCH_SIZE``; the batch size once the allowance has
-        reached ``CONCURRENT_REQUESTS``. Under ``IPR_WAIT_FOR_PARSE`` the allowance is at
-        most ``CONCURRENT_REQUESTS`` less the engine's requests in progress (downloading
-        or being parsed: Scrapy's engine counts a request until its response is
-        scraped), without slow start ``CONCURRENT_REQUESTS`` from the first pop."""
-        sent = self.recorder.sent
-        if not self.config.slow_start:
-            sent = self._concurrency
-        if sent >= self._concurrency and not self.config.wait_for_parse:
+    @property
+    def _pacing(self) -> bool:
+        """Whether pops are held to :meth:`_lease_room` (``IPR_SLOW_START`` or
+        ``IPR_WAIT_FOR_PARSE``)."""
+        return self.config.slow_start or self.config.wait_for_parse
+
+    def _lease_room(self) -> int:
+        """How many requests to lease now, at most :meth:`_pop_batch`: the allowance less
+        the engine's requests in progress (downloading or being parsed: Scrapy's engine
+        counts a request until its response is scraped). The allowance is
+        ``CONCURRENT_REQUESTS``, and under ``IPR_SLOW_START`` the pages this process sent
+        to be recorded (at least 1) until those reach it. Once they have, without
+        ``IPR_WAIT_FOR_PARSE``, the batch size whatever is in progress."""
+        ramping = self.config.slow_start and self.recorder.sent < self._concurrency
+        if not ramping and not self.config.wait_for_parse:
             return self._pop_batch()
+        allowance = max(1, self.recorder.sent) if ramping else self._concurrency
         slot = getattr(getattr(self.crawler, "engine", None), "_slot", None)
         in_progress = len(getattr(slot, "inprogress", ()) or ())
-        return min(self._pop_batch(), max(0, min(max(1, sent), self._concurrency) - in_progress))
+        return min(self._pop_batch(), max(0, allowance - in_progress))
 
     def _pop_batch(self) -> int:
         """Requests leased per pop: ``IPR_POP_BATCH_SIZE``, at most half of

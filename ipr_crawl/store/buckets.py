@@ -285,13 +285,10 @@ class BucketedFrontier:
 
     def _wait_on(self, key: str) -> Any:
         """``WAIT`` on the server (the cluster node) that holds ``key``."""
-        from ipr_crawl.store.connection import is_cluster
+        from ipr_crawl.store.connection import wait_replicas
 
         assert self._wait is not None
-        client: Any = self.client
-        if is_cluster(client):
-            return client.execute_on_node_of(key, "WAIT", *self._wait)
-        return client.execute_command("WAIT", *self._wait)
+        return wait_replicas(self.client, key, *self._wait)
 
     def outbox_size(self) -> int:
         """Outbox entries not yet applied and trimmed, over all pairs of buckets."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -251,25 +252,23 @@ class IprCluster(RedisCluster):
             retry.update_supported_errors([ClusterDownError, TryAgainError, RedisClusterException])
         self.ipr_retry = retry
 
-    def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+    def _retried(self, attempt: Callable[[], Any]) -> Any:
         retry = self.ipr_retry
         if retry is None:
-            return super().execute_command(*args, **kwargs)
-        return retry.call_with_retry(lambda: super(IprCluster, self).execute_command(*args, **kwargs),
-                                     lambda exc: None)
+            return attempt()
+        return retry.call_with_retry(attempt, lambda exc: None)
+
+    def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        return self._retried(lambda: super(IprCluster, self).execute_command(*args, **kwargs))
 
     def execute_on_node_of(self, key: str, *args: Any) -> Any:
         """A keyless command (``WAIT``) on the node that holds ``key``, that node found
         again at every attempt: after a failover the key's master is another node, and a
         command sent to the dead one with ``target_nodes`` would be retried there until
         ``IPR_REDIS_RETRY_SECS`` ran out. Raises as :meth:`execute_command`."""
-        def attempt() -> Any:
-            return super(IprCluster, self).execute_command(*args, target_nodes=self.get_node_from_key(key))
+        return self._retried(
+            lambda: super(IprCluster, self).execute_command(*args, target_nodes=self.get_node_from_key(key)))
 
-        retry = self.ipr_retry
-        if retry is None:
-            return attempt()
-        return retry.call_with_retry(attempt, lambda exc: None)
 
     def close(self) -> None:
         """Close every node's connections: redis-py (8.x) gives each node of a client
@@ -308,3 +307,11 @@ def _ping(client: redis.Redis, where: str, password_hint: str = "") -> None:
         raise FrontierUnavailable(f"Redis at {where} refused the password (or needs one){hint} ({exc})") from exc
     except redis.RedisError as exc:
         raise FrontierUnavailable(f"cannot reach Redis at {where}: {exc}") from exc
+
+
+def wait_replicas(client: Any, key: str, replicas: int, timeout_ms: int) -> int:
+    """Redis ``WAIT replicas timeout_ms`` on the server that holds ``key`` (on a cluster,
+    its slot's master, found again at every retry); the replicas that acknowledged."""
+    if is_cluster(client):
+        return int(client.execute_on_node_of(key, "WAIT", replicas, timeout_ms))
+    return int(client.execute_command("WAIT", replicas, timeout_ms))

@@ -19,7 +19,7 @@ import redis
 
 from ipr_crawl.ordering.params import LUA_ARGS, OrderingParams
 from ipr_crawl.ordering.reference import resid_level
-from ipr_crawl.store.connection import is_cluster
+from ipr_crawl.store.connection import is_cluster, wait_replicas
 from ipr_crawl.store.keys import SCHEMA_VERSION, crawl_keys
 from ipr_crawl.store.record import (
     ID_SIZE,
@@ -238,12 +238,8 @@ class FrontierStore:
         if self._waiting():
             assert self._wait is not None
             n, ms, _ = self._wait
-            client: Any = self.client
-            if is_cluster(client):  # WAIT has no key: send it to the node of the crawl's slot
-                acked = client.execute_on_node_of(self.keys["meta"], "WAIT", n, ms)
-            else:
-                acked = client.execute_command("WAIT", n, ms)
-            self._waited(acked)
+            # WAIT has no key: on a cluster it goes to the node of the crawl's slot
+            self._waited(wait_replicas(self.client, self.keys["meta"], n, ms))
         return result
 
     def wait_for_replicas(self, replicas: int, timeout_ms: int, on_short: Callable[[], Any] | None = None) -> None:
