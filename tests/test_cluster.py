@@ -163,6 +163,9 @@ def test_wait_after_a_failover_goes_to_the_promoted_master(cluster):
     store.enqueue(nid(0), 0, b"seed", False)
     store.record_page(nid(0), 0, [Link(nid(1), 0, b"p")])
     key = store.keys["meta"]
+    # the master's replica must be attached, or no failover can follow the kill (a cluster
+    # just started; CI once killed the master before it was)
+    assert wait_replicas(client, key, 1, 10000) == 1
     cluster.kill(cluster.master_of(key))
     started = time.monotonic()
     acked = wait_replicas(client, key, 1, 100)  # as FrontierStore._record_now sends it
