@@ -9,7 +9,8 @@ settings, interleaved in ONE run, ``--repeat`` rounds:
 - ``ipr:dl1 polite``: ipr-crawl, ``IPR_POLITE_POP=True`` (ipr_crawl/polite.py);
 - ``ipr:dl1 polite:R``: the same with ``IPR_POLITE_MIN_RATIO=R`` (a free host's best
   URL only if its priority is at least R x the frontier's best);
-- (``--configs`` can add ``scrapy``, ``ipr:bf polite``, ... ).
+- (``--configs`` can add ``scrapy``, ``ipr:bf polite``, ``push polite`` (the default
+  ordering), ``push polite noparsewait`` (``IPR_WAIT_FOR_PARSE=False``), ... ).
 
 Pages/s is measured as in ``crawl_rate.py`` (responses up to the last one). Criterion
 B (Yamada et al. 2004 §4.3): the sum of PageRank over the first N pages fetched,
@@ -52,6 +53,10 @@ CONFIGS = {
     "ipr:dl1 polite": {"IPR_ORDERING": "ipr:dl1", "IPR_POLITE_POP": True},
     "ipr:bf global": {"IPR_ORDERING": "bf", "IPR_POLITE_POP": False},
     "ipr:bf polite": {"IPR_ORDERING": "bf", "IPR_POLITE_POP": True},
+    "push global": {"IPR_ORDERING": "push", "IPR_POLITE_POP": False},
+    "push polite": {"IPR_ORDERING": "push", "IPR_POLITE_POP": True},
+    # the pops not held to the engine's room once the slow start is over
+    "push polite noparsewait": {"IPR_ORDERING": "push", "IPR_POLITE_POP": True, "IPR_WAIT_FOR_PARSE": False},
 }
 
 

@@ -648,9 +648,14 @@ class IprScheduler(BaseScheduler):
         ``ipr/frontier/parse_waits``."""
         if self._lease_room() > 0:
             return False
-        ramping = self.config.slow_start and self.recorder.sent < self._concurrency
-        self._stats_inc("ipr/frontier/slow_start_waits" if ramping else "ipr/frontier/parse_waits")
+        self._stats_inc("ipr/frontier/slow_start_waits" if self._ramping else "ipr/frontier/parse_waits")
         return True
+
+    @property
+    def _ramping(self) -> bool:
+        """``IPR_SLOW_START`` and this process has sent fewer pages to be recorded
+        than ``CONCURRENT_REQUESTS``: the allowance is still growing."""
+        return self.config.slow_start and self.recorder.sent < self._concurrency
 
     @property
     def _pacing(self) -> bool:
@@ -665,7 +670,7 @@ class IprScheduler(BaseScheduler):
         ``CONCURRENT_REQUESTS``, and under ``IPR_SLOW_START`` the pages this process sent
         to be recorded (at least 1) until those reach it. Once they have, without
         ``IPR_WAIT_FOR_PARSE``, the batch size whatever is in progress."""
-        ramping = self.config.slow_start and self.recorder.sent < self._concurrency
+        ramping = self._ramping
         if not ramping and not self.config.wait_for_parse:
             return self._pop_batch()
         allowance = max(1, self.recorder.sent) if ramping else self._concurrency
@@ -696,15 +701,18 @@ class IprScheduler(BaseScheduler):
 
     # -- internals -------------------------------------------------------------------
     def _lease_more(self, busy: list[str]) -> int:
-        """Polite pop: lease up to :meth:`_pop_batch` more, one per download slot not
-        in ``busy`` (pop.lua's scan); how many came. A request leased for a free slot and
-        not handed out at once waits in the buffer and is chosen before the pages in
-        progress are recorded, as in a plain pop."""
+        """Polite pop: lease up to :meth:`_pop_batch` more (under ``IPR_SLOW_START`` or
+        ``IPR_WAIT_FOR_PARSE``, :meth:`_lease_room`: none while the engine has as many
+        requests in progress as allowed, whatever the buffer holds for busy slots), one
+        per download slot not in ``busy`` (pop.lua's scan); how many came. A request
+        leased for a free slot and not handed out at once waits in the buffer and is
+        chosen before the pages in progress are recorded, as in a plain pop."""
         assert self.polite is not None  # only called by PolitePop.take
+        if self._pacing and self._held_back():
+            return 0
+        room = self._lease_room() if self._pacing else self._pop_batch()
         self.polite.cursor = (self.polite.cursor + self.config.polite_scan) % (1 << 40)
-        return self._refill(
-            self._pop_batch(), self.config.polite_scan, busy, self.polite.cursor, self.config.polite_min_ratio
-        )
+        return self._refill(room, self.config.polite_scan, busy, self.polite.cursor, self.config.polite_min_ratio)
 
     def _release(self, items: list[tuple[bytes, Request]]) -> None:
         """Hand buffered requests back to the frontier (their leases settled)."""

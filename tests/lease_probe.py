@@ -1,0 +1,27 @@
+"""A scheduler for tests that logs what each lease asks for beside what the engine has
+in progress (``SCHEDULER=tests.lease_probe.LeaseProbeScheduler``, run from the
+repository): the pacing of :class:`ipr_crawl.scheduler.IprScheduler` checked in a real
+``scrapy crawl``. Log line: ``lease-probe: count=N in_progress=N concurrency=N
+buffer=N polite=0|1``."""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from ipr_crawl.scheduler import IprScheduler
+
+logger = logging.getLogger(__name__)
+
+LINE = re.compile(r"lease-probe: count=(\d+) in_progress=(\d+) concurrency=(\d+) buffer=(\d+) polite=([01])")
+
+
+class LeaseProbeScheduler(IprScheduler):
+    def _refill(self, count: int = 0, scan: int = 0, *args: Any, **kwargs: Any) -> int:
+        slot = getattr(getattr(self.crawler, "engine", None), "_slot", None)
+        logger.info(
+            "lease-probe: count=%d in_progress=%d concurrency=%d buffer=%d polite=%d",
+            count, len(getattr(slot, "inprogress", ()) or ()), self._concurrency, len(self._buffer), int(scan > 0),
+        )
+        return super()._refill(count, scan, *args, **kwargs)
