@@ -16,6 +16,9 @@ mass of the first 10 % of the site's pages fetched) per site:
 - ``inpow=K``: priority x c^K (push toward ``blc``);
 - ``tie=url``: equal keys go by the URL's BLC tie key (fewer '/', then shorter) before
   discovery order, as the store's ``blc`` does;
+- ``tie=page``: a page's links are numbered (discovery order, and the order of its
+  out-links) by the URL's BLC tie key, then document order: the URL tie key among the
+  new URLs of one page only;
 - ``band=R``: keys within a factor 1 + R of each other are equal (the key's logarithm
   to base 1 + R, rounded down), so that the tie rule decides among them;
 - ``known=P``: each fetched page adds (fetched / known URLs)^P instead of 1 (the start
@@ -51,7 +54,7 @@ from ipr_crawl.ordering.urls import tie_key
 def crawl(g: Graph, params: OrderingParams, budget: int, key: Callable[[float, int, int, int], float],
           start_mass: float, known_power: float | None = None, mix: int = 0,
           urls: dict[int, str] | None = None, url_ties: bool = False, addc: float = 0.0,
-          addcap: float = float("inf"), band: float = 0.0) -> list[int]:
+          addcap: float = float("inf"), band: float = 0.0, page_ties: bool = False) -> list[int]:
     """Fetch order of the first ``budget`` pages from node 0, popping the queued URL of
     largest ``key(priority, fetched in-linkers, depth, URL depth)`` (URL depth: its '/'
     count less the start URL's, ``urls`` by node; ties: with ``url_ties`` the smaller BLC tie
@@ -61,6 +64,7 @@ def crawl(g: Graph, params: OrderingParams, budget: int, key: Callable[[float, i
     x the priority; ``band`` R: keys compared as floor(log_(1+R) key)."""
     urls = urls or {}
     ties = {n: tie_key(u) for n, u in urls.items()} if url_ties else {}
+    page_key = {n: tie_key(u) for n, u in urls.items()} if page_ties else {}
     slashes = {n: u.count("/") for n, u in urls.items()}
     top = slashes.get(0, 0)
     f = ReferenceFrontier(params)
@@ -92,6 +96,8 @@ def crawl(g: Graph, params: OrderingParams, budget: int, key: Callable[[float, i
         if known_power is not None:
             f.initial = (len(order) / len(f.nodes)) ** known_power
         links = list(dict.fromkeys(g.out.get(page, ())))
+        if page_ties:
+            links.sort(key=lambda t: page_key.get(t, 0))
         out_total += len(links)
         for t in links:
             inlinks[t] = inlinks.get(t, 0) + 1
@@ -124,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--graphs", required=True, help="folder of <site>.tsv.gz (realsite_order.py --graph-out)")
     ap.add_argument("--sites", default="python,django,postgres,scipy,boost,linux")
     ap.add_argument("--fraction", type=float, default=0.10)
-    ap.add_argument("variants", nargs="+", help="ordering=NAME, startmass=M, depth=K, conf=K, known=P, mix=R, addc=K, addcap=M, band=R, tie=url (comma-joined)")
+    ap.add_argument("variants", nargs="+", help="ordering=NAME, startmass=M, depth=K, conf=K, known=P, mix=R, addc=K, addcap=M, band=R, tie=url, tie=page (comma-joined)")
     args = ap.parse_args(argv)
     sites = [s.strip() for s in args.sites.split(",") if s.strip()]
     graphs = {}
@@ -137,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'variant':32s} " + " ".join(f"{s:>9s}" for s in sites) + "      mean")
     for variant in args.variants:
         ordering, start_mass, known_power, mix, url_ties, addc, addcap = "push", 0.0, None, 0, False, 0.0, float("inf")
+        page_ties = False
         band = 0.0
         key = make_key("", 0.0)
         extra: dict[str, float] = {}
@@ -158,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
                 known_power = float(value)
             elif name == "tie" and value == "url":
                 url_ties = True
+            elif name == "tie" and value == "page":
+                page_ties = True
             elif name in ("budget", "damping"):
                 extra[f"push_{name}"] = int(value) if name == "budget" else float(value)
             elif name in ("depth", "urldepth", "conf", "inpow"):
@@ -166,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
                 ap.error(f"unknown variant part {part!r}")
         params = OrderingParams(ordering=ordering, cutoff="dl1" if ordering == "ipr" else "", **extra)
         row = [sum(pr[n] for n in crawl(g, params, budget, key, start_mass, known_power, mix, urls[site], url_ties, addc,
-                                           addcap, band))
+                                           addcap, band, page_ties))
                for site, (g, pr, budget) in graphs.items()]
         print(f"{variant:32s} " + " ".join(f"{b:9.3f}" for b in row) + f" {sum(row) / len(row):9.3f}", flush=True)
     return 0
