@@ -11,7 +11,7 @@ recorded with instrumentation off, then ``callgrind_control -i on`` and the firs
 ``frontier_speed.py``) are counted.
 
     python benchmarks/record_instructions.py [--graph ../shared/data/graphs/cnr-2000.tsv.gz]
-        [--pages 20000] [--batch 500] [--orderings ipr:dl1,push] [--out-dir DIR]
+        [--pages 20000] [--batch 500] [--orderings ipr:dl1,push] [--push-budget 10] [--out-dir DIR]
 
 ``--batch 0`` counts the calls a crawl makes instead: pop.lua and record_page.lua, one
 page each (records read and written at every call).
@@ -47,7 +47,8 @@ def _total_instructions(out: str) -> int:
     raise RuntimeError(f"no PROGRAM TOTALS in callgrind_annotate {out}")
 
 
-def count(replay: Replay, seed: int, reach: list[int], spec: str, pages: int, batch: int, out_dir: str) -> dict:
+def count(replay: Replay, seed: int, reach: list[int], spec: str, pages: int, batch: int, out_dir: str,
+          push_budget: int = 10) -> dict:
     """Count one ordering (``ipr:CUTOFF`` or an ordering name). Returns pages and instructions."""
     ordering, _, cutoff = spec.partition(":")
     tmp = tempfile.mkdtemp(prefix="ipr-cg-")
@@ -65,7 +66,7 @@ def count(replay: Replay, seed: int, reach: list[int], spec: str, pages: int, ba
                 raise RuntimeError("redis-server under valgrind did not start")
             time.sleep(0.2)
         client = redis.Redis(unix_socket_path=sock)
-        kwargs = {"cutoff": cutoff or "dl1"} if ordering == "ipr" else {}
+        kwargs = {"cutoff": cutoff or "dl1"} if ordering == "ipr" else ({"push_budget": push_budget} if ordering == "push" else {})
         store = ReplayStore(client, f"cg-{uuid.uuid4().hex[:8]}", ordering, **kwargs)
         if batch > 0:
             load_replay_graph(replay, store, ordering, reach)
@@ -106,6 +107,7 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=500,
                     help="pages per replay.lua call; 0: pop.lua and record_page.lua once per page, as a crawl calls them")
     ap.add_argument("--orderings", default="ipr:dl1,push")
+    ap.add_argument("--push-budget", type=int, default=10, help="IPR_PUSH_BUDGET of the push ordering")
     ap.add_argument("--out-dir", default=None, help="where the callgrind files go (default: a temporary folder)")
     args = ap.parse_args()
     for tool in ("valgrind", "callgrind_control", "callgrind_annotate"):
@@ -122,7 +124,7 @@ def main() -> int:
     print(f"{graph.name}: first {args.pages} pages, {mode}; callgrind files in {out_dir}", flush=True)
     rows = []
     for spec in args.orderings.split(","):
-        row = count(replay, seed, reach, spec, args.pages, args.batch, out_dir)
+        row = count(replay, seed, reach, spec, args.pages, args.batch, out_dir, args.push_budget)
         rows.append(row)
         print(f"  {spec}: {row['instructions'] / row['pages']:,.0f} instructions per page ({row['pages']} pages)", flush=True)
     base = rows[0]["instructions"] / rows[0]["pages"]
