@@ -223,28 +223,29 @@ def test_pop_polite_min_ratio(redis_client, crawl_id):
     assert pop(0.1, offset=3) == ["http://b.example/1", "http://c.example/1"]  # window stays in range
 
 
-def test_polite_pop_leases_no_more_than_the_engine_has_room_for(graph_server, crawl, tmp_path):
-    """IPR_WAIT_FOR_PARSE (on by default) with IPR_POLITE_POP, in a real crawl of
-    polblogs on 16 loopback hosts with a download delay: a polite pop leases no more
-    than CONCURRENT_REQUESTS less the requests in progress (downloading, waiting for
-    their host's delay, or being parsed), as a plain pop. Before, a polite pop leased
-    half of CONCURRENT_REQUESTS whatever was in progress: here 60 of 77 pops asked for
-    more than there was room for. Read from ``tests/lease_probe.py``'s log lines."""
+@pytest.mark.parametrize("polite", [True, False], ids=["polite", "plain"])
+def test_pops_lease_no_more_than_the_engine_has_room_for(polite, graph_server, crawl, tmp_path):
+    """IPR_WAIT_FOR_PARSE (on by default), in a real crawl of polblogs on 16 loopback
+    hosts with a download delay: a pop, polite or plain, leases no more than
+    CONCURRENT_REQUESTS less the requests in progress (downloading, waiting for their
+    host's delay, or being parsed). Until 2026-11-25 a polite pop leased half of
+    CONCURRENT_REQUESTS whatever was in progress: here 60 of 77 pops asked for more
+    than there was room for. Read from ``tests/lease_probe.py``'s log lines."""
     from lease_probe import LINE
 
     polblogs, polblogs_urls = TEST_DATA / "polblogs.tsv.gz", TEST_DATA / "polblogs.urls.tsv.gz"
     served = graph_server(polblogs, polblogs_urls, hosts=16)
     run = crawl(served.seed_url, tmp_path / "crawl.log", {
         "SCHEDULER": "tests.lease_probe.LeaseProbeScheduler", "CONCURRENT_REQUESTS": 4, "DOWNLOAD_DELAY": 0.1,
-        "RANDOMIZE_DOWNLOAD_DELAY": False, "IPR_POLITE_POP": True, "IPR_GRAPH_STAY_ON_HOSTS": False,
+        "RANDOMIZE_DOWNLOAD_DELAY": False, "IPR_POLITE_POP": polite, "IPR_GRAPH_STAY_ON_HOSTS": False,
         "IPR_DATA_DIR": tmp_path / "data", "CLOSESPIDER_PAGECOUNT": 150,
     })
     assert run.returncode == 0, run.stderr[-3000:]
     assert len(run.fetched) >= 150
     leases = [tuple(int(g) for g in m.groups()) for m in LINE.finditer(run.log)]
-    polite = [x for x in leases if x[4]]
-    assert len(polite) >= 50, f"{len(polite)} polite pops: the crawl did not go through the polite path"
+    made = [x for x in leases if bool(x[4]) == polite]
+    assert len(made) >= 50, f"{len(made)} {'polite' if polite else 'plain'} pops: the crawl did not take that path"
     # count, in progress, concurrency: some pops had room for fewer than the batch (2)
-    assert any(x[2] - x[1] < 2 for x in polite), "no pop found the engine nearly full: the test shows nothing"
+    assert any(x[2] - x[1] < 2 for x in made), "no pop found the engine nearly full: the test shows nothing"
     over = [x for x in leases if x[0] > x[2] - x[1]]
     assert not over, f"{len(over)} of {len(leases)} pops asked for more than the engine had room for: {over[:5]}"
