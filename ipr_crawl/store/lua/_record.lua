@@ -14,15 +14,16 @@
 -- node with more out-links than what is left gives up its whole residual at once;
 -- its out-links get their share in this call and the next ones, before any other
 -- push (key `pushing`: 8-byte id .. share (double) .. next link index (uint32)).
--- pushing: its key; get / push_gain / resid_index / touch / resid_top / resid_left:
--- record's closures over its record cache (push_gain(id, nil, gain, c): a link without
+-- pushing: its key; cache: the record cache (id -> record, false: none in Redis);
+-- get / push_gain / resid_index / touch / resid_top / resid_left:
+-- record's closures over it (push_gain(id, nil, gain, c): a link without
 -- a record here, sent to its bucket c in bucket mode, else dropped; resid_top(): the
 -- node `resid` would have on top if the pending index changes were written, nil if
 -- none; resid_left(): whether any residual is still indexed).
 -- shared (replay.lua's cache across pages, or nil): `pushing` is then read once per
 -- call and written back by flush_records, and so are the index changes (`resid`).
 -- Returns the edge updates done, and 1 if the budget ran out with work left, else 0.
-local function push_residuals(P, pushing, get, push_gain, resid_index, touch, resid_top, resid_left, shared)
+local function push_residuals(P, pushing, cache, get, push_gain, resid_index, touch, resid_top, resid_left, shared)
   local left, updates = P.budget, 0
   -- the hub being pushed in parts: read once, written back once at the end
   local raw0
@@ -50,11 +51,25 @@ local function push_residuals(P, pushing, get, push_gain, resid_index, touch, re
       part, from = P.damping * r / (#q.links / 8), 0
     end
     local q = get(qid)
-    local od = #q.links / 8
+    local links, lbk = q.links, q.lbk
+    local od = #links / 8
     local to = math.min(od, from + left)
+    -- push_gain(rid, get(rid), part, c), written out: the loop of every edge update
     for i = from, to - 1 do
-      local rid = string.sub(q.links, 8 * i + 1, 8 * i + 8)
-      push_gain(rid, get(rid), part, q.lbk and string.byte(q.lbk, i + 1))
+      local rid = string.sub(links, 8 * i + 1, 8 * i + 8)
+      local r = cache[rid]
+      if r == nil then r = get(rid) end
+      if r then
+        touch(rid)
+        if r.st == 2 then
+          r.a = r.a + part
+          resid_index(rid, r)
+        else
+          r.s = r.s + part
+        end
+      elseif lbk then
+        push_gain(rid, nil, part, string.byte(lbk, i + 1))
+      end
     end
     if to > from then
       left = left - (to - from)
@@ -120,11 +135,12 @@ local function record_ctx(K, P, shared)
   local wide = ordering == 'push'
   X.wide = wide
   local base = string.sub(meta, 1, -5)
+  local level  -- push: X.level, set below
   function X.get(id)
     local r = cache[id]
     if r == nil then
       r = rec_get(node, id, wide) or false
-      if r and X.level then r.lv = X.level(r) end
+      if r and level then r.lv = level(r) end
       cache[id] = r
     end
     return r or nil
@@ -165,13 +181,15 @@ local function record_ctx(K, P, shared)
     end
     local eps = P.epsilon
     local frexp, floor = math.frexp, math.floor
-    function X.level(r)
-      if r.st == 2 and r.od > 0 and r.a > 0 and r.a >= eps then
-        local m, e = frexp(r.a / r.od)
+    function level(r)
+      local a = r.a
+      if r.st == 2 and r.od > 0 and a > 0 and a >= eps then
+        local m, e = frexp(a / r.od)
         return e * 4 + floor((m - 0.5) * 8)
       end
       return nil
     end
+    X.level = level
     -- an id's order as a number, hi 2^32 + lo rounded to a double (cached in R.key when
     -- first compared): a larger key means a larger id; equal keys are decided by id_after
     local function idkey(id)
@@ -185,13 +203,19 @@ local function record_ctx(K, P, shared)
     if not shared then
       -- one page per call: a few pending records, scanned by resid_top
       function X.resid_index(id, r)
-        r.pl = X.level(r)
+        r.pl = level(r)
         local pend = R.pend
         if not pend[id] then pend[id] = r; R.npend = R.npend + 1 end
       end
     else
       function X.resid_index(id, r)
-        local lv = X.level(r)
+        -- level(r), written out: this runs for every change of a fetched record's a
+        local lv
+        local a = r.a
+        if r.st == 2 and r.od > 0 and a > 0 and a >= eps then
+          local m, e = frexp(a / r.od)
+          lv = e * 4 + floor((m - 0.5) * 8)
+        end
         local pend, bkt, cnt = R.pend, R.bkt, R.cnt
         if pend[id] then
           local old = r.pl
@@ -330,15 +354,16 @@ local function record_ctx(K, P, shared)
       R.ti = i
       return bid
     end
+    local touch, resid_index = X.touch, X.resid_index
     function X.push_gain(id, r, gain, c)
       if not r then
         if c then out_add(X.box, c, id, 0, gain, '', 1) end
         return
       end
-      X.touch(id)
+      touch(id)
       if r.st == 2 then
         r.a = r.a + gain
-        X.resid_index(id, r)
+        resid_index(id, r)
       else
         r.s = r.s + gain
       end
@@ -553,7 +578,7 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
     -- the page's own residual (a self-loop) or a re-record that changed its out-degree
     X.resid_index(pid, p)
     if first then
-      updates, dropped = push_residuals(P, X.pushing, get, X.push_gain, X.resid_index, touch, X.resid_top, X.resid_left, shared)
+      updates, dropped = push_residuals(P, X.pushing, cache, get, X.push_gain, X.resid_index, touch, X.resid_top, X.resid_left, shared)
     end
   end
 
