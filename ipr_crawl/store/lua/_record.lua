@@ -54,22 +54,12 @@ local function push_residuals(P, pushing, cache, get, push_gain, resid_index, to
     local links, lbk = q.links, q.lbk
     local od = #links / 8
     local to = math.min(od, from + left)
-    -- push_gain(rid, get(rid), part, c), written out: the loop of every edge update
     for i = from, to - 1 do
       local rid = string.sub(links, 8 * i + 1, 8 * i + 8)
+      -- get(rid), its cache hit read here: a call less per edge update
       local r = cache[rid]
       if r == nil then r = get(rid) end
-      if r then
-        touch(rid)
-        if r.st == 2 then
-          r.a = r.a + part
-          resid_index(rid, r)
-        else
-          r.s = r.s + part
-        end
-      elseif lbk then
-        push_gain(rid, nil, part, string.byte(lbk, i + 1))
-      end
+      push_gain(rid, r or nil, part, lbk and string.byte(lbk, i + 1))
     end
     if to > from then
       left = left - (to - from)
