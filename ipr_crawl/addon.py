@@ -64,8 +64,10 @@ class OneLineErrors(logging.Filter):
     """Turns the log record of a crawl that ipr-crawl refused to start (a bad
     setting, Redis unreachable, a crawl written by an incompatible version) into
     ONE line, ``ERROR: ipr-crawl: <what and how to fix it>``, without the traceback
-    asyncio, Twisted or Scrapy would print, unless ``LOG_LEVEL`` is DEBUG. The
-    exit status stays non-zero (Scrapy's own handling of a failed crawl)."""
+    asyncio, Twisted or Scrapy would print. With ``LOG_LEVEL`` DEBUG (Scrapy's
+    default) the first such record still opens with that line, and its traceback
+    and the records after it are kept. The exit status stays non-zero (Scrapy's own
+    handling of a failed crawl)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -78,6 +80,10 @@ class OneLineErrors(logging.Filter):
             failure = getattr(record, "failure", None)
             exc = _refusal(getattr(failure, "value", None))
         if self.keep_traceback:
+            if exc is not None and self.refused is None:
+                self.refused = exc
+                record.msg, record.args = "ipr-crawl: %s", (exc,)
+                record.levelno, record.levelname = logging.ERROR, "ERROR"
             return True
         if exc is None:
             # After a refusal, the errors of a crawl that never started (Scrapy's

@@ -160,6 +160,9 @@ def test_bad_settings_and_overrides_say_so_in_one_line(shop, tmp_path: Path) -> 
     assert "Traceback" not in second.stderr
     debug = scrapy(root, "crawl", "shop", settings={"IPR_DATA_DIR": tmp_path / "o", "LOG_LEVEL": "DEBUG"})
     assert debug.returncode != 0 and "Traceback" in debug.stderr  # LOG_LEVEL=DEBUG keeps it
+    # ... after the same one line, first (Scrapy's default LOG_LEVEL is DEBUG)
+    errors = [line for line in debug.stderr.splitlines() if " ERROR: " in line]
+    assert errors and "ipr-crawl: " in errors[0] and "is ordered by 'bf', not 'push'" in errors[0], errors
 
 
 def test_runspider_and_bench(shop, tmp_path: Path) -> None:
