@@ -199,13 +199,7 @@ local function record_ctx(K, P, shared)
       end
     else
       function X.resid_index(id, r)
-        -- level(r), written out: this runs for every change of a fetched record's a
-        local lv
-        local a = r.a
-        if r.st == 2 and r.od > 0 and a > 0 and a >= eps then
-          local m, e = frexp(a / r.od)
-          lv = e * 4 + floor((m - 0.5) * 8)
-        end
+        local lv = level(r)
         local pend, bkt, cnt = R.pend, R.bkt, R.cnt
         if pend[id] then
           local old = r.pl
