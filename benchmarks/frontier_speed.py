@@ -41,11 +41,24 @@ def _nid(n: int) -> bytes:
     return n.to_bytes(8, "big")
 
 
-def in_redis(client, replay: Replay, ordering: str, cutoff: str, seed: int, reach: list[int], batch: int) -> dict:
-    store = ReplayStore(client, f"bench-{uuid.uuid4().hex[:8]}", ordering, cutoff=cutoff)
+def _replay_store(client, replay: Replay, ordering: str, cutoff: str, seed: int, reach: list[int],
+                  push_budget: int = 10) -> ReplayStore:
+    """A new crawl with the graph loaded and the seed queued."""
+    kwargs = {"push_budget": push_budget} if ordering == "push" else {}
+    store = ReplayStore(client, f"bench-{uuid.uuid4().hex[:8]}", ordering, cutoff=cutoff, **kwargs)
     load_replay_graph(replay, store, ordering, reach)
     store.open()
     store.enqueue(_nid(seed), replay.tie(ordering, seed), b"", False)
+    return store
+
+
+def _drop(client, store: ReplayStore) -> None:
+    for key in list(client.scan_iter(match=f"ipr:{{{store.crawl_id}}}:*", count=1000)):
+        client.delete(key)
+
+
+def in_redis(client, replay: Replay, ordering: str, cutoff: str, seed: int, reach: list[int], batch: int) -> dict:
+    store = _replay_store(client, replay, ordering, cutoff, seed, reach)
     costs: list[tuple[int, float]] = []  # (pages, seconds) per call
     pages = 0
     started = time.perf_counter()
@@ -74,8 +87,7 @@ def in_redis(client, replay: Replay, ordering: str, cutoff: str, seed: int, reac
             pipe.hset(node_key, id_, raw[:RECORD_SIZE])
     pipe.execute()
     without_edges = sum(usage.values()) - usage["node"] + int(client.memory_usage(node_key, samples=0) or 0)
-    for key in list(client.scan_iter(match=f"ipr:{{{store.crawl_id}}}:*", count=1000)):
-        client.delete(key)
+    _drop(client, store)
     tenth = max(1, pages // 10)
 
     def cost_per_page(first: bool) -> float:
@@ -114,14 +126,7 @@ def interleaved(client, replay: Replay, specs: list[tuple[str, str, str]], seed:
     speed drifts (here ±20 % within minutes) slows them alike: after every turn each has
     recorded the same number of pages. Returns per ordering its pages, seconds in its
     own calls, and the seconds of each tenth of the crawl (by pages)."""
-    stores = []
-    for _label, ordering, cutoff in specs:
-        kwargs = {"push_budget": push_budget} if ordering == "push" else {}
-        store = ReplayStore(client, f"bench-{uuid.uuid4().hex[:8]}", ordering, cutoff=cutoff, **kwargs)
-        load_replay_graph(replay, store, ordering, reach)
-        store.open()
-        store.enqueue(_nid(seed), replay.tie(ordering, seed), b"", False)
-        stores.append(store)
+    stores = [_replay_store(client, replay, ordering, cutoff, seed, reach, push_budget) for _, ordering, cutoff in specs]
     tenth = max(1, len(reach) // 10)
     out = {label: {"pages": 0, "seconds": 0.0, "tenths": [0.0] * 11} for label, _, _ in specs}
     running = list(range(len(specs)))
@@ -142,8 +147,7 @@ def interleaved(client, replay: Replay, specs: list[tuple[str, str, str]], seed:
                     break
         step += 1
     for store in stores:
-        for key in list(client.scan_iter(match=f"ipr:{{{store.crawl_id}}}:*", count=1000)):
-            client.delete(key)
+        _drop(client, store)
     return out
 
 
@@ -202,8 +206,7 @@ def main() -> int:
             secs = time.perf_counter() - t0
             rows.setdefault(f"{label} round-trip", []).append(
                 {"pages": len(run["order"]), "pages_per_second": len(run["order"]) / secs})
-            for key in list(client.scan_iter(match=f"ipr:{{{store.crawl_id}}}:*", count=1000)):
-                client.delete(key)
+            _drop(client, store)
     print()
     print("| mode | pages | pages/s (median) | first 10 % µs/page | last 10 % µs/page | last/first | B/URL | B/edge | B total/URL |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")

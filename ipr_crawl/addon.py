@@ -79,21 +79,17 @@ class OneLineErrors(logging.Filter):
         if exc is None:
             failure = getattr(record, "failure", None)
             exc = _refusal(getattr(failure, "value", None))
-        if self.keep_traceback:
-            if exc is not None and self.refused is None:
-                self.refused = exc
-                record.msg, record.args = "ipr-crawl: %s", (exc,)
-                record.levelno, record.levelname = logging.ERROR, "ERROR"
-            return True
         if exc is None:
             # After a refusal, the errors of a crawl that never started (Scrapy's
             # CoreStats, the scraper's and the engine's close) are consequences, not news.
-            return not (self.refused is not None and record.levelno >= logging.ERROR)
+            return self.keep_traceback or not (self.refused is not None and record.levelno >= logging.ERROR)
         if exc is self.refused:
-            return False  # said once already
+            return self.keep_traceback  # said once already
         self.refused = exc
-        record.msg, record.args, record.exc_info, record.exc_text = "ipr-crawl: %s", (exc,), None, None
+        record.msg, record.args = "ipr-crawl: %s", (exc,)
         record.levelno, record.levelname = logging.ERROR, "ERROR"
+        if not self.keep_traceback:
+            record.exc_info, record.exc_text = None, None
         return True
 
 
