@@ -29,7 +29,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_reset_parser(sub)
     add_prior_parsers(sub)
     args = parser.parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, FileNotFoundError) as exc:
+        # bad input (a malformed policy, budget or ordering, a missing file): one line, as
+        # argparse reports a bad option, not a traceback
+        parser.exit(2, f"ipr-crawl {args.command}: error: {exc}\n")
 
 
 def add_history_parser(sub: Any) -> None:

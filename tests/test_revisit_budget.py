@@ -532,3 +532,17 @@ def test_new_learn_in_revisit_sim_spends_the_budget_and_explores_first_revisits(
     assert first[True] and set(first[True]) == {3 * DAY}, sorted(set(first[True]))[:5]
     assert min(first[False]) > 3 * DAY
     assert [r.visits for r in learn] != [r.visits for r in plain]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--budgets", "8/q", "--policies", "harmonic"], "revisit budget '8/q': use N/d"),
+    (["--policies", "harmonic:abc"], "policy 'harmonic:abc': revisit budget 'abc'"),
+])
+def test_the_command_names_a_malformed_budget_in_one_line(args, message):
+    """Bad input to ``ipr-crawl revisit-sim`` is one line and exit status 2, as argparse
+    reports a bad option; until 2026-11-26 it was a Python traceback."""
+    proc = subprocess.run([sys.executable, "-m", "ipr_crawl.cli", "revisit-sim", "--changes", SAMPLE[0],
+                           "--pages", SAMPLE[1], "--quiet", *args],
+                          cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert f"ipr-crawl revisit-sim: error: {message}" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
