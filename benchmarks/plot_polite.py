@@ -2,9 +2,9 @@
 configuration of each run, pages/s as a multiple of DAPQ's (x) against criterion B
 at N as a multiple of the plain global order's (y), with the targets as lines.
 
-    python benchmarks/plot_polite.py docs/bench/polite_pop_served_ratio.json \\
-        docs/bench/polite_pop_served_ratio2.json docs/bench/polite_pop_realweb_ratio.json \\
-        docs/bench/polite_pop_d0.5.json --out docs/bench/polite_tradeoff.png \
+    python benchmarks/plot_polite.py docs/data/bench/polite_pop_served_ratio.json \\
+        docs/data/bench/polite_pop_served_ratio2.json docs/data/bench/polite_pop_realweb_ratio.json \\
+        docs/data/bench/polite_pop_d0.5.json --out docs/data/bench/polite_tradeoff.png \
         --labels "served graphs run 1 (0.25 s),served graphs run 2 (0.25 s),realweb (0.25 s),realweb (0.5 s)"
 """
 

@@ -1,6 +1,6 @@
-"""Markdown tables for docs/results.md from the JSON files of `ipr-crawl simulate`.
+"""Markdown tables for docs/research/results.md from the JSON files of `ipr-crawl simulate`.
 
-    python benchmarks/results_tables.py docs/results/NAME.json [...]
+    python benchmarks/results_tables.py docs/data/results/NAME.json [...]
 
 Prints, per graph: authorities and hubs acquired (003's definition) at the
 checkpoints, and B / A(1 %) at 1, 5, 10, 20 % of the reachable pages.
