@@ -1,4 +1,4 @@
-"""The README's settings table is the one :data:`ipr_crawl.config.SETTINGS` gives,
+"""The settings page (docs/settings.md) holds the table :data:`ipr_crawl.config.SETTINGS` gives,
 and every instruction that names a command, module or file names one that exists:
 README.md and every page under docs/ are checked for references a user of a fresh
 clone cannot follow, links that lead nowhere, and paths, modules and ``ipr-crawl``
@@ -68,11 +68,25 @@ def _commands() -> set[str]:
     return set(re.search(r"\{([a-z,-]+)\}", out.getvalue()).group(1).split(","))
 
 
-def test_readme_settings_table_is_generated_from_the_settings_table() -> None:
-    text = README.read_text(encoding="utf-8")
-    assert markdown_table() in text, "regenerate README's table from ipr_crawl.config.markdown_table()"
+SETTINGS_PAGE = REPO / "docs" / "settings.md"
+
+
+def test_settings_page_table_is_generated_from_the_settings_table() -> None:
+    """docs/settings.md holds ``markdown_table()`` with its links (written from the
+    repository's root) made relative to docs/; the README links to that page, and the
+    settings it names in its own short table are real ones with their real defaults."""
+    text = SETTINGS_PAGE.read_text(encoding="utf-8")
+    table = markdown_table().strip().replace("](docs/", "](")
+    assert table in text, "regenerate docs/settings.md's table from ipr_crawl.config.markdown_table()"
     for setting in SETTINGS:
         assert f"| `{setting.name}` |" in text, setting.name
+    readme = README.read_text(encoding="utf-8")
+    assert "(docs/settings.md)" in readme
+    rows = {s.name: s for s in SETTINGS}
+    full = {line.split(" | ")[0]: line.split(" | ")[1] for line in table.splitlines() if line.startswith("| `IPR_")}
+    for name, default in re.findall(r"^\| `(IPR_\w+)` \| (.+?) \|", readme, re.M):
+        assert name in rows, f"README names {name}: no such setting"
+        assert full[f"| `{name}`"] == default, f"README: {name}'s default is {full[f'| `{name}`']}"
 
 
 def test_every_default_passes_its_own_validation() -> None:
