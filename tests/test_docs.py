@@ -160,3 +160,37 @@ def test_library_cites_papers_not_project_notes() -> None:
             if re.search(r"\b00[0-4](?:'s)? (?:§|Fig)|\(00[0-4]\)|seed ``00|\.\./shared|DESIGN\.md|ALGORITHMS\.md|\bissue \d", line):
                 bad.append(f"{path.relative_to(REPO)}:{lineno}: {line.strip()}")
     assert not bad, "\n".join(bad)
+
+
+def _architecture_tree() -> set[str]:
+    """The paths the module tree of docs/architecture.md names: one entry a line, its
+    folder given by its indentation (two spaces a level)."""
+    text = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    block = next(b for b in re.findall(r"^```[^\n]*\n(.*?)^```", text, re.S | re.M) if b.startswith("ipr_crawl/"))
+    named: set[str] = set()
+    folders: list[str] = []
+    for line in block.splitlines():
+        entry = line.split()[0] if line.strip() else ""
+        if not (entry.endswith("/") or entry.endswith(".py")):
+            continue  # the rest of the line before it
+        level = (len(line) - len(line.lstrip(" "))) // 2
+        folders = folders[:level]
+        path = "".join(folders) + entry
+        named.add(path)
+        if entry.endswith("/"):
+            folders.append(entry)
+    return named
+
+
+def test_architecture_names_every_module() -> None:
+    """Every module of the package (``.py`` under ipr_crawl/ and middlewares/) has its
+    line in docs/architecture.md's tree, under its own folder."""
+    named = _architecture_tree()
+    modules = sorted(
+        p.relative_to(REPO).as_posix()
+        for top in ("ipr_crawl", "middlewares")
+        for p in (REPO / top).rglob("*.py")
+    )
+    missing = [m for m in modules if m not in named]
+    assert not missing, f"docs/architecture.md does not name: {missing}"
+    assert not [p for p in named if p.endswith(".py") and not (REPO / p).is_file()], "named but not in the tree"
