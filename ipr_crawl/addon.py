@@ -21,7 +21,7 @@ import inspect
 import logging
 from typing import Any
 
-from ipr_crawl.config import DEFAULTS, FrontierConfig, SettingError
+from ipr_crawl.config import DEFAULTS, SettingError, check_settings, read
 
 __all__ = ["Addon", "ONE_OFF_COMMANDS"]
 
@@ -132,7 +132,12 @@ class Addon:
     def update_settings(self, settings: Any) -> None:
         for name, value in DEFAULTS.items():
             settings.set(name, value, priority="addon")
-        if not settings.getbool("IPR_ENABLED"):
+        try:
+            enabled = read(settings, "IPR_ENABLED")
+        except SettingError:
+            install_one_line_errors(settings)
+            raise
+        if not enabled:
             return
         command = running_command()
         if command in ONE_OFF_COMMANDS:
@@ -143,18 +148,16 @@ class Addon:
             )
             return
         install_one_line_errors(settings)
-        # Checks every value now, so that a typo fails the crawl before it starts.
-        FrontierConfig.from_settings(settings, spider_name="(spider)")
+        # Checks every value now (revisit settings with revisits off too), so that a
+        # typo fails the crawl before it starts, in one line naming the setting.
+        check_settings(settings, spider_name="(spider)")
         self._check_scheduler(settings)
         settings.set("SCHEDULER", SCHEDULER, priority="addon")
         # Outermost spider middleware: sees the final output of the callback.
         settings.set_in_component_priority_dict("SPIDER_MIDDLEWARES", SPIDER_MIDDLEWARE, 10)
         # Outermost downloader middleware: sees only final download failures.
         settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", DOWNLOADER_MIDDLEWARE, 1)
-        if settings.getbool("IPR_REVISIT_ENABLED"):
-            from ipr_crawl.config import RevisitConfig
-
-            RevisitConfig.from_settings(settings)
+        if read(settings, "IPR_REVISIT_ENABLED"):
             settings.set_in_component_priority_dict(
                 "DOWNLOADER_MIDDLEWARES", CONDITIONAL_MIDDLEWARE, CONDITIONAL_ORDER
             )

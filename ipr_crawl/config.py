@@ -24,6 +24,7 @@ from ipr_crawl.revisit.fingerprint import HASH_MODES
 __all__ = [
     "SettingError", "DEFAULTS", "default_crawl_id", "LUA_NAMES", "ORDERINGS", "SETTINGS", "TIE_RULES", "FrontierConfig", "RevisitConfig",
     "REVISIT_MODES", "Setting", "markdown_table", "parse_ordering", "parse_instant", "polite_enabled",
+    "OTHER_SETTINGS", "check_settings", "read", "read_other",
 ]
 
 #: ``redis+sentinel://`` URLs (parsed by ``store.connection.parse_sentinel_url``).
@@ -242,6 +243,62 @@ _BY_NAME = {s.name: s for s in SETTINGS}
 DEFAULTS: dict[str, Any] = {s.name: s.default for s in SETTINGS}
 
 
+#: What each kind of setting accepts, for the message refusing a malformed value.
+_ACCEPTED = {
+    "bool": "use True or False (or true, false, 1, 0)",
+    "int": "use a whole number",
+    "float": "use a number",
+    "list": "use a list, or values separated by commas",
+}
+
+#: Settings of Scrapy and scrapy-redis that ipr-crawl reads too, with their kind and
+#: default: :func:`check_settings` refuses a malformed one by name at start, as it
+#: does the ``IPR_*`` ones (Scrapy's getters would raise a ``ValueError`` naming none).
+OTHER_SETTINGS: tuple[tuple[str, str, Any], ...] = (
+    ("SCHEDULER_PERSIST", "bool", False),  # scrapy-redis: keep the crawl's queue at close
+    ("SCHEDULER_FLUSH_ON_START", "bool", False),  # scrapy-redis: IPR_RESET's other name
+    ("SCHEDULER_DEBUG", "bool", False),
+    ("DOWNLOAD_DELAY", "float", 0.0),
+    ("AUTOTHROTTLE_ENABLED", "bool", False),
+    ("LOGSTATS_INTERVAL", "float", 60.0),
+    ("CONCURRENT_REQUESTS", "int", 16),
+    ("DEPTH_PRIORITY", "int", 0),
+    ("HTTPERROR_ALLOW_ALL", "bool", False),
+    ("HTTPCACHE_ENABLED", "bool", False),
+)
+
+
+def _bounds(spec: Setting) -> str:
+    """`` >= 0``, `` > 0``, `` in [0, 1]``... of a number setting; ``""`` for none."""
+    if spec.kind not in ("int", "float") or (spec.low is None and spec.high is None):
+        return ""
+    if spec.low is not None and spec.high is not None:
+        return f" in {'(' if spec.low_open else '['}{spec.low:g}, {spec.high:g}]"
+    if spec.low is not None:
+        return f" {'>' if spec.low_open else '>='} {spec.low:g}"
+    return f" <= {spec.high:g}"
+
+
+def _typed(settings: Any, name: str, kind: str, default: Any, bounds: str = "") -> Any:
+    """Setting ``name`` read with Scrapy's getter of ``kind`` (``settings.getbool``...);
+    a value the getter refuses raises :class:`SettingError` naming the setting and
+    what it accepts."""
+    raw = settings.get(name, default)
+    try:
+        return getattr(settings, "get" + kind)(name, default)
+    except (TypeError, ValueError):
+        raise SettingError(f"{name}={raw!r}: {_ACCEPTED[kind]}{bounds}") from None
+
+
+def read_other(settings: Any, name: str) -> Any:
+    """A setting of :data:`OTHER_SETTINGS` (Scrapy's or scrapy-redis's), typed; a
+    malformed value raises :class:`SettingError` naming it."""
+    for other, kind, default in OTHER_SETTINGS:
+        if other == name:
+            return _typed(settings, name, kind, default)
+    raise KeyError(name)
+
+
 def read(settings: Any, name: str) -> Any:
     """The value of setting ``name`` from a Scrapy ``Settings``, typed and checked
     against :data:`SETTINGS`: a malformed value, a number out of bounds, NaN or an
@@ -258,11 +315,7 @@ def read(settings: Any, name: str) -> Any:
         return value
     if raw is None and spec.default is None:  # "unset": the caller's fallback applies
         return None
-    getter = getattr(settings, "get" + spec.kind)
-    try:
-        value = getter(name, spec.default)
-    except (TypeError, ValueError) as exc:
-        raise SettingError(f"{name}={raw!r} is not a valid {spec.kind}") from exc
+    value = _typed(settings, name, spec.kind, spec.default, _bounds(spec))
     if spec.kind in ("int", "float"):
         if isinstance(value, float) and not math.isfinite(value):
             raise SettingError(f"{name}={raw!r} must be a finite number")
@@ -297,10 +350,10 @@ def polite_enabled(settings: Any) -> bool:
     on) or a boolean. Raises :class:`ValueError` naming the setting."""
     value = settings.get("IPR_POLITE_POP", DEFAULTS["IPR_POLITE_POP"])
     if isinstance(value, str) and value.strip().lower() == "auto":
-        return settings.getfloat("DOWNLOAD_DELAY", 0) > 0 or settings.getbool("AUTOTHROTTLE_ENABLED")
+        return read_other(settings, "DOWNLOAD_DELAY") > 0 or read_other(settings, "AUTOTHROTTLE_ENABLED")
     try:
         return settings.getbool("IPR_POLITE_POP")
-    except ValueError:
+    except (TypeError, ValueError):
         raise SettingError(f"IPR_POLITE_POP={value!r}: use auto, True or False") from None
 
 
@@ -443,7 +496,7 @@ class FrontierConfig:
                        "may lie in other buckets; use ipr:dl1 or push")
             elif prior_crawl:
                 why = "a prior (IPR_PRIOR_CRAWL) is kept for one bucket only"
-            elif settings.getbool("IPR_REVISIT_ENABLED"):
+            elif read(settings, "IPR_REVISIT_ENABLED"):
                 why = "revisits (IPR_REVISIT_ENABLED) keep their schedule for one bucket only"
             if why:
                 raise SettingError(f"IPR_CLUSTER_BUCKETS={buckets}: {why}")
@@ -474,7 +527,7 @@ class FrontierConfig:
             heartbeat_secs=read(settings, "IPR_HEARTBEAT_SECS"),
             logstats_interval=(
                 read(settings, "IPR_LOGSTATS_INTERVAL") if settings.get("IPR_LOGSTATS_INTERVAL") is not None
-                else settings.getfloat("LOGSTATS_INTERVAL", 60.0)
+                else read_other(settings, "LOGSTATS_INTERVAL")
             ),
             timeline_secs=read(settings, "IPR_TIMELINE_SECS"),
         )
@@ -484,7 +537,7 @@ def _host_delay(settings: Any) -> float:
     """``IPR_REVISIT_HOST_DELAY_SECS``, or Scrapy's ``DOWNLOAD_DELAY`` when unset (s, >= 0)."""
     value = read(settings, "IPR_REVISIT_HOST_DELAY_SECS")
     if value is None:
-        value = settings.getfloat("DOWNLOAD_DELAY", 0.0) if hasattr(settings, "getfloat") else 0.0
+        value = read_other(settings, "DOWNLOAD_DELAY") if hasattr(settings, "getfloat") else 0.0
     return max(0.0, float(value))
 
 
@@ -617,3 +670,20 @@ class RevisitConfig:
                 "(raise it, or set 0 for no upper bound)"
             )
         return cfg
+
+
+def check_settings(settings: Any, spider_name: str = "(spider)") -> None:
+    """Check every setting ipr-crawl reads, whatever else is on: each ``IPR_*`` of
+    :data:`SETTINGS` (booleans included), the revisit settings even with
+    ``IPR_REVISIT_ENABLED`` off (a typo waits for no later run to surface), and the
+    Scrapy and scrapy-redis settings of :data:`OTHER_SETTINGS`. Raises
+    :class:`SettingError` naming the first bad one and what it accepts."""
+    for spec in SETTINGS:
+        if spec.name == "IPR_POLITE_POP":
+            polite_enabled(settings)
+        else:
+            read(settings, spec.name)
+    for name, _kind, _default in OTHER_SETTINGS:
+        read_other(settings, name)
+    FrontierConfig.from_settings(settings, spider_name=spider_name)
+    RevisitConfig.from_settings(settings)
