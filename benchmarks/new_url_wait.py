@@ -28,7 +28,7 @@ the top 1 % fetched) at each checkpoint, one line per variant:
     python benchmarks/new_url_wait.py --graph ../shared/data/graphs/web-NotreDame.tsv.gz \\
         push pr pr-converged push+wait=0.01 push+lag=0.05 [--checkpoints 0.05,0.1,0.2]
 
-Measured 2026-11-24: docs/orderings.md, the `push` section.
+Measured 2026-11-24: docs/research/orderings.md, the `push` section.
 """
 
 from __future__ import annotations

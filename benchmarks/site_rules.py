@@ -35,7 +35,7 @@ mass of the first 10 % of the site's pages fetched) per site:
         ordering=push ordering=bf ordering=blc startmass=50 depth=0.4 conf=3
 
 (``bf`` and ``blc`` without URL tie keys unless ``tie=url``.) Measured 2026-11-23 and
-2026-11-25: docs/orderings.md, "Three more rules tried" and "Sites outside realweb".
+2026-11-25: docs/research/orderings.md, "Three more rules tried" and "Sites outside realweb".
 """
 
 from __future__ import annotations

@@ -282,7 +282,7 @@ def test_a_pooled_or_fitted_prior_pays_on_the_tldr_log(spec, gain):
     spend. Measured 2026-11-24 (one instant's observations counted from the next): the
     pool .749 and .869, the fitted prior .758 and .899, against .727 and .852. Neither
     is the default: with the log's bulk commits put back the pool loses 0.02, and on
-    EmacsWiki the fitted prior loses 0.002-0.013 (docs/revisits.md)."""
+    EmacsWiki the fitted prior loses 0.002-0.013 (docs/research/revisits.md)."""
     pages = load_log(str(shared_file("changes/tldr_changes.csv.gz")), str(shared_file("changes/tldr_pages.csv.gz")))
     res = equal_budget(pages, [spec, "harmonic"], [parse_budget("1/y"), parse_budget("2/y")])
     better, fixed = res["policies"][spec], res["policies"]["harmonic"]

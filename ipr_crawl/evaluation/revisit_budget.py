@@ -37,7 +37,7 @@ the page's age (time since its first access: :data:`AGE_BANDS`), the versions th
 appeared in it (over pages with at least one change; the first version excluded),
 the share of them fetched, and the revisits made in it. A page's first weeks are
 where adaptive schedules (Nutch's) and the budget rule differ most on a log whose
-pages are created while it runs (docs/revisits.md, "Where Nutch's lead comes from").
+pages are created while it runs (docs/research/revisits.md, "Where Nutch's lead comes from").
 
 Coverage and efficiency are the simulator's (over pages with at least one change;
 Tamura & Kitsuregawa 2008, §5.1); ``coverage_weighted`` weighs each page by its
@@ -82,8 +82,8 @@ __all__ = ["AGE_BANDS", "by_age", "equal_budget", "oracle", "pagerank_weights", 
 
 
 #: The true-rates bound's rate (changes per window) of a page that has none: about
-#: 0, so that the bound spends nothing on it (until 2026-11-23 it was 0.5, which
-#: spent a share of the budget on pages that never change).
+#: 0, so that the bound spends nothing on it (0.5 would spend a share of the budget on
+#: pages that never change).
 NO_CHANGE_RATE = 1e-6
 
 

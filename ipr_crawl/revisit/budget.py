@@ -35,7 +35,7 @@ Pure logic (no Scrapy, no Redis). Times in seconds, rates per second.
   Garcia-Molina's estimator gives the rate of a new URL, which every URL fetched once
   then has (from :data:`NEW_MIN_SAMPLES` intervals on) in its interval and in the
   budget's histogram. On a site whose new pages do not change soon the learned rate
-  is low and costs only the explored revisits. Measured in docs/revisits.md.
+  is low and costs only the explored revisits. Measured in docs/research/revisits.md.
 - :func:`young_factor` (``harmonic:…:new=learn:young=K``): a young URL (at most
   :data:`YOUNG_ACCESSES` accesses) gets its weight times ``(λ_new / λ_prior)^K``
   (at least 1), ``λ_new`` the learned rate of a URL fetched once and ``λ_prior`` the
@@ -45,7 +45,7 @@ Pure logic (no Scrapy, no Redis). Times in seconds, rates per second.
   histogram as well, so the spend stays the budget's. An empirical rule, not in
   Kolobov et al.: ``K = 0.5`` and the three accesses were chosen on the PEPs log,
   checked on EmacsWiki and tldr, and then run once on a log built afterwards, EIPs
-  (docs/revisits.md).
+  (docs/research/revisits.md).
 - :func:`access_rate`: the optimal access rate of a page of weight ``w`` and change
   rate ``λ`` for the Lagrange multiplier ``ν`` of the budget,
   ``ρ = (−λ + √(λ² + 4wλ/ν)) / 2`` (Kolobov et al. 2019, §4: under Poisson accesses
