@@ -201,6 +201,10 @@ class RateProbe:
             "redis_pid": self.redis_pid,
             "reason": reason,
             "bytes": stats.get("downloader/response_bytes", 0),
+            # the event loop's waits on Redis (the scheduler's Redis thread counts them)
+            "loop_wait_secs": stats.get("ipr/redis/loop_wait_secs"),
+            "loop_waits": stats.get("ipr/redis/loop_waits"),
+            "loop_wait_p99_ms": stats.get("ipr/redis/loop_wait_p99_ms"),
             "fetched": self.fetched,
             "fetched_at": self.fetched_at,
         }))
@@ -252,6 +256,12 @@ class SeparateRedis:
 def settings_for(config: str, work: Path, server: SeparateRedis, common: dict[str, Any]) -> dict[str, Any]:
     """The ``-s`` settings of one configuration (see the module docstring)."""
     s = dict(common)
+    if config.startswith("base:"):  # the same configuration on the code of --base-tree
+        if not BASE_TREE:
+            raise ValueError(f"{config!r}: give --base-tree")
+        s = settings_for(config[5:], work, server, common)
+        s["_PYTHONPATH"] = BASE_TREE
+        return s
     if config == "scrapy":
         s["IPR_ENABLED"] = False
     elif config == "scrapy-redis":
@@ -285,11 +295,13 @@ def run_one(
     """One ``scrapy crawl graph`` process; returns the probe's JSON plus ``returncode``."""
     work.mkdir(parents=True, exist_ok=True)
     out = work / "probe.json"
+    settings = dict(settings)
+    first = settings.pop("_PYTHONPATH", "")
     cmd = [sys.executable, "-m", "scrapy", "crawl", "graph", "-a", "start_urls=" + ",".join(start_urls)]
     for key, value in {**settings, "LOG_FILE": str(work / "crawl.log")}.items():
         cmd += ["-s", f"{key}={json.dumps(value) if isinstance(value, dict) else value}"]
     env = dict(os.environ, **(extra_env or {}), CRAWL_RATE_OUT=str(out),
-               PYTHONPATH=os.pathsep.join(filter(None, [str(BENCH), os.environ.get("PYTHONPATH", "")])))
+               PYTHONPATH=os.pathsep.join(filter(None, [first, str(BENCH), os.environ.get("PYTHONPATH", "")])))
     env.pop("SCRAPY_SETTINGS_MODULE", None)
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     if not out.exists():
@@ -314,6 +326,17 @@ def common_settings(pages: int, extra: dict[str, Any]) -> dict[str, Any]:
     return s
 
 
+#: --base-tree: a checkout of other code (``git worktree add /tmp/base <commit>``) that the
+#: ``base:<config>`` configurations import ipr_crawl from.
+BASE_TREE = ""
+
+
+def busy_load(n: int) -> list[subprocess.Popen[bytes]]:
+    """``n`` CPU-bound processes beside the crawls (``--busy``): on two cores, one takes
+    the core the embedded redis-server or the crawler would have had alone."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+
+
 def summarize(rows: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, float]]:
     """Medians per configuration: pages, pages/s, CPU ms per page (crawler, Redis)."""
     out = {}
@@ -325,6 +348,9 @@ def summarize(rows: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, floa
             "crawler_cpu_ms_per_page": statistics.median(1000 * r["cpu"] / r["pages"] for r in runs),
             "redis_cpu_ms_per_page": statistics.median(1000 * r["redis_cpu"] / r["pages"] for r in runs),
             "mb_per_s": statistics.median(r["bytes"] / r["wall"] / 1e6 for r in runs),
+            "loop_wait_ms_per_page": statistics.median(
+                1000 * (r.get("loop_wait_secs") or 0.0) / r["pages"] for r in runs),
+            "loop_wait_p99_ms": statistics.median(r.get("loop_wait_p99_ms") or 0.0 for r in runs),
         }
     return out
 
@@ -334,18 +360,23 @@ def markdown(summary: dict[str, dict[str, float]], rows: dict[str, list[dict[str
     sredis = summary.get("scrapy-redis", {}).get("pages_per_s")
     lines = [
         ("| configuration | runs | pages | pages/s (median) | × Scrapy default | × scrapy-redis | "
-         "crawler CPU ms/page | Redis CPU ms/page | MB/s | pages/s of each run |"),
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+         "crawler CPU ms/page | Redis CPU ms/page | total CPU × Scrapy | loop blocked on Redis ms/page | "
+         "MB/s | pages/s of each run |"),
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     def ratio(value: float, to: float | None) -> str:
         return f"{value / to:.3f}" if to else ""
 
+    plain = summary.get("scrapy")
+    plain_cpu = plain["crawler_cpu_ms_per_page"] + plain["redis_cpu_ms_per_page"] if plain else None
     for config, x in summary.items():
         each = ", ".join(f"{r['pages'] / r['wall']:.1f}" for r in rows[config])
+        cpu = x["crawler_cpu_ms_per_page"] + x["redis_cpu_ms_per_page"]
         lines.append(
             f"| {config} | {x['runs']} | {x['pages']:.0f} | {x['pages_per_s']:.1f} | "
             f"{ratio(x['pages_per_s'], base)} | {ratio(x['pages_per_s'], sredis)} | "
-            f"{x['crawler_cpu_ms_per_page']:.2f} | {x['redis_cpu_ms_per_page']:.3f} | {x['mb_per_s']:.1f} | {each} |"
+            f"{x['crawler_cpu_ms_per_page']:.2f} | {x['redis_cpu_ms_per_page']:.3f} | {ratio(cpu, plain_cpu)} | "
+            f"{x['loop_wait_ms_per_page']:.4f} | {x['mb_per_s']:.1f} | {each} |"
         )
     return "\n".join(lines)
 
@@ -417,9 +448,31 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sites", default="django,postgres", help="realweb site names, comma-separated")
     ap.add_argument("--pages", type=int, default=0, help="page budget per crawl (0: crawl the sites to the end)")
+    ap.add_argument("--graph", default="", help="crawl this web graph (edge list, served by ipr-crawl serve-graph) "
+                    "instead of --sites; 'emacswiki': the shipped EmacsWiki graph")
+    ap.add_argument("--urls", default="", help="with --graph: its id<TAB>url file")
+    ap.add_argument("--base-tree", default="", help="source tree for the base:<config> configurations")
+    ap.add_argument("--busy", type=int, default=0, help="CPU-bound processes running beside the crawls")
     add_run_arguments(ap, ",".join(ALL_CONFIGS), 900)
     args = ap.parse_args(argv)
-    start_urls = [SITES[name.strip()] for name in args.sites.split(",") if name.strip()]
+    global BASE_TREE
+    BASE_TREE = args.base_tree
+    graph_server = None
+    if args.graph:
+        from importlib import resources
+
+        from ipr_crawl.evaluation.serve import spawn
+
+        graph, urls = args.graph, args.urls
+        if graph == "emacswiki":
+            data = resources.files("ipr_crawl.data")
+            graph, urls = str(data / "emacswiki.tsv.gz"), str(data / "emacswiki.urls.tsv.gz")
+        graph_server, seed_url = spawn(graph, urls or None)
+        start_urls = [seed_url]
+        args.sites = f"graph {Path(graph).name}"
+    else:
+        start_urls = [SITES[name.strip()] for name in args.sites.split(",") if name.strip()]
+    load = busy_load(args.busy)
     configs, extra = run_arguments(args)
     common = common_settings(args.pages, extra)
     work = Path(tempfile.mkdtemp(prefix="ipr-crawl-rate-"))
@@ -433,6 +486,9 @@ def main(argv: list[str] | None = None) -> int:
         done = True
     finally:
         server.stop()
+        for proc in [*load, *([graph_server] if graph_server else [])]:
+            proc.kill()
+            proc.wait()
         if done and not args.keep:  # a failed run keeps its logs
             shutil.rmtree(work, ignore_errors=True)
     summary = summarize(rows)

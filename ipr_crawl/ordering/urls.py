@@ -7,6 +7,7 @@ canonical URL (w3lib's :func:`~w3lib.url.canonicalize_url`, fragment dropped),
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from urllib.parse import urlsplit
 
@@ -49,8 +50,10 @@ def tie_key(url: str) -> int:
     return min(url.count("/"), 1023) * 16384 + min(len(url), 16383)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def site_of(url: str) -> str:
-    """The site of a URL: ``host:port`` (default port filled in), lower case.
+    """The site of a URL: ``host:port`` (default port filled in), lower case
+    (cached: a crawl asks again for every link to a page it has seen).
 
     >>> site_of("HTTP://Example.org/x")
     'example.org:80'

@@ -12,10 +12,12 @@ ours that only make sense in flight (``ipr_lease``) are never stored.
 from __future__ import annotations
 
 import sys
+import weakref
 from typing import Any
 
 import msgpack
 from scrapy import Request, Spider
+from scrapy.http.request import _find_method
 from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.request import request_from_dict
 
@@ -215,6 +217,49 @@ def _check_packable(data: dict[str, Any]) -> None:
                 raise Unstorable(f"{field}[{key!r}]", type(value).__qualname__) from exc
 
 
+#: (spider, function) -> the spider's method name of that function (Scrapy's
+#: ``_find_method`` lists every member of the spider for each request: a fifth of the
+#: add-on's own time per link on small pages). Weak on the spider.
+_METHOD_NAMES: weakref.WeakKeyDictionary[Any, dict[Any, str]] = weakref.WeakKeyDictionary()
+
+
+def _method_name(spider: Spider | None, func: Any) -> Any:
+    """The name :meth:`scrapy.Request.to_dict` stores for a callback or errback:
+    Scrapy's own ``_find_method`` (raising ValueError as it does), cached per spider
+    and function."""
+    if not callable(func):
+        return func
+    inner = getattr(func, "__func__", None)
+    if spider is None or inner is None:
+        return _find_method(spider, func)
+    try:
+        names = _METHOD_NAMES.setdefault(spider, {})
+    except TypeError:  # a spider that cannot be weakly referenced
+        return _find_method(spider, func)
+    name = names.get(inner)
+    if name is None:
+        name = names[inner] = _find_method(spider, func)
+    return name
+
+
+def _request_dict(request: Request, spider: Spider | None) -> dict[str, Any]:
+    """:meth:`scrapy.Request.to_dict` with the callback and errback names cached
+    (:func:`_method_name`); a Request subclass that overrides ``to_dict`` keeps its own."""
+    if type(request).to_dict is not Request.to_dict:
+        return request.to_dict(spider=spider)
+    d: dict[str, Any] = {
+        "url": request.url,
+        "callback": _method_name(spider, request.callback),
+        "errback": _method_name(spider, request.errback),
+        "headers": dict(request.headers),
+    }
+    for attr in request.attributes:
+        d.setdefault(attr, getattr(request, attr))
+    if type(request) is not Request:
+        d["_class"] = request.__module__ + "." + request.__class__.__name__
+    return d
+
+
 def encode_request(request: Request, spider: Spider | None) -> tuple[bytes, list[str]]:
     """Serialize ``request``; returns ``(payload, [])``.
 
@@ -228,7 +273,7 @@ def encode_request(request: Request, spider: Spider | None) -> tuple[bytes, list
     own = getattr(request.errback, WRAPPED_ERRBACK_ATTR, _NO_WRAPPER)
     if own is not _NO_WRAPPER:  # the in-flight errback of the frontier middleware
         request = request.replace(errback=own)
-    data = request.to_dict(spider=spider)
+    data = _request_dict(request, spider)
     data["meta"] = {k: v for k, v in data.get("meta", {}).items() if k not in TRANSIENT_META}
     if "headers" in data:
         data["headers"] = {bytes(k): list(v) for k, v in data["headers"].items()}

