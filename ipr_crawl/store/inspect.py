@@ -89,7 +89,13 @@ def payload_summary(payload: bytes | None) -> dict[str, Any]:
     """``url``, ``depth`` (Scrapy's ``meta["depth"]``, None if absent) and ``slot`` of
     a stored request payload (format 2 of :mod:`ipr_crawl.scheduler.codec`: byte 2,
     slot length n, n bytes of slot, the request as msgpack). Empty for a payload
-    that is missing or not that format."""
+    that is missing or not that format.
+
+    ``url`` is the frontier entry's URL: the request's without its ``#fragment``. The
+    stored request is the first one found for the entry, whose URL keeps the fragment
+    of the link it came from (``page#part``); the entry stands for every fragment of
+    the URL (its node id and Scrapy's fingerprint ignore them), and the download
+    sends none."""
     if not payload or payload[0] != 2 or len(payload) < 2:
         return {}
     n = payload[1]
@@ -101,7 +107,7 @@ def payload_summary(payload: bytes | None) -> dict[str, Any]:
         return {}
     meta = data.get("meta") or {}
     return {
-        "url": data.get("url", ""), "slot": payload[2 : 2 + n].decode("utf-8", "replace"),
+        "url": str(data.get("url") or "").partition("#")[0], "slot": payload[2 : 2 + n].decode("utf-8", "replace"),
         "depth": meta.get("depth") if isinstance(meta, dict) else None,
     }
 
