@@ -7,7 +7,7 @@ installs with ``addon`` priority, so anything a user sets in a project, a spider
 ``custom_settings`` or ``-s`` on the command line wins. :func:`FrontierConfig.from_settings`
 and :func:`RevisitConfig.from_settings` read them with Scrapy's typed getters and
 raise :class:`ValueError` naming the setting when a value is malformed, out of
-range or not finite. :func:`markdown_table` is the README's table.
+range or not finite. :func:`markdown_table` is the settings table of docs/settings.md.
 """
 
 from __future__ import annotations
@@ -174,14 +174,13 @@ SETTINGS: tuple[Setting, ...] = (
       "`harmonic[:N/y|N/d][:pool=directory|:prior=gamma][:new=learn[:young=K]]` (the "
       "default: revisits under a budget, 8 per URL per year; Kolobov et al. 2019; `new=learn`: the change rate of a "
       "URL fetched once learned from early first revisits of an eighth of new URLs, 3 days after their first fetch "
-      "(since 2026-11-25; `new=prior`: the fixed prior); `young=K`: a URL's weight in the budget, for its first 3 "
-      "accesses, times (learned rate / prior rate)^K, at least 1 (`young=0.5` the default since 2026-11-25; "
+      "(`new=prior`: the fixed prior); `young=K`: a URL's weight in the budget, for its first 3 "
+      "accesses, times (learned rate / prior rate)^K, at least 1 (`young=0.5` the default; "
       "`young=0`: none); `pool=directory`: the rate prior "
       "pooled per directory; `prior=gamma`: the rate prior fitted to the crawl's own observations, a Gamma-Poisson "
       "empirical Bayes estimate, not with `new=learn`; docs/revisits.md), `mle-min`, `mle-avg`, "
       "`mle-mix[:MU_LOW-MU_HIGH][:TAU2][:xALPHA]`, `aimd[:D][:R][:TAU2][:pair]`, "
-      "`nutch-adaptive[:INC][:DEC][:MIN][:MAX][:TAU2]`, `fixed:INTERVAL` (Tamura & Kitsuregawa 2008, §4; "
-      "`mle-mix:0.1-10:15d` was the default until 2026-11)"),
+      "`nutch-adaptive[:INC][:DEC][:MIN][:MAX][:TAU2]`, `fixed:INTERVAL` (Tamura & Kitsuregawa 2008, §4)"),
     S("IPR_REVISIT_MODE", "run-once", "str", "`run-once`: fetch what is due at start plus new discoveries, then "
       "close (cron, scrapyd); `continuous`: stay open while a revisit is scheduled", choices=REVISIT_MODES),
     S("IPR_REVISIT_HASH", "body", "str", "what \"changed\" compares: `body` (SHA-1 of the bytes), `text` "
@@ -327,7 +326,7 @@ def read(settings: Any, name: str) -> Any:
 
 
 def markdown_table() -> str:
-    """The README's settings table, from :data:`SETTINGS`."""
+    """The settings table of docs/settings.md, from :data:`SETTINGS`."""
     lines = ["| setting | default | meaning |", "|---|---|---|"]
     for s in SETTINGS:
         if s.shown_default:
