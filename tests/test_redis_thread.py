@@ -1,0 +1,100 @@
+"""The scheduler's Redis thread (ipr_crawl/scheduler/redis_thread.py): calls run one
+at a time in the order they were queued, results and errors come back through the
+event loop's hand-over, ``call`` waits and counts the wait. The crawls that use it
+are in test_crawl.py and test_faults.py."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+
+import pytest
+
+from ipr_crawl.scheduler.redis_thread import BlockedTime, RedisThread
+
+
+class Loop:
+    """A stand-in for the event loop: what the thread hands over waits here until run."""
+
+    def __init__(self) -> None:
+        self.calls: queue.SimpleQueue = queue.SimpleQueue()
+
+    def deliver(self, fn, *args) -> None:
+        self.calls.put((fn, args))
+
+    def run(self, n: int, timeout: float = 5.0) -> None:
+        for _ in range(n):
+            fn, args = self.calls.get(timeout=timeout)
+            fn(*args)
+
+
+def test_calls_run_in_order_and_results_come_back_on_the_loop():
+    loop = Loop()
+    io = RedisThread("t", deliver=loop.deliver)
+    io.start()
+    ran: list[int] = []
+    got: list[tuple[str, int]] = []
+    threads: list[str] = []
+
+    def work(i: int) -> int:
+        threads.append(threading.current_thread().name)
+        time.sleep(0.001 * (5 - i))  # later calls are quicker: order is the queue's, not the clock's
+        ran.append(i)
+        return i * 10
+
+    for i in range(5):
+        io.submit(work, i, then=lambda r: got.append(("ok", r)))
+    assert io.in_flight == 5
+    loop.run(5)
+    assert ran == [0, 1, 2, 3, 4]
+    assert got == [("ok", 0), ("ok", 10), ("ok", 20), ("ok", 30), ("ok", 40)]
+    assert set(threads) == {"t"}
+    assert io.in_flight == 0
+    io.stop()
+
+
+def test_an_error_goes_to_failed_and_call_raises_it_after_the_queued_calls():
+    loop = Loop()
+    io = RedisThread("t", deliver=loop.deliver)
+    io.start()
+    order: list[str] = []
+    errors: list[BaseException] = []
+
+    def boom() -> None:
+        order.append("boom")
+        raise ConnectionError("away")
+
+    io.submit(lambda: order.append("first"))
+    io.submit(boom, failed=errors.append)
+    with pytest.raises(KeyError):
+        io.call(lambda: (order.append("call"), {}["x"]))
+    assert order == ["first", "boom", "call"]  # call() ran after what was queued before it
+    loop.run(2)
+    assert len(errors) == 1 and isinstance(errors[0], ConnectionError)
+    assert io.blocked.calls == 1 and io.blocked.total_secs > 0
+    io.stop()
+
+
+def test_call_times_out_and_runs_inline_once_the_thread_is_gone():
+    loop = Loop()
+    io = RedisThread("t", deliver=loop.deliver)
+    io.start()
+    release = threading.Event()
+    io.submit(lambda: release.wait(5))
+    with pytest.raises(TimeoutError):
+        io.call(lambda: 1, timeout=0.05)
+    release.set()
+    io.stop()
+    io._thread.join(5)
+    assert io.call(lambda: 7) == 7  # no thread: at once, in the caller's
+
+
+def test_blocked_time_p99():
+    b = BlockedTime(keep=1000)
+    for _ in range(99):
+        b.add(0.001)
+    b.add(0.5)
+    assert b.calls == 100 and abs(b.total_secs - 0.599) < 1e-9
+    assert b.p99_ms() == pytest.approx(500.0)
+    assert BlockedTime().p99_ms() == 0.0
