@@ -476,8 +476,9 @@ class IprScheduler(BaseScheduler):
             if state["finished"]:
                 pass
             elif self.redis_down or (
+                # Redis failing for a second already, or since the close began
                 self._retry is not None and self._retry.failing_for() > 0
-                and time.monotonic() - state["started"] >= CLOSE_WITHOUT_REDIS_SECS
+                and max(self._retry.failing_for(), time.monotonic() - state["started"]) >= CLOSE_WITHOUT_REDIS_SECS
             ):
                 self._closed_without_redis(reason, self._retry.last_error if self._retry else None)
             else:

@@ -86,7 +86,7 @@ class Heartbeat:
         self._stop.set()
         if self._thread is not None:
             # a beat retried while Redis is away must not hold the close (a daemon thread)
-            self._thread.join(timeout=1.0)
+            self._thread.join(timeout=0.2)
             self._thread = None
 
     def _run(self) -> None:
