@@ -15,7 +15,8 @@ the scheduler differs:
 - ``ipr:<ordering>[@server]+polite``: the same with ``IPR_POLITE_POP=True`` (a
   request goes out only while its host's download slot can take it);
 - ``ipr:<ordering>[@server]+sync``: the same with ``IPR_RECORD_PIPELINED=False``
-  (the crawler waits for each page's record reply); ``+noparsewait`` / ``+parsewait``:
+  (the crawler waits for each page's record reply); ``+gil0``: ``IPR_GIL_SWITCH_SECS=0``
+  (Python's own 5 ms thread switch interval); ``+noparsewait`` / ``+parsewait``:
   ``IPR_WAIT_FOR_PARSE`` off / on (on by default).
 
 The configurations run interleaved (A B C ... A B C ...), ``--repeat`` times. Each
@@ -273,6 +274,8 @@ def settings_for(config: str, work: Path, server: SeparateRedis, common: dict[st
                 s["IPR_POLITE_POP"] = True
             elif flag == "sync":  # wait for each page's record reply (no pipelined record)
                 s["IPR_RECORD_PIPELINED"] = False
+            elif flag == "gil0":  # Python's own thread switch interval (IPR_GIL_SWITCH_SECS=0)
+                s["IPR_GIL_SWITCH_SECS"] = 0
             elif flag in ("parsewait", "noparsewait"):  # IPR_WAIT_FOR_PARSE on / off
                 s["IPR_WAIT_FOR_PARSE"] = flag == "parsewait"
             else:
@@ -303,7 +306,8 @@ def run_one(
     env = dict(os.environ, **(extra_env or {}), CRAWL_RATE_OUT=str(out),
                PYTHONPATH=os.pathsep.join(filter(None, [first, str(BENCH), os.environ.get("PYTHONPATH", "")])))
     env.pop("SCRAPY_SETTINGS_MODULE", None)
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    # from the base tree's folder for base:<config> (`python -m` puts the working folder first on sys.path)
+    proc = subprocess.run(cmd, cwd=first or REPO, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     if not out.exists():
         raise RuntimeError(f"crawl wrote no probe (rc {proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-3000:]}")
     result = json.loads(out.read_text())

@@ -95,6 +95,10 @@ SETTINGS: tuple[Setting, ...] = (
       "([docs/scaling.md](docs/scaling.md))", low=1, high=255),
     S("IPR_REDIS_RETRY_SECS", 60.0, "float", "a Redis command that fails (server restarted, network down) is "
       "sent again for up to this long, then the crawl stops cleanly", low=0.0, unit="s"),
+    S("IPR_GIL_SWITCH_SECS", 0.0002, "float", "while the crawl runs, Python's thread switch interval "
+      "(`sys.setswitchinterval`; its default is 0.005): how long the busy crawler may keep the scheduler's "
+      "Redis thread waiting for the interpreter before each reply is read; `0` leaves Python's own "
+      "([docs/architecture.md](docs/architecture.md#the-event-loop-never-waits-on-redis))", low=0.0, unit="s"),
     S("IPR_REDIS_BACKOFF_SECS", 0.1, "float", "first wait between those retries; doubled after each failure, at most 5 s",
       low=0.001, unit="s"),
     S("IPR_CRAWL_ID", "", "str", "the crawl's key space `ipr:{<id>}:*`; no `{` `}`; a second run with the same "
@@ -389,6 +393,7 @@ class FrontierConfig:
     redis_tls: dict[str, str] = field(default_factory=dict)
     redis_wait_ms: int = 1000
     redis_backoff_secs: float = 0.1
+    gil_switch_secs: float = 0.0002
     polite_pop: bool = False
     polite_buffer_size: int = 64
     polite_scan: int = 1000
@@ -515,6 +520,7 @@ class FrontierConfig:
             record_pipelined=read(settings, "IPR_RECORD_PIPELINED"),
             requeue_batch_size=read(settings, "IPR_REQUEUE_BATCH_SIZE"),
             redis_retry_secs=read(settings, "IPR_REDIS_RETRY_SECS"),
+            gil_switch_secs=read(settings, "IPR_GIL_SWITCH_SECS"),
             redis_wait_replicas=read(settings, "IPR_REDIS_WAIT_REPLICAS"),
             redis_tls=tls,
             redis_wait_ms=read(settings, "IPR_REDIS_WAIT_MS"),

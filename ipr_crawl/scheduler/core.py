@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import sys
 import time
 import weakref
 from collections import deque
@@ -195,6 +196,8 @@ class IprScheduler(BaseScheduler):
         self._empty_pop: tuple[int, float] | None = None
         self._checking = False
         self._closing = False
+        #: Python's thread switch interval before IPR_GIL_SWITCH_SECS replaced it
+        self._switch_interval: float | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> IprScheduler:
@@ -291,6 +294,12 @@ class IprScheduler(BaseScheduler):
             self.io = None
         else:
             self.io.start()
+            if cfg.gil_switch_secs > 0:
+                # The crawler keeps the interpreter busy; each time the Redis thread's
+                # socket call returns it waits for it, by default up to 5 ms (CPython's
+                # switch interval): a pop's reply would reach the engine that late.
+                self._switch_interval = sys.getswitchinterval()
+                sys.setswitchinterval(cfg.gil_switch_secs)
         if not cfg.redis_url and not scrapy_redis_settings(self.crawler):
             from twisted.internet import reactor
 
@@ -493,11 +502,15 @@ class IprScheduler(BaseScheduler):
 
     def _closed(self) -> None:
         _by_crawler.pop(self.crawler, None)
+        if self._switch_interval is not None:
+            sys.setswitchinterval(self._switch_interval)
+            self._switch_interval = None
         if self.io is not None:
             self.io.stop()
             self._stats_set("ipr/redis/loop_wait_secs", round(self.io.blocked.total_secs, 6))
             self._stats_set("ipr/redis/loop_waits", self.io.blocked.calls)
             self._stats_set("ipr/redis/loop_wait_p99_ms", round(self.io.blocked.p99_ms(), 3))
+            self._stats_set("ipr/redis/thread_cpu_secs", round(self.io.cpu_secs, 3))
         if not self.redis_down:
             self.store.client.close()
 

@@ -21,6 +21,12 @@ asyncio client: the same store code (its Lua scripts, the Redis Cluster and Sent
 clients, the bounded retries of :mod:`ipr_crawl.store.retry`, the embedded server)
 serves every reactor Scrapy supports, and the heartbeat already runs on a thread of
 its own (docs/architecture.md, "The event loop never waits on Redis").
+
+The thread waits for the interpreter each time one of its socket calls returns; the
+scheduler shortens Python's switch interval while the crawl runs
+(``IPR_GIL_SWITCH_SECS``), else a busy crawler would keep every reply waiting up to
+5 ms. ``IPR_PROFILE_REDIS_THREAD=<file>`` in the environment writes a cProfile of the
+thread there (``python -m cProfile`` sees only the main thread).
 """
 
 from __future__ import annotations
@@ -97,6 +103,8 @@ class RedisThread:
         self.blocked = BlockedTime()
         #: submitted calls that have run (read on any thread)
         self.done = 0
+        #: CPU seconds the thread has used (redis-py's work: packing commands, reading replies)
+        self.cpu_secs = 0.0
         self._started = False
 
     def start(self) -> None:
@@ -154,7 +162,23 @@ class RedisThread:
         self._jobs.put(None)
 
     def _run(self) -> None:
+        import os
+
+        if os.environ.get("IPR_PROFILE_REDIS_THREAD"):
+            import cProfile
+
+            prof = cProfile.Profile()
+            try:
+                prof.runcall(self._run2)
+            finally:
+                prof.dump_stats(os.environ["IPR_PROFILE_REDIS_THREAD"])
+            return
+        self._run2()
+
+    def _run2(self) -> None:
+        started = time.thread_time()
         while True:
+            self.cpu_secs = time.thread_time() - started
             job = self._jobs.get()
             if job is None:
                 return
