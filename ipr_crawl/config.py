@@ -102,9 +102,14 @@ SETTINGS: tuple[Setting, ...] = (
     S("IPR_REDIS_BACKOFF_SECS", 0.1, "float", "first wait between those retries; doubled after each failure, at most 5 s",
       low=0.001, unit="s"),
     S("IPR_CRAWL_ID", "", "str", "the crawl's key space `ipr:{<id>}:*`; no `{` `}`; a second run with the same "
-      "id resumes the crawl", shown_default="BOT_NAME.spider name"),
-    S("IPR_RESET", False, "bool", "delete the crawl's keys at start and crawl afresh (also when Scrapy's "
-      "scrapy-redis-style `SCHEDULER_FLUSH_ON_START` is true)"),
+      "id resumes an interrupted crawl, and starts a finished one afresh with it as the prior (`IPR_KEEP_CRAWLS`; "
+      "scrapy-redis's `SCHEDULER_PERSIST=True` keeps it finished instead)", shown_default="BOT_NAME.spider name"),
+    S("IPR_RESET", False, "bool", "delete the crawl's keys at start and crawl afresh, without a prior (also when "
+      "Scrapy's scrapy-redis-style `SCHEDULER_FLUSH_ON_START` is true); its archives stay"),
+    S("IPR_KEEP_CRAWLS", 1, "int", "finished crawls of this id kept when it is run again and starts afresh: "
+      "the finished crawl is kept as `<id>~<n>` and is the new crawl's prior (unless `IPR_PRIOR_CRAWL` names "
+      "another), older ones are deleted; `0`: deleted, no prior "
+      "([docs/dropin.md](docs/dropin.md#runs-reruns-and-resets))", low=0),
     S("IPR_ORDERING", "push", "str", _ORDER_DOC),
     S("IPR_CUTOFF", "dl1", "str", "IPR cut-off when `IPR_ORDERING=ipr`", choices=ORDERINGS["ipr"]),
     S("IPR_PL_PAGES", 8, "int", "L of the PL cut-off (pages updated beyond DL1)", low=0),
@@ -403,6 +408,7 @@ class FrontierConfig:
     logstats_interval: float = 60.0
     timeline_secs: float = 10.0
     prior_crawl: str = ""
+    keep_crawls: int = 1
     slow_start: bool = True
     wait_for_parse: bool = True
     cluster_buckets: int = 1
@@ -512,6 +518,7 @@ class FrontierConfig:
             crawl_id=crawl_id,
             params=params,
             prior_crawl=prior_crawl,
+            keep_crawls=read(settings, "IPR_KEEP_CRAWLS"),
             max_links_per_page=read(settings, "IPR_MAX_LINKS_PER_PAGE"),
             lease_secs=read(settings, "IPR_LEASE_SECS"),
             pop_batch_size=read(settings, "IPR_POP_BATCH_SIZE"),

@@ -116,9 +116,15 @@ def test_runspider_and_a_rerun(shop, tmp_path: Path) -> None:
     first = _crawl(root, "shop", tmp_path / "one.jsonl", addon=True, IPR_DATA_DIR=tmp_path / "redis")
     again = _crawl(root, "shop", tmp_path / "two.jsonl", addon=True, IPR_DATA_DIR=tmp_path / "redis")
     assert "finished before" not in first.stderr
-    warning = [line for line in again.stderr.splitlines() if "finished before" in line]
-    assert len(warning) == 1 and "IPR_RESET" in warning[0] and "ipr-crawl reset --crawl-id shop.shop" in warning[0]
-    assert len(items(tmp_path / "two.jsonl")) < len(items(tmp_path / "one.jsonl"))
+    # a finished crawl run again starts afresh, as plain Scrapy does (the first run is its prior)
+    rerun = [line for line in again.stderr.splitlines() if "finished before" in line]
+    assert len(rerun) == 1 and "started afresh" in rerun[0] and "kept as 'shop.shop~1'" in rerun[0], rerun
+    assert items(tmp_path / "two.jsonl") == items(tmp_path / "one.jsonl")
+    # SCHEDULER_PERSIST=True keeps it finished: only what it has not seen is fetched
+    kept = _crawl(root, "shop", tmp_path / "kept.jsonl", addon=True, IPR_DATA_DIR=tmp_path / "redis",
+                  SCHEDULER_PERSIST=True)
+    assert "kept finished (SCHEDULER_PERSIST)" in kept.stderr
+    assert len(items(tmp_path / "kept.jsonl")) < len(items(tmp_path / "one.jsonl"))
     fresh = _crawl(root, "shop", tmp_path / "three.jsonl", addon=True, IPR_DATA_DIR=tmp_path / "redis", IPR_RESET=True)
     assert "reset (IPR_RESET)" in fresh.stderr
     assert items(tmp_path / "three.jsonl") == items(tmp_path / "one.jsonl")

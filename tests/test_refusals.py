@@ -98,7 +98,8 @@ def test_a_good_boolean_still_works(tmp_path: Path) -> None:
 def test_another_ordering_is_refused_naming_ipr_reset(tmp_path: Path) -> None:
     code, log = _crawl(tmp_path, "bf", {"IPR_ORDERING": "bf", "LOG_LEVEL": "INFO"})
     assert code == 0, log[-3000:]
-    code, log = _crawl(tmp_path, "push", {"LOG_LEVEL": "INFO"})
+    # the crawl finished: kept finished (SCHEDULER_PERSIST), it is resumed, and refused
+    code, log = _crawl(tmp_path, "push", {"LOG_LEVEL": "INFO", "SCHEDULER_PERSIST": True})
     assert code != 0
     errors = _errors(log)
     assert len(errors) == 1 and "ERROR: ipr-crawl: crawl 'ipr_crawl.graph' is ordered by 'bf', not 'push'" in errors[0]
@@ -108,6 +109,11 @@ def test_another_ordering_is_refused_naming_ipr_reset(tmp_path: Path) -> None:
     code, log = _crawl(tmp_path, "reset", {"IPR_RESET": True, "LOG_LEVEL": "INFO"})
     assert code == 0, log[-3000:]
     assert "reset (IPR_RESET)" in log and "ordered by push" in log
+    # without SCHEDULER_PERSIST a finished crawl run again starts afresh, in any ordering
+    code, log = _crawl(tmp_path, "again", {"IPR_ORDERING": "bf", "LOG_LEVEL": "INFO"})
+    assert code == 0, log[-3000:]
+    assert "started afresh, no prior (IPR_ORDERING='bf' takes none); the finished crawl is kept as" in log
+    assert "ordered by bf" in log
 
 
 # -- fragments in top ------------------------------------------------------------------------

@@ -254,7 +254,16 @@ class IprScheduler(BaseScheduler):
                 "ipr-crawl: crawl %r reset (%s): %d keys deleted", cfg.crawl_id,
                 "IPR_RESET" if settings.getbool("IPR_RESET") else "SCHEDULER_FLUSH_ON_START", dropped,
             )
+            rerun = None
+        else:
+            rerun = self._finished_before(client)
         resumed = self.store.open()
+        if rerun is not None and rerun["case"] == "afresh":
+            self._start_afresh(client, rerun)
+        elif rerun is not None:  # kept: it goes on, no longer finished
+            from ipr_crawl.store.archive import clear_finished
+
+            clear_finished(client, cfg.crawl_id)
         counts = self.store.counts()
         logger.info(
             "ipr-crawl: crawl %r ordered by %s on %s (%s): %d known URLs, %d fetched, "
@@ -273,11 +282,15 @@ class IprScheduler(BaseScheduler):
             self._log_buckets(client)
         if cfg.prior_crawl:
             self._install_prior(client)
+        if rerun is not None and rerun["case"] == "afresh":
+            # last: processes of the crawl that started beside this one wait for it (store/archive.py)
+            client.hset(self.store.keys["meta"], mapping={"rerun_of": rerun["archive"], "rerun_at": repr(time.time())})
         pending = counts["frontier"] + counts["forced"] + counts["in_flight"]
-        if resumed and not pending and counts["fetched"] and self.revisit_config is None:
+        if resumed and rerun is None and not pending and counts["fetched"] and self.revisit_config is None:
             logger.warning(
-                "ipr-crawl: crawl %r finished before (%d pages fetched, %d failed, nothing left to "
-                "fetch): this run fetches only requests the crawl has not seen (start requests "
+                "ipr-crawl: crawl %r has nothing left to fetch (%d pages fetched, %d failed) but did not "
+                "close as finished (it was stopped at its end, or by an older ipr-crawl): "
+                "resumed; this run fetches only requests the crawl has not seen (start requests "
                 "with dont_filter are fetched again). To crawl it again from the start: "
                 "-s IPR_RESET=True, or `ipr-crawl reset --crawl-id %s`%s",
                 cfg.crawl_id, counts["fetched"], counts["failed"], cfg.crawl_id,
@@ -306,6 +319,79 @@ class IprScheduler(BaseScheduler):
             retry.on_revived = lambda: reactor.callFromThread(self._revived, time.time())
         self._start_heartbeat(spider)
         _by_crawler[self.crawler] = self
+
+    def _finished_before(self, client: Any) -> dict[str, Any] | None:
+        """Before the crawl opens: if it was marked finished (``_close_store``), what this
+        run does with it. With revisits on, or ``SCHEDULER_PERSIST=True``, it is kept and
+        resumed (no longer marked); else its keys are archived as ``<id>~<n>``
+        (:mod:`ipr_crawl.store.archive`) and ``{"case": "afresh", "archive", "finished"}``
+        is returned for :meth:`_start_afresh`; ``{"case": "kept"}`` (the mark is removed
+        once the crawl opened). None for a crawl not marked finished, or when another
+        process of the crawl started it afresh (this one waited for it)."""
+        from ipr_crawl.store import archive
+
+        cfg = self.config
+        info = archive.finished_info(client, cfg.crawl_id)
+        if info is None:
+            return None
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info["at"] or 0))
+        settings = self.crawler.settings
+        kept = "revisits" if self.revisit_config is not None else "persist" if settings.getbool("SCHEDULER_PERSIST") else ""
+        if kept:
+            self._stats_set("ipr/rerun", "kept")
+            logger.info(
+                "ipr-crawl: crawl %r finished before (%s, %d pages fetched): %s", cfg.crawl_id, when, info["fetched"],
+                "kept, revisits on (IPR_REVISIT_ENABLED): this run revisits what is due" if kept == "revisits" else
+                "kept finished (SCHEDULER_PERSIST): this run fetches only requests the crawl has not seen (start "
+                "requests with dont_filter are fetched again); without SCHEDULER_PERSIST it would start afresh",
+            )
+            return {"case": "kept"}
+        target = archive.archive(client, cfg.crawl_id, self.holder, cluster=is_cluster(client))
+        if target is None:
+            logger.info("ipr-crawl: crawl %r finished before; another process starts it afresh: waiting for it",
+                        cfg.crawl_id)
+            archive.wait_for_rerun(client, cfg.crawl_id, timeout=archive.STALE_CLAIM_SECS)
+            return None
+        return {"case": "afresh", "archive": target, "finished": when, "fetched": info["fetched"]}
+
+    def _start_afresh(self, client: Any, rerun: dict[str, Any]) -> None:
+        """The crawl, marked finished, was archived as ``rerun["archive"]`` and opened
+        afresh: the archive becomes its prior (as ``IPR_PRIOR_CRAWL`` would; an explicit
+        ``IPR_PRIOR_CRAWL`` wins), archives beyond ``IPR_KEEP_CRAWLS`` are deleted, and
+        one line says so."""
+        from ipr_crawl.store import archive
+        from ipr_crawl.store.prior import install_prior
+
+        cfg = self.config
+        target = rerun["archive"]
+        self._stats_set("ipr/rerun", "afresh")
+        if cfg.keep_crawls > 0:
+            self._stats_set("ipr/rerun_of", target)
+        t0 = time.monotonic()
+        if cfg.prior_crawl:
+            prior = f"IPR_PRIOR_CRAWL={cfg.prior_crawl!r} is the prior (set by the user)"
+        elif cfg.keep_crawls == 0:
+            prior = "no prior"
+        elif cfg.cluster_buckets > 1:
+            prior = "no prior (IPR_CLUSTER_BUCKETS > 1 takes none)"
+        elif cfg.ordering in ("bf", "larger-sites-first"):
+            prior = f"no prior (IPR_ORDERING={cfg.ordering!r} takes none)"
+        else:
+            info = install_prior(client, cfg.crawl_id, target, cfg.params.prior_weight,
+                                 log=lambda msg: logger.info("ipr-crawl: prior: %s", msg))
+            self._stats_set("ipr/prior/urls", info["urls"])
+            prior = (f"its graph ({info['urls']} URLs) is the prior (weight {info['weight']:g}, "
+                     f"{time.monotonic() - t0:.1f} s)")
+        dropped = archive.prune(client, cfg.crawl_id, cfg.keep_crawls, spare=cfg.prior_crawl)
+        kept = (f"the finished crawl is kept as {target!r}" if cfg.keep_crawls > 0
+                else "the finished crawl is deleted (IPR_KEEP_CRAWLS=0)")
+        older = [cid for cid, _ in dropped if cid != target]
+        logger.info(
+            "ipr-crawl: crawl %r finished before (%s, %d pages fetched): started afresh, %s; %s%s. To keep a "
+            "finished crawl instead: -s SCHEDULER_PERSIST=True",
+            cfg.crawl_id, rerun["finished"], rerun["fetched"], prior, kept,
+            f"; older crawls deleted (IPR_KEEP_CRAWLS={cfg.keep_crawls}): {', '.join(older)}" if older else "",
+        )
 
     def _log_buckets(self, client: Any) -> None:
         """Bucket mode: say how many masters the buckets' slots lie on (a warning when a
@@ -632,6 +718,17 @@ class IprScheduler(BaseScheduler):
         for name, value in counts.items():
             self._stats_set(f"ipr/frontier/{name}", value)
         logger.info("ipr-crawl: crawl %r closed (%s): %s", self.config.crawl_id, reason, counts)
+        if reason == "finished" and not self._local and not counts["frontier"] + counts["forced"] + counts["in_flight"]:
+            # nothing pending in the whole crawl: its next run starts afresh (open)
+            from ipr_crawl.store.archive import mark_finished
+
+            mark_finished(self.store.client, self.config.crawl_id, reason)
+            self._stats_set("ipr/finished", 1)
+            logger.info(
+                "ipr-crawl: crawl %r finished: run again, it starts afresh with this crawl's graph as its prior "
+                "(with SCHEDULER_PERSIST=True it stays finished; with IPR_REVISIT_ENABLED it revisits)",
+                self.config.crawl_id,
+            )
 
     def has_pending_requests(self) -> bool:
         """Whether requests remain, for this process or another of the crawl. Never waits

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 import msgpack
 
 from ipr_crawl.ordering.params import OrderingParams, parse_ordering
+from ipr_crawl.store.archive import archives, finished_info, is_archive_id
 from ipr_crawl.store.connection import FrontierUnavailable, connect, redact
 from ipr_crawl.store.frontier import FrontierStore
 from ipr_crawl.store.keys import crawl_keys
@@ -48,7 +49,8 @@ def crawls(client: Any) -> list[str]:
 
 def open_crawl(crawl_id: str, redis_url: str = "", data_dir: str = ".scrapy/ipr") -> FrontierStore:
     """The :class:`FrontierStore` of an existing crawl, with the ordering it was written
-    with. ``crawl_id`` ``""``: the only crawl there.
+    with. ``crawl_id`` ``""``: the only crawl there (archives of finished crawls,
+    ``<id>~<n>``, not counted).
 
     Raises :class:`NoSuchCrawl` (naming the folder or URL and the crawls found) when
     there is no embedded store in ``data_dir`` (none is created), no such crawl, or
@@ -67,12 +69,13 @@ def open_crawl(crawl_id: str, redis_url: str = "", data_dir: str = ".scrapy/ipr"
     try:
         present = crawls(client)
         if not crawl_id:
-            if len(present) != 1:
+            live = [c for c in present if not is_archive_id(c)]
+            if len(live) != 1:
                 raise NoSuchCrawl(
-                    f"{len(present)} crawls in {where}" + (f" ({', '.join(present)})" if present else "")
+                    f"{len(live)} crawls in {where}" + (f" ({', '.join(present)})" if present else "")
                     + ": give --crawl-id"
                 )
-            crawl_id = present[0]
+            crawl_id = live[0]
         if crawl_id not in present:
             raise NoSuchCrawl(
                 f"no crawl {crawl_id!r} in {where}; crawls there: {', '.join(present) or 'none'}"
@@ -167,10 +170,18 @@ def status(store: FrontierStore, revisits: bool = True) -> dict[str, Any]:
     ``in_flight``; ``holders`` (:meth:`FrontierStore.holders`: each process, alive or
     not, its last heartbeat and its requests in flight); ``revisits_due`` (due now)
     and ``revisits_scheduled``; ``pages_per_sec`` over the last minute of the
-    timeline (None without two samples in it); ``ordering``; ``time`` (s since the epoch)."""
+    timeline (None without two samples in it); ``ordering``; ``time`` (s since the epoch);
+    ``finished`` (when it closed as finished, else None); ``archives``: the finished
+    crawls of this id kept by its reruns (:func:`ipr_crawl.store.archive.archives`),
+    oldest first; ``rerun_of``: the one it was started afresh from ("" if none)."""
     now = time.time()
     out: dict[str, Any] = {"crawl_id": store.crawl_id, "ordering": store.params.label, "time": now}
     out.update(store.counts())
+    done = finished_info(store.client, store.crawl_id)
+    out["finished"] = done["at"] if done else None
+    rerun_of = store.client.hget(store.keys["meta"], "rerun_of")
+    out["rerun_of"] = rerun_of.decode() if isinstance(rerun_of, bytes) else rerun_of or ""
+    out["archives"] = archives(store.client, store.crawl_id)
     out["holders"] = store.holders()
     if revisits:
         out["revisits_due"] = store.client.zcount(store.keys["due"], "-inf", now)
@@ -217,6 +228,15 @@ def format_status(st: dict[str, Any]) -> str:
     ]
     if "revisits_due" in st:
         lines.append(f"  revisits due now {st['revisits_due']:,} of {st['revisits_scheduled']:,} scheduled")
+    if st.get("finished"):
+        lines.append(f"  finished {_when(st['finished'])}: its next run starts afresh with it as the prior")
+    if st.get("rerun_of"):
+        lines.append(f"  started afresh from the finished crawl {st['rerun_of']!r}")
+    if st.get("archives"):
+        lines.append(f"  finished crawls kept (IPR_KEEP_CRAWLS): {len(st['archives'])}")
+        for a in st["archives"]:
+            lines.append(f"    {a['crawl_id']}  finished {_when(a['finished'])}  fetched {a['fetched']:,}  "
+                         f"failed {a['failed']:,}")
     alive = [h for h in st["holders"] if h["alive"]]
     lines.append(f"  processes alive: {len(alive)}")
     for h in st["holders"]:
@@ -228,6 +248,10 @@ def format_status(st: dict[str, Any]) -> str:
         lines.append(f"    {h['holder']}  {state}  spider {h.get('spider', '?')}  last heartbeat {beat}  "
                      f"in flight {h['in_flight']}")
     return "\n".join(lines)
+
+
+def _when(at: float | None) -> str:
+    return "?" if at is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
 
 
 def format_top(rows: list[dict[str, Any]]) -> str:
