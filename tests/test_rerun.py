@@ -192,3 +192,32 @@ def test_one_process_archives_the_others_wait(redis_client, crawl_id):
     store = _small(redis_client, crawl_id)
     redis_client.hset(store.keys["meta"], "rerun_at", 1)
     wait_for_rerun(redis_client, crawl_id, timeout=0.0)
+
+
+def test_archive_prior_and_prune_on_a_redis_cluster(cluster):
+    """On a Redis Cluster the crawl and its archive lie in different slots: the keys are
+    moved by DUMP/RESTORE, the archive is the new crawl's prior, and pruning deletes it."""
+    from ipr_crawl.store import connect
+    from ipr_crawl.store.connection import is_cluster
+    from ipr_crawl.store.prior import install_prior
+    from ipr_crawl.store.retry import RedisRetry
+
+    client = connect(f"redis://127.0.0.1:{cluster.ports[0]}/0", "", retry=RedisRetry(30))
+    try:
+        assert is_cluster(client)
+        old = _small(client, "cr")
+        known = old.counts()["known"]
+        mark_finished(client, "cr", "finished")
+        assert archive(client, "cr", "me", cluster=True) == "cr~1"
+        assert not list(client.scan_iter(match="ipr:{cr}:*"))
+        assert FrontierStore(client, "cr~1", "push").counts()["known"] == known
+        new = FrontierStore(client, "cr", "push")
+        assert new.open() is False
+        info = install_prior(client, "cr", "cr~1", 1.0)
+        assert info["installed"] and info["urls"] == known
+        assert [c for c, n in prune(client, "cr", 0)] == ["cr~1"]
+        assert archives(client, "cr") == [] and not list(client.scan_iter(match="ipr:{cr~1}:*"))
+        assert client.hget(new.keys["meta"], "prior_buckets") is not None  # the prior was copied: it stays
+        new.drop()
+    finally:
+        client.close()
