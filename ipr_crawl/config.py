@@ -95,6 +95,12 @@ SETTINGS: tuple[Setting, ...] = (
       "([docs/scaling.md](docs/scaling.md))", low=1, high=255),
     S("IPR_REDIS_RETRY_SECS", 60.0, "float", "a Redis command that fails (server restarted, network down) is "
       "sent again for up to this long, then the crawl stops cleanly", low=0.0, unit="s"),
+    S("IPR_REDIS_THREAD", "auto", "str", "where the scheduler's Redis calls are made: `auto`, on the event loop "
+      "(one attempt each; a record call is not waited for) while Redis answers, on the scheduler's Redis thread "
+      "while it is away, so that the crawl never sits in a retry; `always`: on the thread (the event loop never "
+      "waits for a reply, at a CPU cost; always so on a Redis Cluster or with buckets) "
+      "([docs/architecture.md](docs/architecture.md#the-event-loop-never-waits-on-redis))",
+      choices=("auto", "always")),
     S("IPR_GIL_SWITCH_SECS", 0.0002, "float", "while the crawl runs, Python's thread switch interval "
       "(`sys.setswitchinterval`; its default is 0.005): how long the busy crawler may keep the scheduler's "
       "Redis thread waiting for the interpreter before each reply is read; `0` leaves Python's own "
@@ -399,6 +405,7 @@ class FrontierConfig:
     redis_wait_ms: int = 1000
     redis_backoff_secs: float = 0.1
     gil_switch_secs: float = 0.0002
+    redis_thread: str = "auto"
     polite_pop: bool = False
     polite_buffer_size: int = 64
     polite_scan: int = 1000
@@ -528,6 +535,7 @@ class FrontierConfig:
             requeue_batch_size=read(settings, "IPR_REQUEUE_BATCH_SIZE"),
             redis_retry_secs=read(settings, "IPR_REDIS_RETRY_SECS"),
             gil_switch_secs=read(settings, "IPR_GIL_SWITCH_SECS"),
+            redis_thread=read(settings, "IPR_REDIS_THREAD"),
             redis_wait_replicas=read(settings, "IPR_REDIS_WAIT_REPLICAS"),
             redis_tls=tls,
             redis_wait_ms=read(settings, "IPR_REDIS_WAIT_MS"),

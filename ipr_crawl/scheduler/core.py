@@ -17,6 +17,7 @@ import functools
 import logging
 import os
 import sys
+import threading
 import time
 import weakref
 from collections import deque
@@ -61,6 +62,9 @@ REDIS_DOWN = (redis.ConnectionError, redis.TimeoutError)
 #: A pop's answer: revisits refreshed, unplaced/day, unreadable states, leases moved back,
 #: (reclaimed, lost holders), [(lease member, payload)], and whether anything is pending.
 _Popped = tuple[int, float, int, int, tuple[int, list[str]], list[tuple[bytes, bytes | None]], bool]
+#: While Redis is away, how long a call the event loop must wait for (enqueue_request) is
+#: waited for before the crawl goes on (the call still runs later) (s).
+SYNC_WHILE_AWAY_SECS = 0.5
 #: At close, how long to wait for a Redis found unreachable before closing without it (s).
 CLOSE_WITHOUT_REDIS_SECS = 1.0
 _T = TypeVar("_T")
@@ -196,6 +200,10 @@ class IprScheduler(BaseScheduler):
         self._empty_pop: tuple[int, float] | None = None
         self._checking = False
         self._closing = False
+        #: IPR_REDIS_THREAD=auto on one server: Redis calls on the event loop while it answers
+        self._loop_mode = False
+        #: a call failed on the event loop: the calls go to the Redis thread until it caught up
+        self._away = False
         #: Python's thread switch interval before IPR_GIL_SWITCH_SECS replaced it
         self._switch_interval: float | None = None
 
@@ -427,6 +435,15 @@ class IprScheduler(BaseScheduler):
     def _start_heartbeat(self, spider: Spider) -> None:
         from twisted.internet import reactor, task
 
+        # From here on (the crawl's steady state) the event loop makes one attempt per Redis
+        # call and never sits in a retry: IPR_REDIS_THREAD=auto on one server.
+        self._loop_mode = (
+            self.io is not None and self.config.redis_thread == "auto" and self.config.cluster_buckets == 1
+            and not is_cluster(self.store.client)
+        )
+        if self._loop_mode and self._retry is not None:
+            self._retry.loop_thread = threading.get_ident()
+
         def lost_holder() -> None:
             reactor.callFromThread(self.wake)
 
@@ -443,35 +460,110 @@ class IprScheduler(BaseScheduler):
             self._logstats = task.LoopingCall(lambda: self._submit(self.log_frontier, adds=False))
             self._logstats.start(cfg.logstats_interval, now=False)
 
-    # -- Redis calls, off the event loop ------------------------------------------------
+    # -- Redis calls: on the event loop while Redis answers, else on the Redis thread ---------
+    @property
+    def on_loop(self) -> bool:
+        """Whether Redis calls are made on the event loop now: ``IPR_REDIS_THREAD=auto``
+        (one server, no buckets) and Redis answering. Else they are queued on the Redis
+        thread (:mod:`ipr_crawl.scheduler.redis_thread`), which retries while Redis is away."""
+        return self._loop_mode and not self._away
+
+    def _hand_over(self, exc: BaseException) -> Any:
+        """A call on the event loop failed (Redis away): from now on every call goes to the
+        Redis thread, which retries (``IPR_REDIS_RETRY_SECS``), until it has caught up."""
+        if not self._away:
+            self._away = True
+            self._stats_inc("ipr/redis/handovers")
+            logger.warning("ipr-crawl: Redis call failed on the event loop (%s); the calls go to the Redis thread, "
+                           "which retries for up to %.0f s (IPR_REDIS_RETRY_SECS) while the crawl goes on",
+                           exc, self.config.redis_retry_secs)
+        assert self.io is not None
+        taken = self.store.take_outstanding() if hasattr(self.store, "take_outstanding") else None
+        if taken is None:
+            return None
+        # the last page's record call, sent and not answered: again, there; its `then` returned
+        argv, then = taken
+        self.io.submit(self.store.record_argv, argv, then=self._then_caught_up(then), failed=self._failed)
+        return then
+
+    def _caught_up(self, _: Any = None) -> None:
+        """The Redis thread answered and has nothing queued: calls go back to the event loop."""
+        if self._away and self.io is not None and self.io.in_flight == 0 and not self.redis_down and (
+            self._retry is None or self._retry.failing_for() == 0
+        ):
+            self._away = False
+            logger.info("ipr-crawl: Redis answers again; its calls are back on the event loop")
+
     def _submit(
         self, fn: Callable[..., Any], *args: Any, then: Callable[[Any], Any] | None = None, adds: bool = True
     ) -> None:
-        """Queue ``fn(*args)`` on the Redis thread (:mod:`ipr_crawl.scheduler.redis_thread`);
-        ``then(result)`` runs on the event loop. A Redis that stays unreachable stops the
-        crawl (:meth:`redis_unavailable`); another error is logged. ``adds``: the call may
-        add requests (what :meth:`has_pending_requests` saw before is stale)."""
+        """``fn(*args)`` (a store call), then ``then(result)`` on the event loop: at once while
+        :attr:`on_loop`, else queued on the Redis thread. A Redis that stays unreachable
+        stops the crawl (:meth:`redis_unavailable`); another error is logged. ``adds``: the
+        call may add requests (what :meth:`has_pending_requests` saw before is stale)."""
         if self.redis_down:
             return
         if adds:
             self._gen += 1
-        if self.io is None:  # not open: at once
+        if self.io is None:  # no event loop to hand results to: at once
             result = self.guard(fn, *args)
             if then is not None and not self.redis_down:
                 then(result)
             return
-        self.io.submit(fn, *args, then=then, failed=self._failed)
+        if self.on_loop:
+            try:
+                result = fn(*args)
+            except REDIS_DOWN as exc:
+                self._hand_over(exc)
+            else:
+                if then is not None:
+                    then(result)
+                return
+        self.io.submit(fn, *args, then=self._then_caught_up(then), failed=self._failed)
+
+    def _then_caught_up(self, then: Callable[[Any], Any] | None) -> Callable[[Any], Any]:
+        def done(result: Any) -> None:
+            if then is not None:
+                then(result)
+            self._caught_up()
+
+        return done
 
     def _sync(self, fn: Callable[..., _T], *args: Any) -> _T:
-        """``fn(*args)`` on the Redis thread after every call queued before it, waited
-        for (counted in ``ipr/redis/loop_wait_*``): for start-up, close and rare calls."""
+        """``fn(*args)`` waited for: for start-up, close and rare calls. While Redis is away,
+        on the Redis thread after every call queued before it (counted in
+        ``ipr/redis/loop_wait_*``); raises :class:`TimeoutError` after
+        :data:`SYNC_WHILE_AWAY_SECS` (the call still runs later)."""
         self._gen += 1
         if self.io is None:
             return fn(*args)
-        return self.io.call(fn, *args)
+        if self.on_loop:
+            started = time.perf_counter()
+            try:
+                return fn(*args)
+            except REDIS_DOWN as exc:
+                self._hand_over(exc)
+            finally:
+                self.io.blocked.add(time.perf_counter() - started)
+        return self.io.call(fn, *args, timeout=SYNC_WHILE_AWAY_SECS if self._away else None)
 
-    def submit_record(self, record: Callable[[], RecordResult], then: Callable[[RecordResult], None]) -> None:
-        """Queue a page's record call (:class:`~ipr_crawl.scheduler.recording.PageRecorder`)."""
+    def submit_record(
+        self, page_id: bytes, tie: int, links: list[Link], lease: bytes, where: dict[str, int],
+        then: Callable[[RecordResult], None],
+    ) -> None:
+        """A page's record call (:class:`~ipr_crawl.scheduler.recording.PageRecorder`). On
+        the event loop it is sent without waiting and its reply read when the next page is
+        recorded or before the next pop (:meth:`FrontierStore.send_record_page`): the
+        crawler parses the next page while Redis runs the script."""
+        if self.on_loop and hasattr(self.store, "take_outstanding"):
+            self._gen += 1
+            try:
+                self.store.send_record_page(page_id, tie, links, lease, then=then, **where)
+                return
+            except REDIS_DOWN as exc:
+                if self._hand_over(exc) is then:
+                    return  # this page's call was the outstanding one: on the Redis thread now
+        record = functools.partial(self.store.record_page, page_id, tie, links, lease, **where)
         self._submit(record, then=then)
 
     def sync_record(self, record: Callable[[], RecordResult]) -> RecordResult:
@@ -486,7 +578,17 @@ class IprScheduler(BaseScheduler):
     def _revived(self, at: float) -> None:
         """The embedded server was restarted from its append-only file, which may miss the
         last second of writes: the leases this process no longer holds go back now (their
-        pages are fetched again), not after ``IPR_LEASE_SECS``. ``at``: when it restarted."""
+        pages are fetched again), not after ``IPR_LEASE_SECS``. ``at``: when it restarted.
+
+        First every call queued on the Redis thread before now has its answer handled (a
+        pop retried across the restart leased with the time of its first attempt: its
+        requests must be in :attr:`_held` before the look)."""
+        if self.io is not None and self.io.alive:
+            self.io.submit(lambda: None, then=lambda _: self._release_stale(at), failed=self._failed)
+        else:
+            self._release_stale(at)
+
+    def _release_stale(self, at: float) -> None:
         keep = set(self._held)
 
         def done(released: int) -> None:
@@ -745,6 +847,14 @@ class IprScheduler(BaseScheduler):
         seen = self._pending_seen
         if seen is not None and seen[0] == self._gen and time.monotonic() - seen[1] < 1.0:
             return seen[2]
+        if self.on_loop:
+            try:
+                pending = self._pending_now()
+            except REDIS_DOWN as exc:
+                self._hand_over(exc)
+            else:
+                self._pending_seen = (self._gen, time.monotonic(), pending)
+                return pending
         if not self._checking:
             self._checking = True
             gen = self._gen
@@ -948,8 +1058,9 @@ class IprScheduler(BaseScheduler):
             if not self._buffer:
                 room = self._lease_room() if self._pacing else self._pop_batch()
                 if room > 0:
-                    self._refill(room)
-                return None
+                    self._refill(room)  # on the event loop: done now; on the Redis thread: later
+                if not self._buffer:
+                    return None
             member, request = self._buffer.popleft()
             if not self._pacing and len(self._buffer) <= self._pop_batch() // 2:
                 self._refill(self._pop_batch())  # ahead of need: the next ones come while this one downloads
@@ -1047,18 +1158,36 @@ class IprScheduler(BaseScheduler):
     def _refill(
         self, count: int = 0, scan: int = 0, busy: list[str] | None = None, offset: int = 0, min_ratio: float = 0.0
     ) -> int:
-        """Queue a pop of ``count`` (default :meth:`_pop_batch`) requests into the buffer
-        (``scan``, ``busy``: :meth:`FrontierStore.pop`) on the Redis thread, unless one is
-        queued already; returns 0 (the requests come with :meth:`_popped`)."""
+        """Lease ``count`` (default :meth:`_pop_batch`) requests into the buffer (``scan``,
+        ``busy``: :meth:`FrontierStore.pop`): at once on the event loop (returns how many
+        came), or queued on the Redis thread unless a pop is queued already (returns 0:
+        they come with :meth:`_popped`)."""
         if self._popping or self.redis_down:
             return 0
         empty = self._empty_pop
         if empty is not None and empty[0] == self._gen and time.monotonic() - empty[1] < 1.0:
             return 0  # the last pop found nothing and nothing was recorded since
-        self._popping = True
         gen = self._gen
-        self._submit(self._pop_now, count or self._pop_batch(), scan, list(busy or ()), offset, min_ratio,
-                     then=lambda result: self._popped(result, gen), adds=False)
+        args = (count or self._pop_batch(), scan, list(busy or ()), offset, min_ratio)
+        if self.on_loop:
+            try:
+                result = self._pop_now(*args)
+            except REDIS_DOWN as exc:
+                self._hand_over(exc)
+            else:
+                self._popped(result, gen, wake=False)  # the engine is asking: no need to wake it
+                return len(result[5])
+        if self.io is None:
+            self._popped(self._pop_now(*args), gen, wake=False)
+            return 0
+
+        def failed(exc: BaseException) -> None:
+            self._popping = False
+            self._failed(exc)
+
+        self._popping = True
+        self.io.submit(self._pop_now, *args, then=self._then_caught_up(lambda result: self._popped(result, gen)),
+                       failed=failed)
         return 0
 
     def _pop_now(self, count: int, scan: int, busy: list[str], offset: int, min_ratio: float) -> _Popped:
@@ -1078,7 +1207,7 @@ class IprScheduler(BaseScheduler):
         pending = self._pending_now() if not items else True
         return refreshed, unplaced, unreadable, expired, self.store.last_lost, items, pending
 
-    def _popped(self, result: _Popped, gen: int) -> None:
+    def _popped(self, result: _Popped, gen: int, wake: bool = True) -> None:
         """A pop's answer, on the event loop: decode into the buffer, wake the engine."""
         self._popping = False
         refreshed, unplaced, unreadable, expired, (reclaimed, lost), items, pending = result
@@ -1121,7 +1250,7 @@ class IprScheduler(BaseScheduler):
             self._buffer.append((member, request))
         if undecodable:
             self._submit(self.store.ack, "fail", undecodable)
-        if not self._closing:
+        if not self._closing and (wake or (items and not self._buffer)):
             # the engine asks again (after a pop whose requests were all undecodable, or
             # none: is the crawl over?), else it would wait for its 5 s heartbeat
             self.wake()

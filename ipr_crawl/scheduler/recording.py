@@ -7,10 +7,12 @@ out-links, registers the new URLs with their request payloads, applies the
 ordering's score update (IPR DL1 or BLC, Yamada et al. 2004, §3, §4.2) and
 re-scores affected frontier entries in place.
 
-The call is made off the event loop (``IPR_RECORD_PIPELINED``, on by default): it
-is queued on the scheduler's Redis thread (:mod:`ipr_crawl.scheduler.redis_thread`)
-and its reply handled on the event loop when it comes, so the crawler parses the
-next page while Redis runs the script. A URL counts as known
+The call is not waited for (``IPR_RECORD_PIPELINED``, on by default): it is sent
+and its reply read when the next page is recorded or before the next pop
+(:meth:`ipr_crawl.store.FrontierStore.send_record_page`), or, while Redis is away or
+with ``IPR_REDIS_THREAD=always``, queued on the scheduler's Redis thread
+(:mod:`ipr_crawl.scheduler.redis_thread`); the crawler parses the next page while Redis
+runs the script. A URL counts as known
 to Redis (no payload sent again, :class:`~ipr_crawl.scheduler.linkcache.LinkIds`)
 only once its reply has come back.
 
@@ -235,14 +237,15 @@ class PageRecorder:
         self.sent += 1
         if cfg.slow_start and self.sent <= frontier._concurrency:
             frontier.wake()  # the allowance grew: the engine may take one more now
-        record = functools.partial(frontier.store.record_page, page_id, tie_for(cfg.ordering, page_url), links, lease,
-                                   **where)
         if cfg.record_pipelined:
-            # on the Redis thread: the crawler goes on parsing while Redis runs the script
-            frontier.submit_record(record, lambda res: self._recorded(res, ids, repeated, local, lease))
+            # not waited for: the crawler goes on parsing while Redis runs the script
+            frontier.submit_record(page_id, tie_for(cfg.ordering, page_url), links, lease, where,
+                                   lambda res: self._recorded(res, ids, repeated, local, lease))
             if any(link.payload for link in links):  # new URLs, probably: see wake()
                 frontier.wake()
         else:
+            record = functools.partial(frontier.store.record_page, page_id, tie_for(cfg.ordering, page_url), links,
+                                       lease, **where)
             self._recorded(frontier.sync_record(record), ids, repeated, local, lease)
         if request_ is not None:
             request_.meta[RECORDED_META] = True

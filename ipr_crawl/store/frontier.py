@@ -318,15 +318,37 @@ class FrontierStore:
                 if self._outstanding_wait:  # the WAIT's reply, whatever the script's was
                     self._waited(self._record_conn.read_response())
         except redis.exceptions.NoScriptError:
-            result = self._record_now(argv)
+            result = self._record_again(argv, then)
         except (redis.ConnectionError, redis.TimeoutError, *_REDIRECTS):
             # a lost connection, or on a Redis Cluster the slot moved (MOVED, ASK), is
             # migrating or the cluster is failing over (TRYAGAIN, CLUSTERDOWN): the
             # script did not run, or ran and is idempotent; the client finds the node
             self._drop_record_conn()
-            result = self._record_now(argv)
+            result = self._record_again(argv, then)
         if then is not None:
             then(result)
+
+    def _record_again(self, argv: list[Any], then: Callable[[RecordResult], None] | None) -> RecordResult:
+        """Run an outstanding record call again through the client; if that fails too,
+        the call stays outstanding (:meth:`take_outstanding`) and the error is raised."""
+        try:
+            return self._record_now(argv)
+        except BaseException:
+            self._outstanding = (argv, then)
+            raise
+
+    def take_outstanding(self) -> tuple[list[Any], Callable[[RecordResult], None] | None] | None:
+        """The record call sent (or to be sent again) whose reply was not handled, removed:
+        its argument list and ``then``, for :meth:`record_argv` on another thread (None if none)."""
+        taken, self._outstanding = self._outstanding, None
+        self._outstanding_wait = False
+        if taken is not None:
+            self._drop_record_conn()
+        return taken
+
+    def record_argv(self, argv: list[Any]) -> RecordResult:
+        """:meth:`record_page` of an argument list :meth:`take_outstanding` gave."""
+        return self._record_now(argv)
 
     def _new_record_conn(self) -> redis.connection.AbstractConnection:
         # On a Redis Cluster: a connection to the master that owns the crawl's slot

@@ -67,6 +67,9 @@ class RedisRetry(Retry):
         self.on_error = on_error
         self.on_give_up = on_give_up
         self.revive = revive
+        #: the thread (``threading.get_ident()``) that gets one attempt per command, never a
+        #: retry: the crawl's event loop (its calls then go to the scheduler's Redis thread)
+        self.loop_thread: int | None = None
         #: called (from the thread that restarted it) after the embedded server was restarted
         self.on_revived: Callable[[], Any] | None = None
         self.errors = 0
@@ -98,6 +101,21 @@ class RedisRetry(Retry):
         is_retryable: Callable[[Exception], bool] | None = None,
         with_failure_count: bool = False,
     ) -> T:
+        if self.loop_thread is not None and threading.get_ident() == self.loop_thread:
+            # The event loop never sits in a retry: one attempt; a failure goes to the
+            # caller, which hands the call to the scheduler's Redis thread.
+            try:
+                return do()
+            except self._supported_errors as exc:
+                if not isinstance(exc, AuthenticationError):
+                    self.errors += 1
+                    self.last_error = exc
+                    if self._failing_since is None:
+                        self._failing_since = time.monotonic()
+                    fail(exc, 1) if with_failure_count else fail(exc)
+                    if self.on_error is not None:
+                        self.on_error(exc)
+                raise
         if getattr(self._local, "active", False) or self.gave_up:
             # A connect() inside a command being retried (in this thread), or after
             # giving up: one attempt, the outer loop (if any) decides.
