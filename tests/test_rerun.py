@@ -24,9 +24,12 @@ from ipr_crawl.store.archive import (
     ArchiveBusy,
     archive,
     archives,
+    claim,
     finished_info,
     mark_finished,
     prune,
+    release,
+    rerun_holder,
     wait_for_rerun,
 )
 from ipr_crawl.store.buckets import BucketedFrontier
@@ -150,7 +153,7 @@ def test_archive_moves_every_key_and_prune_keeps_the_newest(redis_client, crawl_
     assert finished_info(redis_client, crawl_id) is None
     mark_finished(redis_client, crawl_id, "finished")
     assert finished_info(redis_client, crawl_id)["fetched"] == 1
-    assert archive(redis_client, crawl_id, "me") == f"{crawl_id}~1"
+    assert archive(redis_client, crawl_id) == f"{crawl_id}~1"
     assert not list(redis_client.scan_iter(f"ipr:{{{crawl_id}}}:*"))
     moved = sorted(k.decode()[len(f"ipr:{{{crawl_id}~1}}:"):] for k in redis_client.scan_iter(f"ipr:{{{crawl_id}~1}}:*"))
     assert moved == names
@@ -158,7 +161,7 @@ def test_archive_moves_every_key_and_prune_keeps_the_newest(redis_client, crawl_
     assert redis_client.hget(f"ipr:{{{crawl_id}~1}}:meta", "archiving") is None
     for n in (2, 3):
         _small(redis_client, crawl_id)
-        assert archive(redis_client, crawl_id, "me", cluster=n == 3) == f"{crawl_id}~{n}"  # DUMP/RESTORE too
+        assert archive(redis_client, crawl_id, cluster=n == 3) == f"{crawl_id}~{n}"  # DUMP/RESTORE too
     assert [a["crawl_id"] for a in archives(redis_client, crawl_id)] == [f"{crawl_id}~{n}" for n in (1, 2, 3)]
     assert FrontierStore(redis_client, f"{crawl_id}~3", "push").counts() == FrontierStore(redis_client, f"{crawl_id}~1", "push").counts()
     assert store.counts()["known"] == 0
@@ -170,7 +173,7 @@ def test_archive_moves_every_key_and_prune_keeps_the_newest(redis_client, crawl_
 def test_archive_of_a_bucketed_crawl_keeps_one_hash_tag_per_bucket(redis_client, crawl_id):
     store = BucketedFrontier(redis_client, crawl_id, OrderingParams(ordering="push"), 2)
     store.open()
-    archive(redis_client, crawl_id, "me")
+    archive(redis_client, crawl_id)
     keys = {k.decode() for k in redis_client.scan_iter(f"ipr:{{{crawl_id}*")}
     assert keys == {f"ipr:{{{crawl_id}~1}}:meta", f"ipr:{{{crawl_id}~1:0}}:meta", f"ipr:{{{crawl_id}~1:1}}:meta"}
     assert [a["crawl_id"] for a in archives(redis_client, crawl_id)] == [f"{crawl_id}~1"]
@@ -178,19 +181,22 @@ def test_archive_of_a_bucketed_crawl_keeps_one_hash_tag_per_bucket(redis_client,
     assert not list(redis_client.scan_iter(f"ipr:{{{crawl_id}*"))
 
 
-def test_one_process_archives_the_others_wait(redis_client, crawl_id):
+def test_one_process_starts_a_finished_crawl_afresh_the_others_wait(redis_client, crawl_id):
     _small(redis_client, crawl_id)
     mark_finished(redis_client, crawl_id, "finished")
-    meta = f"ipr:{{{crawl_id}}}:meta"
-    redis_client.hset(meta, "archiving", json.dumps({"target": f"{crawl_id}~1", "holder": "other", "at": 1e18}))
-    assert archive(redis_client, crawl_id, "me") is None  # claimed by another process
-    with pytest.raises(ArchiveBusy, match="another process"):
+    assert rerun_holder(redis_client, crawl_id) is None
+    assert claim(redis_client, crawl_id, "first")
+    assert not claim(redis_client, crawl_id, "second")  # the others wait
+    assert rerun_holder(redis_client, crawl_id) == "first"
+    assert 0 < redis_client.pttl(f"ipr:{{{crawl_id}}}:rerun") <= 120_000  # a dead holder's claim expires
+    with pytest.raises(ArchiveBusy, match="another process \\(first\\) is starting it afresh"):
         wait_for_rerun(redis_client, crawl_id, timeout=0.0)
-    # a claim left by a process that died long ago is taken over, with its target
-    redis_client.hset(meta, "archiving", json.dumps({"target": f"{crawl_id}~1", "holder": "dead", "at": 0}))
-    assert archive(redis_client, crawl_id, "me") == f"{crawl_id}~1"
-    store = _small(redis_client, crawl_id)
-    redis_client.hset(store.keys["meta"], "rerun_at", 1)
+    assert archive(redis_client, crawl_id) == f"{crawl_id}~1"
+    assert rerun_holder(redis_client, crawl_id) == "first"  # the claim is not archived with the crawl
+    assert not redis_client.exists(f"ipr:{{{crawl_id}~1}}:rerun")
+    release(redis_client, crawl_id, "second")  # not its claim
+    assert rerun_holder(redis_client, crawl_id) == "first"
+    release(redis_client, crawl_id, "first")
     wait_for_rerun(redis_client, crawl_id, timeout=0.0)
 
 
@@ -208,7 +214,7 @@ def test_archive_prior_and_prune_on_a_redis_cluster(cluster):
         old = _small(client, "cr")
         known = old.counts()["known"]
         mark_finished(client, "cr", "finished")
-        assert archive(client, "cr", "me", cluster=True) == "cr~1"
+        assert archive(client, "cr", cluster=True) == "cr~1"
         assert not list(client.scan_iter(match="ipr:{cr}:*"))
         assert FrontierStore(client, "cr~1", "push").counts()["known"] == known
         new = FrontierStore(client, "cr", "push")
@@ -221,3 +227,30 @@ def test_archive_prior_and_prune_on_a_redis_cluster(cluster):
         new.drop()
     finally:
         client.close()
+
+
+def test_processes_started_together_on_a_finished_crawl_start_it_afresh_once(graph_server, tmp_path):
+    """Three processes of a finished crawl start at once (a shared crawl's next day):
+    one archives it and starts it afresh, the others join that new crawl; together
+    they fetch every page once more, and one archive is kept."""
+    from procs import RedisServer, fetched, read_log, start_crawl, wait_all
+
+    graph = read_graph(HARVARD)
+    served = graph_server(HARVARD)
+    back = {canonical_url(served.base + p): n for n, p in page_paths(graph).items()}
+    with RedisServer(tmp_path / "redis") as server:
+        settings = {"IPR_REDIS_URL": server.url, "IPR_CRAWL_ID": "daily"}
+        first = tmp_path / "first.log"
+        assert wait_all([start_crawl(served.seed_url, first, settings)], timeout=120) == [0], read_log(first)[-3000:]
+        logs = [tmp_path / f"p{i}.log" for i in range(3)]
+        procs = [start_crawl(served.seed_url, log, {**settings, "DOWNLOAD_DELAY": 0.02}) for log in logs]
+        codes = wait_all(procs, timeout=300)
+        texts = [read_log(log) for log in logs]
+        for code, text in zip(codes, texts):
+            assert code == 0 and "Traceback" not in text, text[-3000:]
+        assert sum("started afresh" in t for t in texts) == 1, [t.count("finished before") for t in texts]
+        assert [a["crawl_id"] for a in archives(server.client(), "daily")] == ["daily~1"]
+    pages = [back[canonical_url(u)] for log in logs for u in fetched(log)]
+    twice = [n for n, c in collections.Counter(pages).items() if c > 1 and n != served.seed]
+    assert not twice  # (each process fetches the start URL, dont_filter)
+    assert set(pages) == set(reachable(graph, served.seed))

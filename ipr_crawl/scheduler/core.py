@@ -292,7 +292,10 @@ class IprScheduler(BaseScheduler):
             self._install_prior(client)
         if rerun is not None and rerun["case"] == "afresh":
             # last: processes of the crawl that started beside this one wait for it (store/archive.py)
+            from ipr_crawl.store.archive import release
+
             client.hset(self.store.keys["meta"], mapping={"rerun_of": rerun["archive"], "rerun_at": repr(time.time())})
+            release(client, cfg.crawl_id, self.holder)
         pending = counts["frontier"] + counts["forced"] + counts["in_flight"]
         if resumed and rerun is None and not pending and counts["fetched"] and self.revisit_config is None:
             logger.warning(
@@ -339,28 +342,36 @@ class IprScheduler(BaseScheduler):
         from ipr_crawl.store import archive
 
         cfg = self.config
-        info = archive.finished_info(client, cfg.crawl_id)
-        if info is None:
+        holder = archive.rerun_holder(client, cfg.crawl_id)
+        info = archive.finished_info(client, cfg.crawl_id) if holder is None else None
+        if holder is None and info is None:
             return None
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info["at"] or 0))
-        settings = self.crawler.settings
-        kept = "revisits" if self.revisit_config is not None else "persist" if settings.getbool("SCHEDULER_PERSIST") else ""
-        if kept:
-            self._stats_set("ipr/rerun", "kept")
-            logger.info(
-                "ipr-crawl: crawl %r finished before (%s, %d pages fetched): %s", cfg.crawl_id, when, info["fetched"],
-                "kept, revisits on (IPR_REVISIT_ENABLED): this run revisits what is due" if kept == "revisits" else
-                "kept finished (SCHEDULER_PERSIST): this run fetches only requests the crawl has not seen (start "
-                "requests with dont_filter are fetched again); without SCHEDULER_PERSIST it would start afresh",
-            )
-            return {"case": "kept"}
-        target = archive.archive(client, cfg.crawl_id, self.holder, cluster=is_cluster(client))
-        if target is None:
-            logger.info("ipr-crawl: crawl %r finished before; another process starts it afresh: waiting for it",
-                        cfg.crawl_id)
-            archive.wait_for_rerun(client, cfg.crawl_id, timeout=archive.STALE_CLAIM_SECS)
-            return None
-        return {"case": "afresh", "archive": target, "finished": when, "fetched": info["fetched"]}
+        if info is not None:
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info["at"] or 0))
+            settings = self.crawler.settings
+            kept = ("revisits" if self.revisit_config is not None
+                    else "persist" if settings.getbool("SCHEDULER_PERSIST") else "")
+            if kept:
+                self._stats_set("ipr/rerun", "kept")
+                logger.info(
+                    "ipr-crawl: crawl %r finished before (%s, %d pages fetched): %s", cfg.crawl_id, when,
+                    info["fetched"],
+                    "kept, revisits on (IPR_REVISIT_ENABLED): this run revisits what is due" if kept == "revisits"
+                    else "kept finished (SCHEDULER_PERSIST): this run fetches only requests the crawl has not "
+                    "seen (start requests with dont_filter are fetched again); without SCHEDULER_PERSIST it "
+                    "would start afresh",
+                )
+                return {"case": "kept"}
+            if archive.claim(client, cfg.crawl_id, self.holder):
+                if archive.finished_info(client, cfg.crawl_id) is None:  # another process did it meanwhile
+                    archive.release(client, cfg.crawl_id, self.holder)
+                    return None
+                target = archive.archive(client, cfg.crawl_id, cluster=is_cluster(client))
+                return {"case": "afresh", "archive": target, "finished": when, "fetched": info["fetched"]}
+        logger.info("ipr-crawl: crawl %r finished before; another process starts it afresh: waiting for it",
+                    cfg.crawl_id)
+        archive.wait_for_rerun(client, cfg.crawl_id, timeout=archive.STALE_CLAIM_SECS + 10)
+        return None
 
     def _start_afresh(self, client: Any, rerun: dict[str, Any]) -> None:
         """The crawl, marked finished, was archived as ``rerun["archive"]`` and opened

@@ -15,10 +15,12 @@ hash tag (per bucket) as a crawl does. On one server a key is RENAMEd (O(1)); on
 Redis Cluster, where the two names lie in different slots, DUMP + RESTORE + DEL (as
 :func:`~ipr_crawl.store.prior.install_prior` copies a prior).
 
-Several processes of one crawl may start at once: the first to write the ``archiving``
-field of the finished crawl's ``meta`` (HSETNX) archives it; the others wait until
-the new crawl is open (:func:`wait_for_rerun`). The ``meta`` moves last, so an
-archive interrupted midway (the process killed) is finished by the next start.
+Several processes of one crawl may start at once: the first to take the crawl's
+``rerun`` key (``ipr:{<id>}:rerun``, SET NX with an expiry of :data:`STALE_CLAIM_SECS`)
+archives it and opens the new crawl, prior included, then deletes the key
+(:func:`release`); the others wait until the key is gone (:func:`wait_for_rerun`) and
+join the new crawl. The ``meta`` moves last, so an archive interrupted midway (the
+process killed) is finished by the next start, once the key expired.
 """
 
 from __future__ import annotations
@@ -33,13 +35,15 @@ from ipr_crawl.store.frontier import IncompatibleCrawl
 from ipr_crawl.store.keys import crawl_keys
 
 __all__ = [
-    "ArchiveBusy", "archive", "archive_id", "archives", "clear_finished", "crawl_key_names", "drop_crawl",
-    "finished_info", "is_archive_id", "mark_finished", "prune", "wait_for_rerun",
+    "ArchiveBusy", "archive", "archive_id", "archives", "claim", "clear_finished", "crawl_key_names", "drop_crawl",
+    "finished_info", "is_archive_id", "mark_finished", "prune", "release", "rerun_holder", "wait_for_rerun",
 ]
 
-#: A claim older than this (s) was left by a process that died while archiving: the
-#: next start takes over.
+#: The ``rerun`` key expires after this (s): a process that died while starting a
+#: finished crawl afresh holds it no longer, and the next start takes over.
 STALE_CLAIM_SECS = 120.0
+#: The key a process holds while it starts a finished crawl afresh (under the crawl's tag).
+RERUN_KEY = "rerun"
 
 _ARCHIVE = re.compile(r"^(?P<base>.+)~(?P<n>[0-9]+)$")
 
@@ -160,73 +164,72 @@ def _move(client: Any, keys: list[tuple[str, str]], cluster: bool) -> None:
         client.delete(src)
 
 
-def _claim(client: Any, crawl_id: str, holder: str) -> str | None:
-    """The archive id this process is to move crawl ``crawl_id`` to, or None when
-    another process is archiving it (a claim older than :data:`STALE_CLAIM_SECS`
-    is taken over, with its target)."""
-    meta = crawl_keys(crawl_id)["meta"]
-    existing = archives(client, crawl_id)
-    target = archive_id(crawl_id, (existing[-1]["n"] if existing else 0) + 1)
-    claim = {"target": target, "holder": holder, "at": time.time()}
-    if client.hsetnx(meta, "archiving", json.dumps(claim)):
-        return target
-    raw = client.hget(meta, "archiving")
+def _rerun_key(crawl_id: str) -> str:
+    return f"ipr:{{{crawl_id}}}:{RERUN_KEY}"
+
+
+def claim(client: Any, crawl_id: str, holder: str) -> bool:
+    """Take the ``rerun`` key of crawl ``crawl_id`` for ``holder`` (this process): True
+    if it was free. Expires after :data:`STALE_CLAIM_SECS`."""
+    value = json.dumps({"holder": holder, "at": time.time()})
+    return bool(client.set(_rerun_key(crawl_id), value, nx=True, px=int(STALE_CLAIM_SECS * 1000)))
+
+
+def rerun_holder(client: Any, crawl_id: str) -> str | None:
+    """The holder of crawl ``crawl_id``'s ``rerun`` key (a process starting it
+    afresh), or None."""
+    raw = client.get(_rerun_key(crawl_id))
     if raw is None:
         return None
     try:
-        old = json.loads(raw)
-    except ValueError:
-        old = {}
-    if time.time() - float(old.get("at") or 0) < STALE_CLAIM_SECS or not old.get("target"):
-        return None
-    target = str(old["target"])
-    claim["target"] = target
-    client.hset(meta, "archiving", json.dumps(claim))
-    return target
+        return str(json.loads(raw).get("holder") or "?")
+    except (ValueError, AttributeError):
+        return "?"
 
 
-def archive(client: Any, crawl_id: str, holder: str, cluster: bool = False) -> str | None:
+def release(client: Any, crawl_id: str, holder: str) -> None:
+    """Delete the ``rerun`` key if ``holder`` holds it (the new crawl is open)."""
+    if rerun_holder(client, crawl_id) == holder:
+        client.delete(_rerun_key(crawl_id))
+
+
+def archive(client: Any, crawl_id: str, cluster: bool = False) -> str:
     """Move the keys of finished crawl ``crawl_id`` to its next archive id (see the
-    module docstring); returns that id, or None when another process does it (then
-    call :func:`wait_for_rerun`). The archive's ``meta`` gets ``archived`` (when) and
-    ``archived_from``."""
-    target = _claim(client, crawl_id, holder)
-    if target is None:
-        return None
+    module docstring; call with the ``rerun`` key held, :func:`claim`); returns that
+    id. The archive's ``meta`` gets ``archived`` (when) and ``archived_from``."""
+    existing = archives(client, crawl_id)
+    target = archive_id(crawl_id, (existing[-1]["n"] if existing else 0) + 1)
     buckets = _bucket_ids(client, crawl_id)
     pairs: list[tuple[str, str]] = []
     for cid, new in [*((b, f"{target}:{b.rsplit(':', 1)[1]}") for b in buckets), (crawl_id, target)]:
         prefix = f"ipr:{{{cid}}}:"
         for key in client.scan_iter(match=f"{_glob(prefix)}*", count=1000):
             name = (_text(key) or "")[len(prefix):]
-            if cid == crawl_id and name == "meta":
+            if cid == crawl_id and name in ("meta", RERUN_KEY):
                 continue
             pairs.append((prefix + name, f"ipr:{{{new}}}:{name}"))
     _move(client, pairs, cluster)
     meta = crawl_keys(crawl_id)["meta"]
     _move(client, [(meta, crawl_keys(target)["meta"])], cluster)  # last: the crawl is gone once its meta is
-    new_meta = crawl_keys(target)["meta"]
-    client.hdel(new_meta, "archiving")
-    client.hset(new_meta, mapping={"archived": repr(time.time()), "archived_from": crawl_id})
+    client.hset(crawl_keys(target)["meta"], mapping={"archived": repr(time.time()), "archived_from": crawl_id})
     return target
 
 
 def wait_for_rerun(client: Any, crawl_id: str, timeout: float, poll: float = 0.2,
                    sleep: Callable[[float], None] = time.sleep) -> None:
-    """Another process archives finished crawl ``crawl_id`` and opens the new crawl:
-    return once the new crawl is open (its ``meta`` has ``rerun_at``, written last).
-    Raises :class:`ArchiveBusy` after ``timeout`` seconds."""
-    meta = crawl_keys(crawl_id)["meta"]
+    """Another process starts finished crawl ``crawl_id`` afresh: return once it has
+    opened the new crawl (its ``rerun`` key is gone). Raises :class:`ArchiveBusy`
+    after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while True:
-        rerun, finished, claim = client.hmget(meta, "rerun_at", "finished", "archiving")
-        if rerun is not None and finished is None and claim is None:
+        holder = rerun_holder(client, crawl_id)
+        if holder is None:
             return
         if time.monotonic() >= deadline:
             raise ArchiveBusy(
-                f"crawl {crawl_id!r} finished before and another process ({_text(claim) or 'gone'}) was starting "
-                f"it afresh; it did not finish within {timeout:.0f} s. Start the crawl again (a claim older "
-                f"than {STALE_CLAIM_SECS:.0f} s is taken over)")
+                f"crawl {crawl_id!r} finished before and another process ({holder}) is starting it afresh; it "
+                f"did not finish within {timeout:.0f} s. Start the crawl again (the claim expires "
+                f"{STALE_CLAIM_SECS:.0f} s after it was taken)")
         sleep(poll)
 
 

@@ -4,7 +4,9 @@ One crawl is one keyspace ``ipr:{<crawl id>}:*`` (one hash tag, so the multi-key
 scripts stay atomic in one Redis Cluster slot). Keys:
 
 ================= ====== ==========================================================
-``meta``          hash   schema version, ordering, counters (seq, fetched, failed)
+``meta``          hash   schema version, ordering, counters (seq, fetched, failed); ``finished``
+                         when it closed as finished, ``rerun_of`` the finished crawl it was
+                         started afresh from (:mod:`ipr_crawl.store.archive`)
 ``node``          hash   8-byte node id -> packed record (:mod:`ipr_crawl.store.record`):
                          37 bytes, then a fetched page's out-links, 8 bytes per edge
                          (bucket mode: then 1 byte per edge, the link's bucket)
@@ -32,7 +34,10 @@ scripts stay atomic in one Redis Cluster slot). Keys:
 ``changes``       stream change events (new, changed, unchanged, not_modified, gone), capped
 ``outbox:<c>``    stream bucket mode: links and gains for bucket c, one entry per recorded page
 ``hwm``           hash   bucket mode: source bucket -> id of the last outbox entry applied here
+``rerun``         string held (SET NX, expiring) by the process that starts a finished crawl afresh
 ================= ====== ==========================================================
+
+A finished crawl's rerun keeps it as the crawl ``<crawl id>~<n>`` (:mod:`ipr_crawl.store.archive`).
 
 Bucket mode (``IPR_CLUSTER_BUCKETS`` = B > 1, :mod:`ipr_crawl.store.buckets`): bucket
 b is the keyspace above under the hash tag ``{<crawl id>:<b>}``; the crawl-wide
