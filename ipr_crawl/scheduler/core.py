@@ -522,11 +522,13 @@ class IprScheduler(BaseScheduler):
                 then(result)
             return
         if self.on_loop:
+            started = time.perf_counter()
             try:
                 result = fn(*args)
             except REDIS_DOWN as exc:
                 self._hand_over(exc)
             else:
+                self.io.blocked.add(time.perf_counter() - started)
                 if then is not None:
                     then(result)
                 return
@@ -568,8 +570,11 @@ class IprScheduler(BaseScheduler):
         crawler parses the next page while Redis runs the script."""
         if self.on_loop and hasattr(self.store, "take_outstanding"):
             self._gen += 1
+            started = time.perf_counter()
             try:
                 self.store.send_record_page(page_id, tie, links, lease, then=then, **where)
+                assert self.io is not None
+                self.io.blocked.add(time.perf_counter() - started)  # the send, and the last reply read
                 return
             except REDIS_DOWN as exc:
                 if self._hand_over(exc) is then:
@@ -859,11 +864,13 @@ class IprScheduler(BaseScheduler):
         if seen is not None and seen[0] == self._gen and time.monotonic() - seen[1] < 1.0:
             return seen[2]
         if self.on_loop:
+            started = time.perf_counter()
             try:
                 pending = self._pending_now()
             except REDIS_DOWN as exc:
                 self._hand_over(exc)
             else:
+                self.io.blocked.add(time.perf_counter() - started)
                 self._pending_seen = (self._gen, time.monotonic(), pending)
                 return pending
         if not self._checking:
@@ -1181,11 +1188,14 @@ class IprScheduler(BaseScheduler):
         gen = self._gen
         args = (count or self._pop_batch(), scan, list(busy or ()), offset, min_ratio)
         if self.on_loop:
+            started = time.perf_counter()
             try:
                 result = self._pop_now(*args)
             except REDIS_DOWN as exc:
                 self._hand_over(exc)
             else:
+                assert self.io is not None
+                self.io.blocked.add(time.perf_counter() - started)
                 self._popped(result, gen, wake=False)  # the engine is asking: no need to wake it
                 return len(result[5])
         if self.io is None:

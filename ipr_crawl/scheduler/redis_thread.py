@@ -3,8 +3,10 @@
 Scrapy's scheduler API is synchronous (``next_request()`` returns a request or
 None), and every Redis command of redis-py's blocking client waits for its reply.
 Made on the reactor thread, each call stops the crawl for a round trip (and, while
-Redis is away, for the whole retry budget, ``IPR_REDIS_RETRY_SECS``). Here the
-scheduler hands its calls to one daemon thread instead:
+Redis is away, for the whole retry budget, ``IPR_REDIS_RETRY_SECS``). The scheduler
+hands its calls to one daemon thread instead: while Redis is away (``IPR_REDIS_THREAD=auto``,
+the default: while it answers, the calls are made on the event loop, one attempt each),
+or always (``IPR_REDIS_THREAD=always``):
 
 - :meth:`RedisThread.submit` queues a call and returns at once; its result (or
   its exception) is handed to ``then`` (or ``failed``) on the event loop, through
