@@ -502,7 +502,8 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(json.dumps({
             "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
             "summary": summary,
-            "runs": {c: [{k: v for k, v in r.items() if k != "fetched"} for r in rs] for c, rs in rows.items()},
+            "runs": {c: [{k: v for k, v in r.items() if k not in ("fetched", "fetched_at")} for r in rs]
+                     for c, rs in rows.items()},
         }, indent=1))
     if args.markdown:
         Path(args.markdown).write_text(table + "\n")
