@@ -40,8 +40,8 @@ CRAWL = "ipr_crawl.graph"  # the default crawl id of the repository's graph spid
 
 
 def status(data) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "ipr_crawl.cli", "status", "--data-dir", str(data), "--json"],
-                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-m", "ipr_crawl.cli", "status", "--data-dir", str(data), "--json",
+                           "--crawl-id", CRAWL], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -138,6 +138,21 @@ def test_revisits_on_keep_a_finished_crawl(graph_server, crawl, tmp_path):
     assert "(resumed)" in again.log and status(data)["archives"] == []
 
 
+def test_a_bucketed_crawl_run_again_starts_afresh_without_a_prior(graph_server, crawl, tmp_path):
+    served = graph_server(HARVARD)
+    data = tmp_path / "data"
+    runs = [crawl(served.seed_url, tmp_path / f"run{i}.log", {"IPR_DATA_DIR": data, "IPR_CLUSTER_BUCKETS": 2})
+            for i in (1, 2)]
+    for run in runs:
+        assert run.returncode == 0, run.stderr[-3000:]
+    n = len(runs[0].fetched)
+    assert n > 100 and sorted(runs[1].fetched) == sorted(runs[0].fetched)
+    assert (f", {n} pages fetched): started afresh, no prior (IPR_CLUSTER_BUCKETS > 1 takes none); the finished "
+            f"crawl is kept as '{CRAWL}~1'") in runs[1].log
+    st = status(data)
+    assert [(a["crawl_id"], a["fetched"]) for a in st["archives"]] == [(f"{CRAWL}~1", n)]
+
+
 # -- the archive functions, on the session's Redis ---------------------------------------------
 def _small(client, cid: str) -> FrontierStore:
     store = FrontierStore(client, cid, "push")
@@ -151,7 +166,7 @@ def test_archive_moves_every_key_and_prune_keeps_the_newest(redis_client, crawl_
     store = _small(redis_client, crawl_id)
     names = sorted(k.decode()[len(f"ipr:{{{crawl_id}}}:"):] for k in redis_client.scan_iter(f"ipr:{{{crawl_id}}}:*"))
     assert finished_info(redis_client, crawl_id) is None
-    mark_finished(redis_client, crawl_id, "finished")
+    mark_finished(redis_client, crawl_id, "finished", 1, 0)
     assert finished_info(redis_client, crawl_id)["fetched"] == 1
     assert archive(redis_client, crawl_id) == f"{crawl_id}~1"
     assert not list(redis_client.scan_iter(f"ipr:{{{crawl_id}}}:*"))

@@ -840,7 +840,7 @@ class IprScheduler(BaseScheduler):
             # nothing pending in the whole crawl: its next run starts afresh (open)
             from ipr_crawl.store.archive import mark_finished
 
-            mark_finished(self.store.client, self.config.crawl_id, reason)
+            mark_finished(self.store.client, self.config.crawl_id, reason, counts["fetched"], counts["failed"])
             self._stats_set("ipr/finished", 1)
             logger.info(
                 "ipr-crawl: crawl %r finished: run again, it starts afresh with this crawl's graph as its prior "

@@ -46,6 +46,7 @@ STALE_CLAIM_SECS = 120.0
 RERUN_KEY = "rerun"
 
 _ARCHIVE = re.compile(r"^(?P<base>.+)~(?P<n>[0-9]+)$")
+_ARCHIVE_OR_BUCKET = re.compile(r"^.+~[0-9]+(:[0-9]+)?$")
 
 
 class ArchiveBusy(IncompatibleCrawl):
@@ -63,12 +64,13 @@ def archive_id(crawl_id: str, n: int) -> str:
 
 
 def is_archive_id(crawl_id: str) -> bool:
-    """Whether ``crawl_id`` names an archive (``<id>~<n>``).
+    """Whether ``crawl_id`` names an archive (``<id>~<n>``) or one of its buckets
+    (``<id>~<n>:<b>``).
 
-    >>> is_archive_id("books.catalog~2"), is_archive_id("books.catalog")
-    (True, False)
+    >>> is_archive_id("books.catalog~2"), is_archive_id("books.catalog~2:0"), is_archive_id("books.catalog")
+    (True, True, False)
     """
-    return _ARCHIVE.match(crawl_id) is not None
+    return _ARCHIVE_OR_BUCKET.match(crawl_id) is not None
 
 
 def _glob(text: str) -> str:
@@ -88,21 +90,27 @@ def _float(value: Any) -> float | None:
 
 
 def finished_info(client: Any, crawl_id: str) -> dict[str, Any] | None:
-    """``{"at", "reason", "fetched"}`` of a crawl marked finished, else None."""
-    at, reason, fetched = client.hmget(crawl_keys(crawl_id)["meta"], "finished", "finished_reason", "fetched")
+    """``{"at", "reason", "fetched", "failed"}`` of a crawl marked finished, else None."""
+    at, reason, fetched, failed = client.hmget(
+        crawl_keys(crawl_id)["meta"], "finished", "finished_reason", "finished_fetched", "finished_failed")
     if at is None:
         return None
-    return {"at": _float(at), "reason": _text(reason), "fetched": int(fetched or 0)}
+    return {"at": _float(at), "reason": _text(reason), "fetched": int(fetched or 0), "failed": int(failed or 0)}
 
 
-def mark_finished(client: Any, crawl_id: str, reason: str) -> None:
-    """Mark crawl ``crawl_id`` finished (its ``meta``: ``finished`` = when, ``finished_reason``)."""
-    client.hset(crawl_keys(crawl_id)["meta"], mapping={"finished": repr(time.time()), "finished_reason": reason})
+def mark_finished(client: Any, crawl_id: str, reason: str, fetched: int = 0, failed: int = 0) -> None:
+    """Mark crawl ``crawl_id`` finished: its ``meta`` gets ``finished`` (when),
+    ``finished_reason`` and the crawl's ``fetched`` and ``failed`` counts then (a
+    bucketed crawl keeps its counters per bucket)."""
+    client.hset(crawl_keys(crawl_id)["meta"], mapping={
+        "finished": repr(time.time()), "finished_reason": reason, "finished_fetched": fetched,
+        "finished_failed": failed,
+    })
 
 
 def clear_finished(client: Any, crawl_id: str) -> None:
     """The crawl goes on (kept, or revisited): no longer marked finished."""
-    client.hdel(crawl_keys(crawl_id)["meta"], "finished", "finished_reason")
+    client.hdel(crawl_keys(crawl_id)["meta"], "finished", "finished_reason", "finished_fetched", "finished_failed")
 
 
 def _bucket_ids(client: Any, crawl_id: str) -> list[str]:
@@ -141,7 +149,8 @@ def archives(client: Any, crawl_id: str) -> list[dict[str, Any]]:
         m = _ARCHIVE.match(cid)
         if m is None or m["base"] != crawl_id:  # a bucket's meta (<id>~<n>:<b>), or another crawl
             continue
-        fetched, failed, finished, archived = client.hmget(key, "fetched", "failed", "finished", "archived")
+        fetched, failed, finished, archived = client.hmget(
+            key, "finished_fetched", "finished_failed", "finished", "archived")
         found.append({"crawl_id": cid, "n": int(m["n"]), "fetched": int(fetched or 0), "failed": int(failed or 0),
                       "finished": _float(finished), "archived": _float(archived)})
     return sorted(found, key=lambda a: a["n"])
