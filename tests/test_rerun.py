@@ -153,6 +153,21 @@ def test_a_bucketed_crawl_run_again_starts_afresh_without_a_prior(graph_server, 
     assert [(a["crawl_id"], a["fetched"]) for a in st["archives"]] == [(f"{CRAWL}~1", n)]
 
 
+def test_a_rerun_that_fails_to_start_lets_the_next_start_go_at_once(graph_server, crawl, tmp_path):
+    """A finished crawl run again with a bad IPR_PRIOR_CRAWL fails in one line; the
+    run after it does not wait for the failed run's claim to expire."""
+    served = graph_server(HARVARD)
+    data = tmp_path / "data"
+    first = crawl(served.seed_url, tmp_path / "run1.log", {"IPR_DATA_DIR": data})
+    assert first.returncode == 0, first.stderr[-3000:]
+    bad = crawl(served.seed_url, tmp_path / "run2.log", {"IPR_DATA_DIR": data, "IPR_PRIOR_CRAWL": "nope"}, timeout=120)
+    assert bad.returncode != 0 and "IPR_PRIOR_CRAWL='nope': no such crawl" in bad.log + bad.stderr
+    again = crawl(served.seed_url, tmp_path / "run3.log", {"IPR_DATA_DIR": data}, timeout=120)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "waiting for it" not in again.log and "(resumed)" in again.log
+    assert sorted(again.fetched) == sorted(first.fetched)
+
+
 # -- the archive functions, on the session's Redis ---------------------------------------------
 def _small(client, cid: str) -> FrontierStore:
     store = FrontierStore(client, cid, "push")

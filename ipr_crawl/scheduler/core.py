@@ -289,7 +289,11 @@ class IprScheduler(BaseScheduler):
         if cfg.cluster_buckets > 1:
             self._log_buckets(client)
         if cfg.prior_crawl:
-            self._install_prior(client)
+            try:
+                self._install_prior(client)
+            except BaseException:
+                self._rerun_failed(client, rerun)
+                raise
         if rerun is not None and rerun["case"] == "afresh":
             # last: processes of the crawl that started beside this one wait for it (store/archive.py)
             from ipr_crawl.store.archive import release
@@ -396,8 +400,12 @@ class IprScheduler(BaseScheduler):
         elif cfg.ordering in ("bf", "larger-sites-first"):
             prior = f"no prior (IPR_ORDERING={cfg.ordering!r} takes none)"
         else:
-            info = install_prior(client, cfg.crawl_id, target, cfg.params.prior_weight,
-                                 log=lambda msg: logger.info("ipr-crawl: prior: %s", msg))
+            try:
+                info = install_prior(client, cfg.crawl_id, target, cfg.params.prior_weight,
+                                     log=lambda msg: logger.info("ipr-crawl: prior: %s", msg))
+            except BaseException:
+                self._rerun_failed(client, rerun)
+                raise
             self._stats_set("ipr/prior/urls", info["urls"])
             prior = (f"its graph ({info['urls']} URLs) is the prior (weight {info['weight']:g}, "
                      f"{time.monotonic() - t0:.1f} s)")
@@ -411,6 +419,17 @@ class IprScheduler(BaseScheduler):
             cfg.crawl_id, rerun["finished"], rerun["fetched"], prior, kept,
             f"; older crawls deleted (IPR_KEEP_CRAWLS={cfg.keep_crawls}): {', '.join(older)}" if older else "",
         )
+
+    def _rerun_failed(self, client: Any, rerun: dict[str, Any] | None) -> None:
+        """The start failed while this process started a finished crawl afresh: let go of
+        its ``rerun`` key, so that the next start does not wait for it to expire."""
+        if rerun is not None and rerun["case"] == "afresh":
+            from ipr_crawl.store.archive import release
+
+            try:
+                release(client, self.config.crawl_id, self.holder)
+            except redis.RedisError:
+                pass  # it expires (store/archive.py STALE_CLAIM_SECS)
 
     def _log_buckets(self, client: Any) -> None:
         """Bucket mode: say how many masters the buckets' slots lie on (a warning when a
