@@ -157,14 +157,16 @@ def test_bad_settings_and_overrides_say_so_in_one_line(shop, tmp_path: Path) -> 
         errors = [line for line in run.stderr.splitlines() if " ERROR: " in line]
         assert len(errors) == 1 and all(e in errors[0] for e in expected), (setting, errors)
         assert "Traceback" not in run.stderr, setting
-    # a crawl written with another ordering
-    first = scrapy(root, "crawl", "shop", settings={"IPR_ORDERING": "bf", "IPR_DATA_DIR": tmp_path / "o", "LOG_LEVEL": "INFO"})
+    # a crawl written with another ordering, kept finished (SCHEDULER_PERSIST: else a
+    # finished crawl run again starts afresh, in any ordering)
+    kept = {"IPR_DATA_DIR": tmp_path / "o", "SCHEDULER_PERSIST": True}
+    first = scrapy(root, "crawl", "shop", settings={"IPR_ORDERING": "bf", **kept, "LOG_LEVEL": "INFO"})
     assert first.returncode == 0, first.stderr[-3000:]
-    second = scrapy(root, "crawl", "shop", settings={"IPR_DATA_DIR": tmp_path / "o", "LOG_LEVEL": "INFO"})
+    second = scrapy(root, "crawl", "shop", settings={**kept, "LOG_LEVEL": "INFO"})
     errors = [line for line in second.stderr.splitlines() if " ERROR: " in line]
     assert second.returncode != 0 and len(errors) == 1 and "is ordered by 'bf', not 'push'" in errors[0], errors
     assert "Traceback" not in second.stderr
-    debug = scrapy(root, "crawl", "shop", settings={"IPR_DATA_DIR": tmp_path / "o", "LOG_LEVEL": "DEBUG"})
+    debug = scrapy(root, "crawl", "shop", settings={**kept, "LOG_LEVEL": "DEBUG"})
     assert debug.returncode != 0 and "Traceback" in debug.stderr  # LOG_LEVEL=DEBUG keeps it
     # ... after the same one line, first (Scrapy's default LOG_LEVEL is DEBUG)
     errors = [line for line in debug.stderr.splitlines() if " ERROR: " in line]
