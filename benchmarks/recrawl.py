@@ -28,9 +28,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
 
-from ipr_crawl.evaluation.demo import _stop_embedded_redis, fetch_order_from_log
+from ipr_crawl.evaluation.demo import _stop_embedded_redis, fetch_order_from_log, nodes_of_urls
 from ipr_crawl.evaluation.graphio import (
     default_seed,
     page_paths,
@@ -126,13 +125,7 @@ def main() -> int:
                     "reachable_after": total, "top_1pct": len(top), "runs": {}}
     orders = {}
     for name, run in runs.items():
-        order = []
-        for u in run["urls"]:
-            parts = urlsplit(u)
-            path = parts.path + ("?" + parts.query if parts.query else "")
-            node = by_path.get(path, by_path.get(unquote(path)))
-            if node is not None:
-                order.append(node)
+        order, _ = nodes_of_urls(run["urls"], by_path)
         orders[name] = order
         row = {"pages_fetched": len(order), "wall_seconds": run["wall_seconds"], "start_lines": run["start_lines"]}
         if name != "first":  # scored against the re-wired graph

@@ -194,6 +194,29 @@ def embedded_server_pids(data_dir: Path) -> list[int]:
     return pids
 
 
+def kill_embedded_mid_crawl(proc, log: Path, data: Path, count_servers: bool = False) -> tuple[int, list[int]]:
+    """After 100 fetches, ``kill -9`` of the crawl's one embedded redis-server; the crawl's
+    exit status, and (``count_servers``) the servers on ``data`` 1 s after one came back.
+    Whatever still runs at the end is stopped."""
+    servers_after: list[int] = []
+    try:
+        wait_for(lambda: count_fetched(log) >= 100, 90, "100 fetches", proc)
+        pids = embedded_server_pids(data)
+        assert len(pids) == 1, pids
+        os.kill(pids[0], signal.SIGKILL)
+        if count_servers:
+            wait_for(lambda: len(embedded_server_pids(data)) >= 1, 60, "a restarted server", proc)
+            time.sleep(1.0)
+            servers_after = embedded_server_pids(data)
+        return proc.wait(300), servers_after
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid in embedded_server_pids(data):
+            os.kill(pid, signal.SIGTERM)
+
+
 def assert_whole_graph_once(graph, served, logs, allowed_twice: int = 0) -> dict:
     back = node_of(graph, None, served.base)
     pages = [back[canonical_url(u)] for log in logs for u in fetched(log)]
@@ -246,18 +269,7 @@ def test_embedded_redis_killed_mid_crawl_is_restarted_from_its_aof(graph_server,
         # A lease whose pop reply was lost with the server comes back after this.
         "IPR_LEASE_SECS": 15,
     })
-    try:
-        wait_for(lambda: count_fetched(log) >= 100, 90, "100 fetches", proc)
-        pids = embedded_server_pids(data)
-        assert len(pids) == 1, pids
-        os.kill(pids[0], signal.SIGKILL)
-        code = proc.wait(300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for pid in embedded_server_pids(data):
-            os.kill(pid, signal.SIGTERM)
+    code, _ = kill_embedded_mid_crawl(proc, log, data)
     text = read_log(log)
     assert code == 0, text[-3000:]
     assert "the embedded Redis died; restarted it" in text
@@ -394,21 +406,7 @@ def test_embedded_redis_killed_in_a_grown_store_restarts_once_and_loses_nothing(
     assert grown > 20e6, grown
     log = tmp_path / "crawl.log"
     proc = start_crawl(served.seed_url, log, {"IPR_DATA_DIR": data, "DOWNLOAD_DELAY": 0.015})
-    try:
-        wait_for(lambda: count_fetched(log) >= 100, 90, "100 fetches", proc)
-        pids = embedded_server_pids(data)
-        assert len(pids) == 1, pids
-        os.kill(pids[0], signal.SIGKILL)
-        wait_for(lambda: len(embedded_server_pids(data)) >= 1, 60, "a restarted server", proc)
-        time.sleep(1.0)
-        servers_after = embedded_server_pids(data)
-        code = proc.wait(300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for pid in embedded_server_pids(data):
-            os.kill(pid, signal.SIGTERM)
+    code, servers_after = kill_embedded_mid_crawl(proc, log, data, count_servers=True)
     text = read_log(log)
     assert code == 0, text[-3000:]
     assert "append-only file" in text and "rewritten in the background" in text

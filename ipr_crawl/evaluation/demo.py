@@ -43,7 +43,7 @@ from ipr_crawl.evaluation.graphio import (
 from ipr_crawl.evaluation.metrics import criterion_a_curve, criterion_b_curve, share_at, top_set
 from ipr_crawl.evaluation.serve import spawn
 
-__all__ = ["run_demo", "add_demo_parser", "fetch_order_from_log"]
+__all__ = ["run_demo", "add_demo_parser", "fetch_order_from_log", "nodes_of_urls"]
 
 CRAWLED = re.compile(r"Crawled \((\d{3})\) <GET (\S+)>")
 
@@ -57,6 +57,23 @@ def fetch_order_from_log(path: str) -> list[str]:
             if m and m.group(1) == "200":
                 order.append(m.group(2))
     return order
+
+
+def nodes_of_urls(urls: Sequence[str], by_path: dict[str, int]) -> tuple[list[int], int]:
+    """The graph nodes of fetched URLs, by their path and query (``by_path``:
+    :func:`~ipr_crawl.evaluation.graphio.path_to_node`), in order; and how many URLs
+    matched no node."""
+    order: list[int] = []
+    unknown = 0
+    for url in urls:
+        parts = urlsplit(url)
+        path = parts.path + ("?" + parts.query if parts.query else "")
+        node = by_path.get(path, by_path.get(unquote(path)))
+        if node is None:
+            unknown += 1
+        else:
+            order.append(node)
+    return order, unknown
 
 
 def _crawl(ordering: str, start_url: str, out: str, extra: Sequence[str]) -> dict[str, Any]:
@@ -168,16 +185,7 @@ def run_demo(args: argparse.Namespace) -> int:
         for ordering in args.orderings.split(","):
             print(f"[demo] scrapy crawl graph -s IPR_ORDERING={ordering} ...", flush=True)
             run = _crawl(ordering, start_url, args.out, args.setting or [])
-            order: list[int] = []
-            unknown = 0
-            for url in run["fetched_urls"]:
-                parts = urlsplit(url)
-                path = parts.path + ("?" + parts.query if parts.query else "")
-                node = by_path.get(path, by_path.get(unquote(path)))
-                if node is None:
-                    unknown += 1
-                else:
-                    order.append(node)
+            order, unknown = nodes_of_urls(run["fetched_urls"], by_path)
             a_curve = criterion_a_curve(order, top)
             b_curve = criterion_b_curve(order, pr)
             curves[ordering] = (a_curve, b_curve)

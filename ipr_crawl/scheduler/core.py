@@ -541,17 +541,25 @@ class IprScheduler(BaseScheduler):
                 then(result)
             return
         if self.on_loop:
-            started = time.perf_counter()
-            try:
-                result = fn(*args)
-            except REDIS_DOWN as exc:
-                self._hand_over(exc)
-            else:
-                self.io.blocked.add(time.perf_counter() - started)
+            ok, result = self._loop_call(fn, *args)
+            if ok:
                 if then is not None:
                     then(result)
                 return
         self.io.submit(fn, *args, then=self._then_caught_up(then), failed=self._failed)
+
+    def _loop_call(self, fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
+        """``fn(*args)`` on the event loop, its wait counted in ``ipr/redis/loop_wait_*``:
+        ``(True, result)``, or, when Redis failed, ``(False, the then of the record call
+        handed over with it)`` and every call goes to the Redis thread (:meth:`_hand_over`)."""
+        assert self.io is not None
+        started = time.perf_counter()
+        try:
+            result = fn(*args)
+        except REDIS_DOWN as exc:
+            return False, self._hand_over(exc)
+        self.io.blocked.add(time.perf_counter() - started)
+        return True, result
 
     def _then_caught_up(self, then: Callable[[Any], Any] | None) -> Callable[[Any], Any]:
         def done(result: Any) -> None:
@@ -570,13 +578,9 @@ class IprScheduler(BaseScheduler):
         if self.io is None:
             return fn(*args)
         if self.on_loop:
-            started = time.perf_counter()
-            try:
-                return fn(*args)
-            except REDIS_DOWN as exc:
-                self._hand_over(exc)
-            finally:
-                self.io.blocked.add(time.perf_counter() - started)
+            ok, result = self._loop_call(fn, *args)
+            if ok:
+                return result
         return self.io.call(fn, *args, timeout=SYNC_WHILE_AWAY_SECS if self._away else None)
 
     def submit_record(
@@ -589,15 +593,11 @@ class IprScheduler(BaseScheduler):
         crawler parses the next page while Redis runs the script."""
         if self.on_loop and hasattr(self.store, "take_outstanding"):
             self._gen += 1
-            started = time.perf_counter()
-            try:
-                self.store.send_record_page(page_id, tie, links, lease, then=then, **where)
-                assert self.io is not None
-                self.io.blocked.add(time.perf_counter() - started)  # the send, and the last reply read
+            # the send, and the last page's reply read
+            ok, handed = self._loop_call(functools.partial(self.store.send_record_page, page_id, tie, links,
+                                                           lease, then=then, **where))
+            if ok or handed is then:  # handed: this page's call was the outstanding one, on the thread now
                 return
-            except REDIS_DOWN as exc:
-                if self._hand_over(exc) is then:
-                    return  # this page's call was the outstanding one: on the Redis thread now
         record = functools.partial(self.store.record_page, page_id, tie, links, lease, **where)
         self._submit(record, then=then)
 
@@ -883,15 +883,10 @@ class IprScheduler(BaseScheduler):
         if seen is not None and seen[0] == self._gen and time.monotonic() - seen[1] < 1.0:
             return seen[2]
         if self.on_loop:
-            started = time.perf_counter()
-            try:
-                pending = self._pending_now()
-            except REDIS_DOWN as exc:
-                self._hand_over(exc)
-            else:
-                self.io.blocked.add(time.perf_counter() - started)
+            ok, pending = self._loop_call(self._pending_now)
+            if ok:
                 self._pending_seen = (self._gen, time.monotonic(), pending)
-                return pending
+                return bool(pending)
         if not self._checking:
             self._checking = True
             gen = self._gen
@@ -1207,14 +1202,8 @@ class IprScheduler(BaseScheduler):
         gen = self._gen
         args = (count or self._pop_batch(), scan, list(busy or ()), offset, min_ratio)
         if self.on_loop:
-            started = time.perf_counter()
-            try:
-                result = self._pop_now(*args)
-            except REDIS_DOWN as exc:
-                self._hand_over(exc)
-            else:
-                assert self.io is not None
-                self.io.blocked.add(time.perf_counter() - started)
+            ok, result = self._loop_call(self._pop_now, *args)
+            if ok:
                 self._popped(result, gen, wake=False)  # the engine is asking: no need to wake it
                 return len(result[5])
         if self.io is None:
