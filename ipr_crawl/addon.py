@@ -34,6 +34,8 @@ DOWNLOADER_MIDDLEWARE = "ipr_crawl.middlewares.frontier.FrontierDownloaderMiddle
 #: outside HttpCache (900); see middlewares/conditional.py.
 CONDITIONAL_MIDDLEWARE = "ipr_crawl.middlewares.conditional.ConditionalGetMiddleware"
 CONDITIONAL_ORDER = 580
+#: Revisits beside Scrapy's HTTP cache: the validators, set right after the cache (its order + 1).
+CACHE_VALIDATORS_MIDDLEWARE = "ipr_crawl.middlewares.conditional.CacheValidatorsMiddleware"
 #: Scrapy commands that fetch a few pages for a person to look at: the add-on steps aside.
 ONE_OFF_COMMANDS = ("shell", "fetch", "view", "parse", "check", "bench")
 _DEFAULT_DUPEFILTERS = ("scrapy.dupefilters.RFPDupeFilter", "scrapy_redis.dupefilter.RFPDupeFilter")
@@ -161,6 +163,12 @@ class Addon:
             settings.set_in_component_priority_dict(
                 "DOWNLOADER_MIDDLEWARES", CONDITIONAL_MIDDLEWARE, CONDITIONAL_ORDER
             )
+            cache = settings.getwithbase("DOWNLOADER_MIDDLEWARES").get(
+                "scrapy.downloadermiddlewares.httpcache.HttpCacheMiddleware", 900)
+            if cache is not None:  # NotConfigured unless HTTPCACHE_ENABLED
+                settings.set_in_component_priority_dict(
+                    "DOWNLOADER_MIDDLEWARES", CACHE_VALIDATORS_MIDDLEWARE, int(cache) + 1
+                )
         self._warn_changed_meanings(settings)
 
     @staticmethod

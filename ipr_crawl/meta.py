@@ -8,6 +8,9 @@
   (``new``, ``changed``, ``unchanged``, ``not_modified``, ``gone``).
 - :data:`DONT_REVISIT_META` (``"dont_revisit"``): set by a spider, keeps a request
   out of conditional GETs and revisits.
+- :data:`NETWORK_STATUS_META` (``"_ipr_network_status"``): with Scrapy's HTTP cache and
+  revisits, the status the server answered a request with (set nearest the
+  downloader): a response flagged ``cached`` without it never reached the server.
 - :data:`WRAPPED_ERRBACK_ATTR`: attribute of the errback wrapper holding the
   request's own errback (the codec stores that one).
 """
@@ -16,15 +19,16 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["DONT_REVISIT_META", "LEASE_META", "RECORDED_META", "REVISIT_META", "TRANSIENT_META", "WRAPPED_ERRBACK_ATTR", "lease_of"]
+__all__ = ["DONT_REVISIT_META", "LEASE_META", "NETWORK_STATUS_META", "RECORDED_META", "REVISIT_META", "TRANSIENT_META", "WRAPPED_ERRBACK_ATTR", "lease_of"]
 
 LEASE_META = "ipr_lease"
 RECORDED_META = "_ipr_recorded"
 REVISIT_META = "ipr_revisit"
 DONT_REVISIT_META = "dont_revisit"
+NETWORK_STATUS_META = "_ipr_network_status"
 WRAPPED_ERRBACK_ATTR = "ipr_wrapped_errback"
 #: Meta keys that belong to one fetch of a request and are never stored with it.
-TRANSIENT_META = (LEASE_META,)
+TRANSIENT_META = (LEASE_META, NETWORK_STATUS_META)
 
 
 def lease_of(request: Any) -> bytes:

@@ -21,17 +21,27 @@ bodies of final URLs, and outside ``HttpCacheMiddleware``).
   same way while ``IPR_REVISIT_SKIP_UNCHANGED`` is on (Tamura & Kitsuregawa
   2008, §3 (3): only changed content is archived and parsed). Dropped responses settle their lease here;
   the page's out-links in the graph stay as they were.
-- Stats: ``ipr/revisit/{new,changed,unchanged,not_modified,gone,validators_sent,cached}``.
+- Stats: ``ipr/revisit/{new,changed,unchanged,not_modified,gone,validators_sent,cached,cache_hit}``.
 - ``request.meta["dont_revisit"] = True`` keeps a request out of all this.
 
-With Scrapy's ``HttpCacheMiddleware`` (900, closer to the downloader): it runs
-after this one on requests, so a stale cached copy's validators (RFC2616Policy)
-replace ours - one ``If-None-Match``, never two - and a 304 is turned by the
-cache into the cached 200 flagged ``cached``; this middleware then classifies
-that body by its digest (``unchanged`` when it is the version seen last), so
-no 304 is lost and none reaches a callback. A fresh cache hit never reaches the
-network and counts as an access; with the default ``DummyPolicy`` every revisit
-is a cache hit, which the middleware warns about.
+With Scrapy's ``HttpCacheMiddleware`` (``HTTPCACHE_ENABLED``; 900, closer to the
+downloader) one layer sets a request's validators, never both, and the cache's
+copies are told apart from fetches:
+
+- this middleware sets none; :class:`CacheValidatorsMiddleware` (right after the
+  cache, 901) does, for a request that carries none yet: when the cache holds a
+  stale copy (which it returns on a 304), that copy's ``ETag`` / ``Last-Modified``
+  (``RFC2616Policy`` leaves a ``Cache-Control: no-cache`` copy without them), so a
+  304 never brings back a copy other than the one it validated; with no copy, the
+  crawl's own, unless the cache's policy would store the 304 as the page
+  (``DummyPolicy``): then the request goes out unconditional.
+- a 304 the cache turned into its copy (flagged ``cached``) is classified by its
+  digest (``unchanged`` when it is the version seen last) and counted as an access;
+  a copy served without the server (fresh, or stale for a failed download or a
+  5xx) is not an access (:meth:`RevisitObserver.cache_hit`): the URL is due again
+  one interval later, outside the revisit budget's spend (``ipr/revisit/cache_hit``).
+- with ``DummyPolicy`` every revisit is a fresh copy and no change is ever seen: a
+  warning at start says so (use ``RFC2616Policy``).
 """
 
 from __future__ import annotations
@@ -42,27 +52,43 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request, signals
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http import Response
+from scrapy.utils.misc import load_object
 
 from ipr_crawl.config import RevisitConfig
-from ipr_crawl.meta import DONT_REVISIT_META, RECORDED_META, REVISIT_META
+from ipr_crawl.meta import DONT_REVISIT_META, NETWORK_STATUS_META, RECORDED_META, REVISIT_META
 from ipr_crawl.scheduler import frontier_of
+from ipr_crawl.scheduler.compat import SpiderArg
 from ipr_crawl.scheduler.refresher import SIM_TIME_HEADER
 from ipr_crawl.scheduler.revisits import FLAGS, RevisitObserver
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
-__all__ = ["FLAGS", "REVISIT_META", "ConditionalGetMiddleware"]
+__all__ = ["CACHE_MIDDLEWARE", "FLAGS", "REVISIT_META", "CacheValidatorsMiddleware", "ConditionalGetMiddleware",
+           "http_cache_on"]
 
 logger = logging.getLogger(__name__)
+
+#: Scrapy's HTTP cache middleware, as DOWNLOADER_MIDDLEWARES_BASE names it.
+CACHE_MIDDLEWARE = "scrapy.downloadermiddlewares.httpcache.HttpCacheMiddleware"
+_VALIDATORS = (b"If-None-Match", b"If-Modified-Since")
+
+
+def http_cache_on(settings: Any) -> bool:
+    """Whether Scrapy's ``HttpCacheMiddleware`` runs: ``HTTPCACHE_ENABLED`` and not
+    disabled (``None``) in ``DOWNLOADER_MIDDLEWARES``."""
+    return settings.getbool("HTTPCACHE_ENABLED") and settings.getwithbase("DOWNLOADER_MIDDLEWARES").get(
+        CACHE_MIDDLEWARE, 900) is not None
 
 
 class ConditionalGetMiddleware:
     """Downloader middleware of revisits (see the module docstring)."""
 
-    def __init__(self, crawler: Crawler, cfg: RevisitConfig) -> None:
+    def __init__(self, crawler: Crawler, cfg: RevisitConfig, behind_cache: bool = False) -> None:
         self.crawler = crawler
         self.cfg = cfg
+        #: Scrapy's HTTP cache runs: CacheValidatorsMiddleware sets the validators
+        self.behind_cache = behind_cache
         settings = crawler.settings
         self.allow_all = settings.getbool("HTTPERROR_ALLOW_ALL")
         self.allowed_codes = {int(c) for c in settings.getlist("HTTPERROR_ALLOWED_CODES")}
@@ -75,16 +101,22 @@ class ConditionalGetMiddleware:
             raise NotConfigured("IPR_ENABLED is off")
         if not settings.getbool("IPR_REVISIT_ENABLED"):
             raise NotConfigured("IPR_REVISIT_ENABLED is off")
-        mw = cls(crawler, RevisitConfig.from_settings(settings))
+        mw = cls(crawler, RevisitConfig.from_settings(settings), http_cache_on(settings))
         crawler.signals.connect(mw.spider_opened, signal=signals.spider_opened)
         return mw
 
     def spider_opened(self, spider: Any) -> None:
-        s = self.crawler.settings
-        if s.getbool("HTTPCACHE_ENABLED") and s.get("HTTPCACHE_POLICY", "").endswith("DummyPolicy"):
+        from scrapy.extensions.httpcache import DummyPolicy
+
+        policy = self.crawler.settings.get("HTTPCACHE_POLICY")
+        try:
+            policy = load_object(policy) if isinstance(policy, str) else policy
+        except (ImportError, ValueError, NameError):
+            return  # Scrapy's HttpCacheMiddleware says so itself
+        if self.behind_cache and isinstance(policy, type) and issubclass(policy, DummyPolicy):
             logger.warning(
-                "ipr-crawl: HTTPCACHE_ENABLED with DummyPolicy serves every revisit from the cache, "
-                "so no change is ever seen; use scrapy.extensions.httpcache.RFC2616Policy"
+                "ipr-crawl: HTTPCACHE_POLICY DummyPolicy serves every revisit from the cache (not counted as an "
+                "access), so no change is ever seen: use scrapy.extensions.httpcache.RFC2616Policy"
             )
 
     # -- helpers ----------------------------------------------------------------------
@@ -117,7 +149,7 @@ class ConditionalGetMiddleware:
         self.crawler.stats.inc_value(f"ipr/revisit/{key}", count)
 
     # -- Scrapy hooks -----------------------------------------------------------------
-    def process_request(self, request: Request) -> None:
+    def process_request(self, request: Request, spider: SpiderArg = None) -> None:
         if not self._applies(request):
             return
         observer = self._observer()
@@ -126,6 +158,8 @@ class ConditionalGetMiddleware:
         clock = observer.refresher.clock
         if clock.virtual:
             request.headers[SIM_TIME_HEADER] = repr(clock.now())
+        if self.behind_cache:
+            return  # CacheValidatorsMiddleware sets them, after the cache
         sent = False
         for name, value in observer.validators(request).items():
             if name not in request.headers:  # a header the request carries is left alone
@@ -134,13 +168,20 @@ class ConditionalGetMiddleware:
         if sent:
             self._inc("validators_sent")
 
-    def process_response(self, request: Request, response: Response) -> Response:
+    def process_response(self, request: Request, response: Response, spider: SpiderArg = None) -> Response:
         if not self._applies(request):
             return response
         observer = self._observer()
         if observer is None:
             return response
-        seen = observer.observe(request, response)
+        if "cached" in response.flags and request.meta.get(NETWORK_STATUS_META) != 304:
+            # the cache's copy, without the server's say: not an access
+            seen = observer.cache_hit(request, response)
+            if seen is not None and seen.kind == "cache_hit":
+                self._inc("cache_hit")
+                return response
+        else:
+            seen = observer.observe(request, response)
         if seen is None:
             return response
         kind = seen.kind
@@ -172,4 +213,59 @@ class ConditionalGetMiddleware:
         if seen.drop:
             request.meta[RECORDED_META] = True
             raise IgnoreRequest(f"{kind.replace('_', ' ')}: {request.url}")
+        return response
+
+
+class CacheValidatorsMiddleware:
+    """The validators of revisits beside Scrapy's ``HttpCacheMiddleware``, placed by the
+    add-on right after it (nearer the downloader), see the module docstring: a
+    request that carries no validators gets those of the cache's stale copy (RFC 9111
+    §4.3.1: a 304 then validates the copy the cache returns), or with no copy the
+    crawl's own (RFC 9110 §13.1), unless the cache's policy would store a 304 as the
+    page. It notes the status the server answered with in
+    ``request.meta["_ipr_network_status"]``: a response flagged ``cached`` without it
+    never reached the server. ``NotConfigured`` without revisits or the cache."""
+
+    def __init__(self, crawler: Crawler, policy: Any) -> None:
+        self.crawler = crawler
+        self.policy = policy
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> CacheValidatorsMiddleware:
+        settings = crawler.settings
+        if not (settings.getbool("IPR_ENABLED", True) and settings.getbool("IPR_REVISIT_ENABLED")):
+            raise NotConfigured("revisits are off")
+        if not http_cache_on(settings):
+            raise NotConfigured("Scrapy's HTTP cache is off")
+        return cls(crawler, load_object(settings["HTTPCACHE_POLICY"])(settings))
+
+    def _stores_304(self, request: Request) -> bool:
+        """Whether the cache would keep a 304 to ``request`` as the page's copy."""
+        if request.meta.get("dont_cache") or "_dont_cache" in request.meta:
+            return False
+        return bool(self.policy.should_cache_response(Response(request.url, status=304), request))
+
+    def process_request(self, request: Request) -> None:
+        request.meta.pop(NETWORK_STATUS_META, None)
+        if not ConditionalGetMiddleware._applies(request) or any(k in request.headers for k in _VALIDATORS):
+            return  # set by the cache's policy, or by the spider: left alone
+        copy = request.meta.get("cached_response")
+        if copy is not None:
+            headers = {b"If-None-Match": copy.headers.get(b"ETag"), b"If-Modified-Since": copy.headers.get(b"Last-Modified")}
+        elif self._stores_304(request):
+            return
+        else:
+            observer = getattr(frontier_of(self.crawler), "revisit_observer", None)
+            headers = dict(observer.validators(request)) if observer is not None else {}
+        sent = False
+        for name, value in headers.items():
+            if value:
+                request.headers[name] = value
+                sent = True
+        if sent:
+            self.crawler.stats.inc_value("ipr/revisit/validators_sent")
+
+    def process_response(self, request: Request, response: Response) -> Response:
+        if "cached" not in response.flags:
+            request.meta[NETWORK_STATUS_META] = response.status
         return response

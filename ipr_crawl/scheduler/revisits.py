@@ -35,7 +35,7 @@ from scrapy.utils.gz import gunzip
 from scrapy.utils.sitemap import Sitemap
 
 from ipr_crawl.config import RevisitConfig
-from ipr_crawl.meta import LEASE_META, RECORDED_META, REVISIT_META, lease_of
+from ipr_crawl.meta import LEASE_META, NETWORK_STATUS_META, RECORDED_META, REVISIT_META, lease_of
 from ipr_crawl.ordering.urls import canonical_url, node_id, site_hash
 from ipr_crawl.revisit.budget import RateHistogram, RateMoments, explores_new, pool_group
 from ipr_crawl.revisit.fingerprint import digest, same_version
@@ -71,7 +71,7 @@ FLAGS = ("new", "changed", "unchanged", "not_modified", "gone")
 _DROP_META = (
     "redirect_urls", "redirect_reasons", "redirect_times", "redirect_ttl", "retry_times",
     "download_slot", "download_latency", "depth", "cached_response", "_dont_cache",
-    REVISIT_META, RECORDED_META, LEASE_META,
+    REVISIT_META, RECORDED_META, LEASE_META, NETWORK_STATUS_META,
 )
 
 
@@ -224,10 +224,30 @@ class RevisitObserver:
         except ValueError:
             return encode_request(revisit.replace(callback=None, errback=None), self.spider)[0]
 
-    def observe(self, request: Request, response: Response) -> Observation | None:
+    def cache_hit(self, request: Request, response: Response) -> Observation | None:
+        """A copy Scrapy's HTTP cache served without the server's say (fresh to its
+        policy, or stale for a failed download or a 5xx): not an access. A URL fetched
+        before keeps its state and is due again one policy interval (``tau_{i-1}``)
+        from now, outside the budget's spend; a URL the crawl has no state for takes
+        the copy as its first version (``new``), binned but not counted in the spend.
+        ``Observation("cache_hit")``; None for a copy that is not a 2xx."""
+        if not 200 <= response.status < 300:
+            return None
+        id_ = node_id(request.url)
+        state = self.refresher.store.load(id_)
+        if state is None:
+            return self.observe(request, response, spend=False)
+        cfg, now = self.cfg, self.refresher.clock.now()
+        tau = state.interval if state.interval > 0 else DAY
+        due = next_due(now, tau, cfg.resolution, cfg.min_interval, cfg.max_interval)
+        self.refresher.store.record(id_, canonical_url(request.url), state, due)  # no event, no spend
+        return Observation("cache_hit", due - now)
+
+    def observe(self, request: Request, response: Response, spend: bool = True) -> Observation | None:
         """Classify ``response`` and record the URL's new state, due time and event;
         None when the response is not one revisits judge (another status, or a 304
-        to validators this crawl did not send)."""
+        to validators this crawl did not send). ``spend`` False: not counted in the
+        budget's spend (a copy of Scrapy's HTTP cache, :meth:`cache_hit`)."""
         cfg, store, clock = self.cfg, self.refresher.store, self.refresher.clock
         status = response.status
         url = request.url
@@ -319,7 +339,7 @@ class RevisitObserver:
                      rate_bins=(old_bin, self.rate_bin(state, weight, url)),
                      pool=(group, changed, interval) if pool is not None else None,
                      moments=RateMoments.delta(before, rate_counts(state)) if before is not None else None,
-                     first=(changed, interval) if first_revisit else None)
+                     first=(changed, interval) if first_revisit else None, spend=spend)
         if result is not None:
             return Observation(kind, tau, drop, result.moved, result if result.distrusted else None)
         return Observation(kind, tau, drop)

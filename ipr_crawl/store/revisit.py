@@ -161,6 +161,7 @@ class RevisitStore:
         pool: tuple[str, bool, float] | None = None,
         moments: tuple[float, ...] | None = None,
         first: tuple[bool, float] | None = None,
+        spend: bool = True,
     ) -> bool:
         """Store ``state``, schedule the next visit at ``due`` (s; None: never again),
         keep ``payload`` for revisits, settle ``lease``, move the URL in the rate
@@ -169,12 +170,14 @@ class RevisitStore:
         :meth:`rate_pool`, add ``moments`` (what the access adds to the five sums of
         :class:`~ipr_crawl.revisit.budget.RateMoments`) to :meth:`rate_moments`, add an
         explored first revisit ``first = (changed, interval s)`` (``harmonic:…:new=learn``)
-        to :meth:`new_url_counts` and append ``event`` (revisit_record.lua). Returns
-        whether a lease was settled."""
+        to :meth:`new_url_counts` and append ``event`` (revisit_record.lua). ``spend``
+        False: the access is not counted in the budget's spend (:meth:`budget_accesses`;
+        a copy Scrapy's HTTP cache served). Returns whether a lease was settled."""
         group, changed, length = pool if pool is not None and pool[2] > 0 else ("", False, 0.0)
         argv: list[Any] = [
             id_, self.pack(url, state), "" if due is None else repr(float(due)),
-            payload, lease, self.events_maxlen, *rate_bins, group, int(changed), repr(float(length)),
+            payload, lease, self.events_maxlen, rate_bins[0],
+            rate_bins[1] if spend or not rate_bins[1] else "!" + rate_bins[1], group, int(changed), repr(float(length)),
             ",".join(repr(float(x)) for x in moments) if moments and any(moments) else "",
             f"{int(first[0])},{float(first[1])!r}" if first is not None and first[1] > 0 else "",
         ]

@@ -14,7 +14,9 @@
 -- ARGV[4] request payload for revisits (codec.py), or '' to keep the stored one
 -- ARGV[5] lease member to settle here, or ''
 -- ARGV[6] approximate length cap of the change stream (XADD MAXLEN ~)
--- ARGV[7] the URL's previous rate bin, or '' (none)  ARGV[8] its new rate bin, or ''
+-- ARGV[7] the URL's previous rate bin, or '' (none)  ARGV[8] its new rate bin, or '';
+--   prefixed '!' when the access is not one of the budget's spend (a copy Scrapy's HTTP
+--   cache served: the URL is binned, the spend not counted)
 -- ARGV[9] the URL's group in rate_pool, or '' (not pooled)  ARGV[10] 1 if the access
 -- interval ending now had a change, else 0  ARGV[11] its length (s, decimal)
 -- ARGV[12] what the access adds to the five RateMoments sums, comma-separated decimals, or ''
@@ -41,12 +43,14 @@ if m ~= '' then
   -- a forced-queue token ('F' .. 8 bytes) owns its payload in `req`
   if #m == 9 then redis.call('HDEL', req, m) end
 end
-if ARGV[8] ~= '' then redis.call('HINCRBY', KEYS[8], 'accesses', 1) end  -- the budget's spend
-if ARGV[7] ~= ARGV[8] then
+local new_bin, spend = ARGV[8], true
+if string.sub(new_bin, 1, 1) == '!' then new_bin, spend = string.sub(new_bin, 2), false end
+if new_bin ~= '' and spend then redis.call('HINCRBY', KEYS[8], 'accesses', 1) end  -- the budget's spend
+if ARGV[7] ~= new_bin then
   if ARGV[7] ~= '' and tonumber(redis.call('HINCRBY', KEYS[8], ARGV[7], -1)) <= 0 then
     redis.call('HDEL', KEYS[8], ARGV[7])
   end
-  if ARGV[8] ~= '' then redis.call('HINCRBY', KEYS[8], ARGV[8], 1) end
+  if new_bin ~= '' then redis.call('HINCRBY', KEYS[8], new_bin, 1) end
 end
 if ARGV[9] ~= '' then
   redis.call('HINCRBYFLOAT', KEYS[9], 'x:' .. ARGV[9], ARGV[10])
