@@ -25,6 +25,7 @@ from scrapy.exceptions import NotConfigured
 
 from ipr_crawl.meta import lease_of
 from ipr_crawl.scheduler import frontier_of
+from ipr_crawl.scheduler.compat import SpiderArg
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -66,11 +67,11 @@ class FrontierDownloaderMiddleware:
     def from_crawler(cls, crawler: Crawler) -> FrontierDownloaderMiddleware:
         return cls(crawler)
 
-    def process_request(self, request: Request) -> None:
+    def process_request(self, request: Request, spider: SpiderArg = None) -> None:
         if lease_of(request) and not isinstance(request.errback, SettleLeaseOnFailure):
             request.errback = SettleLeaseOnFailure(self, request.errback)
 
-    def process_exception(self, request: Request, exception: Exception) -> None:
+    def process_exception(self, request: Request, exception: Exception, spider: SpiderArg = None) -> None:
         self.settle(request, exception)
 
     def settle(self, request: Request, exception: BaseException) -> None:

@@ -21,6 +21,7 @@ from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
 
 from ipr_crawl.scheduler import frontier_of
+from ipr_crawl.scheduler.compat import SpiderArg
 from ipr_crawl.scheduler.recording import order_links
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ class LinkGraphMiddleware:
         return cls(crawler)
 
     async def process_spider_output(
-        self, response: Response, result: AsyncIterator[Any]
+        self, response: Response, result: AsyncIterator[Any], spider: SpiderArg = None
     ) -> AsyncIterator[Any]:
         frontier = frontier_of(self.crawler)
         if frontier is None:
@@ -80,7 +81,9 @@ class LinkGraphMiddleware:
         for request in leftover:
             yield request
 
-    def process_spider_exception(self, response: Response, exception: Exception) -> None:
+    def process_spider_exception(
+        self, response: Response, exception: Exception, spider: SpiderArg = None
+    ) -> None:
         frontier = frontier_of(self.crawler)
         # A callback that raised: its page is recorded here, unless its output is
         # still being read (process_spider_output records it with what it yielded).

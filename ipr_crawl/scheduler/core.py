@@ -35,6 +35,7 @@ from ipr_crawl.config import FrontierConfig, RevisitConfig
 from ipr_crawl.meta import LEASE_META, lease_of
 from ipr_crawl.ordering.urls import bucket_of, node_id, tie_for
 from ipr_crawl.scheduler.codec import PayloadError, Unstorable, decode_request, encode_request
+from ipr_crawl.scheduler.compat import close_spider
 from ipr_crawl.scheduler.heartbeat import Heartbeat, new_holder_id
 from ipr_crawl.scheduler.identity import RequestIdentity
 from ipr_crawl.scheduler.polite import PolitePop
@@ -768,11 +769,8 @@ class IprScheduler(BaseScheduler):
         # The crawl failed: `scrapy crawl` exits with status 1, as for a crawl whose
         # spider could not start (Scrapy's CrawlerProcess.bootstrap_failed reads it).
         self.crawler.signals.connect(self._mark_failed, signal=signals.engine_stopped)
-        engine = getattr(self.crawler, "engine", None)
-        if engine is not None and not self._closing:
-            from scrapy.utils.defer import deferred_from_coro
-
-            deferred_from_coro(engine.close_spider_async(reason="ipr_redis_unavailable"))
+        if not self._closing:
+            close_spider(self.crawler, "ipr_redis_unavailable")
 
     def _mark_failed(self) -> None:
         """``engine_stopped`` of a crawl stopped for ``ipr_redis_unavailable``: Scrapy's

@@ -1,0 +1,78 @@
+"""The differences between the Scrapy versions ipr-crawl supports, 2.13 to 2.19, in one place.
+
+Every Scrapy of the async ``start()`` era (2.13+) runs the add-on; what differs:
+
+- **The ``spider`` argument of middleware methods.** Scrapy 2.13 passes
+  ``spider=`` to every ``process_request``, ``process_response``,
+  ``process_exception``, ``process_spider_output`` and ``process_spider_exception``;
+  2.14+ passes it only to a method that requires it (and warns that this is
+  deprecated). The middlewares declare it optional (:data:`SpiderArg`, default
+  None) and never read it: 2.13 is served, 2.14+ neither passes it nor warns.
+- **Closing the spider from the scheduler.** 2.14 added
+  ``ExecutionEngine.close_spider_async(reason=)`` and deprecated
+  ``close_spider(spider, reason)``, the only form 2.13 has: :func:`close_spider`.
+- **Scrapy's reactor-less mode** (``TWISTED_REACTOR_ENABLED=False``, 2.15+): the
+  scheduler needs a Twisted reactor (its heartbeat's and the embedded server's
+  wake-ups, its periodic frontier log, its close), so the add-on refuses that
+  mode at start (:func:`reactorless_refusal`). On 2.13 and 2.14 the setting does
+  not exist and Scrapy ignores it; so does the add-on.
+
+Nothing else the add-on uses changed between them (checked against each release's
+source): the scheduler interface (``open(spider)``, ``close(reason)``,
+``enqueue_request``, ``next_request``, ``has_pending_requests``), the engine's
+``crawl(request)``, ``_slot.inprogress`` and ``_slot.nextcall``, the downloader's
+``get_slot_key``, ``Request.to_dict``, ``request_from_dict`` and ``_find_method``,
+the request fingerprinter, the add-on API and the signals; the asyncio reactor is
+the default of all of them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+__all__ = ["SpiderArg", "close_spider", "reactorless_refusal"]
+
+#: The type of the optional ``spider`` argument of the middlewares' methods
+#: (``spider: SpiderArg = None``): passed by Scrapy 2.13 only, never read.
+SpiderArg = Any
+
+
+def close_spider(crawler: Crawler, reason: str) -> None:
+    """Ask the engine to close the crawl with ``reason`` (a finish reason such as
+    ``"ipr_redis_unavailable"``); returns at once, the close goes on on the event loop.
+    ``close_spider_async(reason=)`` on Scrapy 2.14+, ``close_spider(spider, reason)``
+    on 2.13. Does nothing when the crawler has no engine."""
+    engine = getattr(crawler, "engine", None)
+    if engine is None:
+        return
+    close_async = getattr(engine, "close_spider_async", None)
+    if close_async is not None:
+        from scrapy.utils.defer import deferred_from_coro
+
+        deferred_from_coro(close_async(reason=reason))
+    else:  # Scrapy 2.13
+        engine.close_spider(crawler.spider, reason)
+
+
+def reactorless_refusal(settings: Any) -> str | None:
+    """Why the add-on cannot run with these settings' Twisted choice, or None when it can.
+
+    Scrapy 2.15+ runs without a Twisted reactor when ``TWISTED_REACTOR_ENABLED`` is
+    False; the scheduler needs the reactor (see the module docstring), so that mode is
+    refused with a message naming the setting and the ways out. On Scrapy 2.13 and
+    2.14, which have no such setting and always run a reactor, None."""
+    from scrapy.settings import default_settings
+
+    if not hasattr(default_settings, "TWISTED_REACTOR_ENABLED"):  # Scrapy < 2.15
+        return None
+    if settings.getbool("TWISTED_REACTOR_ENABLED", True):
+        return None
+    return (
+        "TWISTED_REACTOR_ENABLED=False (Scrapy's reactor-less mode) is not supported: the "
+        "scheduler's heartbeat, close and Redis hand-overs run on the Twisted reactor. Remove "
+        "the setting (the default asyncio reactor runs asyncio code as well), or turn the "
+        "add-on off with IPR_ENABLED=False"
+    )
