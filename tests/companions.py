@@ -148,3 +148,123 @@ def run(root: Path, spider: str = "pages", *, start_url: str = "", addon: bool =
     stats_text = log[log.rfind("Dumping Scrapy stats"):] if "Dumping Scrapy stats" in log else ""
     stats = {k: int(v) for k, v in _STAT.findall(stats_text)}
     return Run(proc.returncode, log, stats, items, fetched)
+
+
+POET_SPIDER = '''
+import scrapy
+from web_poet import WebPage, field
+
+
+class VersionPage(WebPage):
+    """A page object (web-poet) of a served page: its URL and version."""
+
+    @field
+    def url(self):
+        return str(self.response.url)
+
+    @field
+    def version(self):
+        return self.xpath("//p[starts-with(., 'version ')]/text()").get()
+
+
+class PoetSpider(scrapy.Spider):
+    name = "poet"
+    custom_settings = {"ADDONS": {"ipr_crawl.Addon": 0, "scrapy_poet.Addon": 300}}
+
+    def __init__(self, start_url="", **kwargs):
+        super().__init__(**kwargs)
+        self.start_urls = [start_url]
+
+    def parse(self, response):
+        yield from response.follow_all(css="a", callback=self.parse_page)
+
+    async def parse_page(self, response, page: VersionPage):
+        yield await page.to_item()
+'''
+
+OTHER_ADDON = '''
+"""Another add-on in the pattern of scrapy-zyte-api's: at add-on priority it sets its
+own REQUEST_FINGERPRINTER_CLASS (falling back to the one set before it) and its own
+download handlers for http and https."""
+
+from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
+from scrapy.utils.misc import load_object
+from scrapy.utils.request import RequestFingerprinter
+from w3lib.url import url_query_cleaner
+
+
+class Fingerprinter:
+    """Scrapy's fingerprint of the URL without its ``ref`` query parameter."""
+
+    def __init__(self, crawler):
+        fallback = crawler.settings.get("OTHER_FALLBACK_FINGERPRINTER_CLASS") or RequestFingerprinter
+        self.fallback = load_object(fallback)(crawler) if isinstance(fallback, str) else fallback(crawler)
+        self.stats = crawler.stats
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        return cls(crawler)
+
+    def fingerprint(self, request):
+        self.stats.inc_value("other/fingerprints")
+        return self.fallback.fingerprint(request.replace(url=url_query_cleaner(request.url, ["ref"], remove=True)))
+
+
+class Handler(HTTP11DownloadHandler):
+    """Scrapy's HTTP/1.1 handler, counting what it downloads."""
+
+    def __init__(self, crawler):
+        super().__init__(crawler)
+        self.stats = crawler.stats
+
+    async def download_request(self, request):
+        self.stats.inc_value("other/handled")
+        return await super().download_request(request)
+
+
+class OtherAddon:
+    def update_settings(self, settings):
+        settings.set("OTHER_FALLBACK_FINGERPRINTER_CLASS", settings.get("REQUEST_FINGERPRINTER_CLASS"), "addon")
+        settings.set("REQUEST_FINGERPRINTER_CLASS", Fingerprinter, "addon")
+        handlers = dict(settings.getdict("DOWNLOAD_HANDLERS"))
+        handlers.update(http="comp.otheraddon.Handler", https="comp.otheraddon.Handler")
+        settings.set("DOWNLOAD_HANDLERS", handlers, "addon")
+'''
+
+REFS_SPIDER = '''
+import scrapy
+
+
+class RefsSpider(scrapy.Spider):
+    """Follows every link twice: as it is and with ``?ref=index`` (one page to a
+    fingerprinter that leaves ``ref`` out)."""
+
+    name = "refs"
+
+    def __init__(self, start_url="", **kwargs):
+        super().__init__(**kwargs)
+        self.start_urls = [start_url]
+
+    def parse(self, response):
+        for href in response.css("a::attr(href)").getall():
+            yield response.follow(href, self.parse_page)
+            yield response.follow(href + "?ref=index", self.parse_page)
+
+    def parse_page(self, response):
+        yield {"url": response.url.split("?")[0], "version": response.xpath("//p[starts-with(., 'version ')]/text()").get()}
+'''
+
+
+ASYNC_DELTAFETCH = '''
+from scrapy_deltafetch import DeltaFetch
+
+
+class AsyncDeltaFetch(DeltaFetch):
+    """scrapy-deltafetch 2.1.0 with the async spider output Scrapy 2.19 asks of a
+    spider middleware (its own has only the synchronous one, which Scrapy refuses)."""
+
+    async def process_spider_output_async(self, response, result, spider=None):
+        async for r in result:
+            for out in self.process_spider_output(response, [r], spider):
+                yield out
+'''
