@@ -2,7 +2,12 @@
 
 - :mod:`~ipr_crawl.revisit.policy`: change-rate estimators and revisit policies
   (Cho & Garcia-Molina 2003; the papers' MLE, AIMD, Nutch adaptive, fixed), change
-  classification, HTTP dates (RFC 9110 §5.6.7).
+  classification, HTTP dates (RFC 9110 §5.6.7): the import path of the modules
+  :mod:`~ipr_crawl.revisit.state`, :mod:`~ipr_crawl.revisit.policies`,
+  :mod:`~ipr_crawl.revisit.spec`, :mod:`~ipr_crawl.revisit.durations` and
+  :mod:`~ipr_crawl.revisit.httpdate`.
+- :mod:`~ipr_crawl.revisit.budget` and :mod:`~ipr_crawl.revisit.rates`: revisits under
+  a budget (Kolobov et al. 2019) and the change rates it splits.
 - :mod:`~ipr_crawl.revisit.fingerprint`: content fingerprints (SHA-1 of the body or of
   the visible text, 64-bit simhash; Charikar 2002).
 """
