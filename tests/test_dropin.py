@@ -111,6 +111,7 @@ def test_commands_give_the_same_output(shop, tmp_path: Path) -> None:
     assert not (root / ".scrapy" / "ipr").exists() or not any((root / ".scrapy" / "ipr").iterdir())
 
 
+@pytest.mark.slow  # a long real-crawl test: CI runs it (make test ARGS="-m 'slow or data'")
 def test_runspider_and_a_rerun(shop, tmp_path: Path) -> None:
     root, base = shop
     first = _crawl(root, "shop", tmp_path / "one.jsonl", addon=True, IPR_DATA_DIR=tmp_path / "redis")
@@ -142,6 +143,7 @@ def test_runspider_and_a_rerun(shop, tmp_path: Path) -> None:
     assert items(tmp_path / "five.jsonl") == items(tmp_path / "one.jsonl")
 
 
+@pytest.mark.slow  # a long real-crawl test: CI runs it (make test ARGS="-m 'slow or data'")
 def test_bad_settings_and_overrides_say_so_in_one_line(shop, tmp_path: Path) -> None:
     root, _ = shop
     cases = {

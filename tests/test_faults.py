@@ -94,7 +94,7 @@ FULL = (FAULT_GRAPH, FAULT_URLS, KILLS, 0.02, 0.01)
 
 
 @pytest.mark.parametrize(("graph_file", "urls_file", "kills", "companion_delay", "victim_delay"), [
-    pytest.param(*(FULL if "IPR_FAULT_GRAPH" in os.environ else SHORT), id="short"),
+    pytest.param(*(FULL if "IPR_FAULT_GRAPH" in os.environ else SHORT), id="short", marks=pytest.mark.slow),
     pytest.param(*FULL, id="full", marks=pytest.mark.slow),
 ])
 def test_kill_9_at_random_moments(graph_file, urls_file, kills, companion_delay, victim_delay,
@@ -109,7 +109,9 @@ def test_kill_9_at_random_moments(graph_file, urls_file, kills, companion_delay,
     served = graph_server(graph_file, urls_file or None)
     back = node_of(graph, urls, served.base)
     cid = "kill-loop"
-    common = {"IPR_REDIS_URL": redis_server.url, "IPR_CRAWL_ID": cid, "IPR_ORDERING": "ipr"}
+    # SCHEDULER_PERSIST: should the companion finish the crawl before the last restart
+    # starts, that restart joins the finished crawl instead of starting it afresh.
+    common = {"IPR_REDIS_URL": redis_server.url, "IPR_CRAWL_ID": cid, "IPR_ORDERING": "ipr", "SCHEDULER_PERSIST": True}
     # The companion runs throughout, slowly; its leases are long, so the
     # in-flight set of the killed process can be told apart by deadline.
     companion = start_crawl(served.seed_url, tmp_path / "companion.log",

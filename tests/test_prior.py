@@ -107,6 +107,7 @@ def test_rewired_graph_keeps_out_degrees_and_changes_the_share_asked():
     assert rewired(g, 0.2, seed=3).out == r.out and rewired(g, 0.0).out == {u: v for u, v in g.out.items() if v}
 
 
+@pytest.mark.slow  # a long real-crawl test: CI runs it (make test ARGS="-m 'slow or data'")
 def test_a_recrawl_with_a_prior(graph_server, crawl, tmp_path):
     """Week 1 crawls 600 pages of the site; week 2 (a new crawl id, same Redis) starts with
     week 1's PageRank as its prior: its log and stats say so, its fetch order is the

@@ -46,6 +46,7 @@ def status(data) -> dict:
     return json.loads(proc.stdout)
 
 
+@pytest.mark.slow  # a long real-crawl test: CI runs it (make test ARGS="-m 'slow or data'")
 def test_a_finished_crawl_run_again_starts_afresh_from_its_prior(graph_server, crawl, tmp_path):
     """Run to the end, run again: the second run fetches every page again, in the
     order the reference rule gives with the first crawl's PageRank as the prior (its
@@ -108,6 +109,7 @@ def test_a_finished_crawl_run_again_starts_afresh_from_its_prior(graph_server, c
     assert status(data)["archives"] == [] and "'ipr/prior/urls'" not in sixth.log
 
 
+@pytest.mark.slow  # a long real-crawl test: CI runs it (make test ARGS="-m 'slow or data'")
 def test_scheduler_persist_keeps_a_finished_crawl_and_reset_wipes(graph_server, crawl, tmp_path):
     """SCHEDULER_PERSIST=True: a finished crawl stays closed (the old behaviour: only
     the start request is fetched again) and is no longer marked finished; IPR_RESET
@@ -127,6 +129,7 @@ def test_scheduler_persist_keeps_a_finished_crawl_and_reset_wipes(graph_server, 
     assert status(data)["archives"] == []
 
 
+@pytest.mark.slow  # a long real-crawl test: CI runs it (make test ARGS="-m 'slow or data'")
 def test_revisits_on_keep_a_finished_crawl(graph_server, crawl, tmp_path):
     served = graph_server(HARVARD)
     data = tmp_path / "data"
@@ -138,6 +141,7 @@ def test_revisits_on_keep_a_finished_crawl(graph_server, crawl, tmp_path):
     assert "(resumed)" in again.log and status(data)["archives"] == []
 
 
+@pytest.mark.slow  # a long real-crawl test: CI runs it (make test ARGS="-m 'slow or data'")
 def test_a_bucketed_crawl_run_again_starts_afresh_without_a_prior(graph_server, crawl, tmp_path):
     served = graph_server(HARVARD)
     data = tmp_path / "data"
@@ -153,6 +157,7 @@ def test_a_bucketed_crawl_run_again_starts_afresh_without_a_prior(graph_server, 
     assert [(a["crawl_id"], a["fetched"]) for a in st["archives"]] == [(f"{CRAWL}~1", n)]
 
 
+@pytest.mark.slow  # a long real-crawl test: CI runs it (make test ARGS="-m 'slow or data'")
 def test_a_rerun_that_fails_to_start_lets_the_next_start_go_at_once(graph_server, crawl, tmp_path):
     """A finished crawl run again with a bad IPR_PRIOR_CRAWL fails in one line; the
     run after it does not wait for the failed run's claim to expire."""

@@ -398,7 +398,7 @@ def test_a_sitemaps_lastmod_makes_changed_pages_due(emacswiki, tmp_path, change_
     assert got[True]["accesses"] <= got[False]["accesses"] * 1.05
 
 
-@pytest.mark.parametrize("lastmod", ["frozen", "build", "partial"])
+@pytest.mark.parametrize("lastmod", ["frozen", "build", pytest.param("partial", marks=pytest.mark.slow)])
 def test_a_sitemap_whose_lastmod_is_wrong_costs_nothing(emacswiki, tmp_path, change_server, redis_client, lastmod):
     """The same year and pages as above, the sitemap read daily (the default), but its
     ``<lastmod>`` wrong as sites publish it: ``frozen`` (each page's first version:

@@ -100,7 +100,7 @@ POLBLOGS_URLS = TEST_DATA / "polblogs.urls.tsv.gz"
     ("graph_file", "urls_file", "extra", "min_sharing"),
     [
         # 958 pages reachable, 19,015 links; throttled so that every process gets a share.
-        pytest.param(POLBLOGS, POLBLOGS_URLS, {"DOWNLOAD_DELAY": 0.02}, 2, id="polblogs"),
+        pytest.param(POLBLOGS, POLBLOGS_URLS, {"DOWNLOAD_DELAY": 0.02}, 2, id="polblogs", marks=pytest.mark.slow),
         # 6,091 pages reachable, full speed (README's measurement).
         pytest.param(EMACS, EMACS_URLS, {}, PROCESSES, id="emacswiki", marks=pytest.mark.slow),
     ],
