@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from companions import ASYNC_DELTAFETCH, OTHER_ADDON, POET_SPIDER, PROBE_MIDDLEWARES, REFS_SPIDER, make_project, run
-from conftest import TEST_DATA
+from conftest import REPO, TEST_DATA
 from procs import start_server
 
 from ipr_crawl.evaluation.revisit_sim import load_log, parse_time, write_log
@@ -270,3 +270,41 @@ def test_a_fingerprinter_that_merges_urls(site, other_project, redis_client, cra
     s = {"ADDONS": {"ipr_crawl.Addon": 0, "comp.otheraddon.OtherAddon": 10}, **store_settings(redis_client, crawl_id)}
     r = ok(run(other_project, "refs", start_url=index, name="refs", settings=s))
     assert r.stat("other/handled") == 11
+
+
+# -- Spidermon ------------------------------------------------------------------------------
+CLOSE_SUITE = '''
+from spidermon import MonitorSuite
+from spidermon.contrib.scrapy.monitors import ErrorCountMonitor, FinishReasonMonitor, ItemCountMonitor
+
+
+class CloseSuite(MonitorSuite):
+    monitors = [ItemCountMonitor, FinishReasonMonitor, ErrorCountMonitor]
+'''
+
+
+def docs_monitor() -> str:
+    """The example monitor of docs/companions.md (its first ``# monitors.py`` block)."""
+    text = (REPO / "docs" / "companions.md").read_text(encoding="utf-8")
+    return text.split("```python\n# monitors.py\n", 1)[1].split("```", 1)[0]
+
+
+def test_spidermon_stats_monitors_and_a_periodic_frontier_monitor(site, project, redis_client, crawl_id):
+    """Spidermon's stats monitors at close and the docs' frontier monitor every second
+    of a crawl with the add-on: every monitor passes."""
+    pytest.importorskip("spidermon", reason="spidermon is not installed (the companions extra)")
+    index, _ = site
+    (project / "comp" / "monitors.py").write_text(docs_monitor())
+    (project / "comp" / "close_suite.py").write_text(CLOSE_SUITE)
+    r = ok(run(project, start_url=index, name="mon", settings={
+        **store_settings(redis_client, crawl_id), "DOWNLOAD_DELAY": 0.25,
+        "SPIDERMON_ENABLED": True, "EXTENSIONS": {"spidermon.contrib.scrapy.extensions.Spidermon": 500},
+        "SPIDERMON_SPIDER_CLOSE_MONITORS": "comp.close_suite.CloseSuite", "SPIDERMON_MIN_ITEMS": 10,
+        "SPIDERMON_MAX_ERRORS": 0, "SPIDERMON_PERIODIC_MONITORS": {"comp.monitors.FrontierSuite": 1},
+    }))
+    assert r.stat("ipr/pages/recorded") == 11 and len(r.items) == 10
+    assert "monitor/frontier" in r.stats  # the periodic pass ran, with the frontier open
+    assert r.log.count("[Spidermon] ipr-crawl frontier/frontier size... OK") >= 1
+    assert "[Spidermon] FAILED" not in r.log and "... ERROR" not in r.log and "... FAIL" not in r.log
+    for monitor in ("Extracted Items Monitor/test_stat_monitor", "Finish Reason Monitor/Should have the expected finished reason(s)"):
+        assert f"[Spidermon] {monitor}... OK" in r.log
