@@ -81,14 +81,13 @@ def test_httpcache_without_revisits_same_requests_and_items(site, project, redis
     """A crawl and its rerun (served from the cache) fetch the same requests, with the
     same cache flags, and keep the same items with the add-on as without."""
     index, _ = site
-    got = {}
-    for addon in (False, True):
+
+    def sequence(addon: bool):
         cache = {"HTTPCACHE_ENABLED": True, "HTTPCACHE_POLICY": policy, "HTTPCACHE_DIR": f"cache-{addon}"}
         settings = {**store_settings(redis_client, crawl_id), **cache}
-        first = ok(run(project, start_url=index, addon=addon, name=f"a{addon}", settings=settings))
-        second = ok(run(project, start_url=index, addon=addon, name=f"b{addon}", settings=settings))
-        got[addon] = (first, second)
-    (plain1, plain2), (ipr1, ipr2) = got[False], got[True]
+        return [ok(run(project, start_url=index, addon=addon, name=f"{n}{addon}", settings=settings)) for n in "ab"]
+
+    (plain1, plain2), (ipr1, ipr2) = parallel(lambda: sequence(False), lambda: sequence(True))
     assert ipr1.fetched == plain1.fetched and ipr2.fetched == plain2.fetched
     assert ipr1.items == plain1.items and ipr2.items == plain2.items and len(ipr1.items) == 10
     for key in ("httpcache/hit", "httpcache/miss", "httpcache/store", "httpcache/revalidate"):
