@@ -22,6 +22,7 @@ import logging
 from typing import Any
 
 from ipr_crawl.config import DEFAULTS, SettingError, check_settings, read
+from ipr_crawl.scheduler.compat import on_crawl_failure, reactorless_refusal
 
 __all__ = ["Addon", "ONE_OFF_COMMANDS"]
 
@@ -115,6 +116,22 @@ _REPORTING_LOGGERS = (
 )
 
 
+def _settle_refusal(failure: Any, crawler: Any) -> Any:
+    """Errback of a crawl's start on Scrapy 2.13 (:func:`~ipr_crawl.scheduler.compat.on_crawl_failure`):
+    a refusal of ipr-crawl's is said in its one line, if nothing said it yet, and
+    settled as a crawl that failed to start (exit status 1); any other failure is
+    passed on."""
+    exc = _refusal(failure.value)
+    if exc is None:
+        return failure
+    if ONE_LINE_ERRORS.refused is not exc:
+        logging.getLogger("scrapy.crawler").error(
+            "%s", exc, exc_info=(type(failure.value), failure.value, failure.getTracebackObject())
+        )
+    crawler.spider = None  # Scrapy's CrawlerProcess: the crawl failed to start
+    return None
+
+
 def install_one_line_errors(settings: Any) -> None:
     """Attach :data:`ONE_LINE_ERRORS` to the loggers that report a failed start."""
     ONE_LINE_ERRORS.keep_traceback = str(settings.get("LOG_LEVEL", "DEBUG")).upper() == "DEBUG"
@@ -132,6 +149,7 @@ class Addon:
     """Scrapy add-on enabling ipr-crawl (see the module docstring)."""
 
     def update_settings(self, settings: Any) -> None:
+        on_crawl_failure(_settle_refusal)  # Scrapy 2.13: its failed start, said in one line too
         for name, value in DEFAULTS.items():
             settings.set(name, value, priority="addon")
         try:
@@ -154,6 +172,9 @@ class Addon:
         # typo fails the crawl before it starts, in one line naming the setting.
         check_settings(settings, spider_name="(spider)")
         self._check_scheduler(settings)
+        refusal = reactorless_refusal(settings)
+        if refusal is not None:
+            raise SettingError(refusal)
         settings.set("SCHEDULER", SCHEDULER, priority="addon")
         # Outermost spider middleware: sees the final output of the callback.
         settings.set_in_component_priority_dict("SPIDER_MIDDLEWARES", SPIDER_MIDDLEWARE, 10)

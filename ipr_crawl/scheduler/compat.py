@@ -11,6 +11,13 @@ Every Scrapy of the async ``start()`` era (2.13+) runs the add-on; what differs:
 - **Closing the spider from the scheduler.** 2.14 added
   ``ExecutionEngine.close_spider_async(reason=)`` and deprecated
   ``close_spider(spider, reason)``, the only form 2.13 has: :func:`close_spider`.
+- **A crawl that fails to start.** Scrapy 2.13 leaves the failed ``Crawler.crawl()``
+  Deferred unhandled: Twisted prints its traceback to stderr (past Python logging,
+  so past the add-on's one-line filter) when it is collected, and ``scrapy crawl``
+  exits 0 when the crawl failed in the scheduler's ``open`` (Redis unreachable, a
+  crawl of another ordering). 2.14+ handles that failure. On 2.13 the add-on adds an
+  errback to that Deferred (:func:`on_crawl_failure`) that settles its own refusals:
+  one ``ERROR`` line, exit status 1, as on 2.14+.
 - **Scrapy's reactor-less mode** (``TWISTED_REACTOR_ENABLED=False``, 2.15+): the
   scheduler needs a Twisted reactor (its heartbeat's and the embedded server's
   wake-ups, its periodic frontier log, its close), so the add-on refuses that
@@ -28,12 +35,21 @@ the default of all of them.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import scrapy
+
 if TYPE_CHECKING:
+    from types import FrameType
+
     from scrapy.crawler import Crawler
 
-__all__ = ["SpiderArg", "close_spider", "reactorless_refusal"]
+__all__ = ["SCRAPY_VERSION", "SpiderArg", "close_spider", "on_crawl_failure", "reactorless_refusal"]
+
+#: Scrapy's (major, minor) version, e.g. ``(2, 13)``.
+SCRAPY_VERSION: tuple[int, int] = tuple(int(part) for part in scrapy.__version__.split(".")[:2])  # type: ignore[assignment]
 
 #: The type of the optional ``spider`` argument of the middlewares' methods
 #: (``spider: SpiderArg = None``): passed by Scrapy 2.13 only, never read.
@@ -76,3 +92,30 @@ def reactorless_refusal(settings: Any) -> str | None:
         "the setting (the default asyncio reactor runs asyncio code as well), or turn the "
         "add-on off with IPR_ENABLED=False"
     )
+
+
+def on_crawl_failure(errback: Callable[[Any, Crawler], Any]) -> bool:
+    """Scrapy 2.13 only: add ``errback(failure, crawler)`` to the Deferred of the
+    ``Crawler.crawl()`` that runs the caller (an add-on's ``update_settings``), found on
+    the call stack. The errback returns the failure to pass it on, or None when it
+    settled it (then it must set ``crawler.spider = None``: Scrapy's ``CrawlerProcess``
+    reads that as a crawl that failed to start, and ``scrapy crawl`` exits with status 1).
+    True when it was added; False on Scrapy 2.14+ (which handles that failure itself),
+    or when no ``Crawler.crawl()`` runs the caller (settings updated by hand)."""
+    if SCRAPY_VERSION >= (2, 14):
+        return False
+    from scrapy.crawler import Crawler
+
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        # twisted.internet.defer._inlineCallbacks(result, gen, status, context) driving
+        # the generator of the @inlineCallbacks Crawler.crawl
+        if frame.f_code.co_name == "_inlineCallbacks" and frame.f_globals.get("__name__") == "twisted.internet.defer":
+            gen, status = frame.f_locals.get("gen"), frame.f_locals.get("status")
+            crawler = getattr(getattr(gen, "gi_frame", None), "f_locals", {}).get("self")
+            deferred = getattr(status, "deferred", None)
+            if getattr(gen, "__name__", "") == "crawl" and isinstance(crawler, Crawler) and deferred is not None:
+                deferred.addErrback(errback, crawler)
+                return True
+        frame = frame.f_back
+    return False

@@ -1,0 +1,59 @@
+"""Every Scrapy of the async ``start()`` era, 2.13 to 2.19
+(:mod:`ipr_crawl.scheduler.compat`): real ``scrapy crawl`` runs of a fresh project
+(:mod:`userproject`) against the shop site on loopback (:mod:`shopsite`), under the
+Scrapy this interpreter has. ``python scripts/oldest_scrapy.py`` runs this file, with a
+few crawl tests, under the oldest supported Scrapy."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import scrapy as scrapy_package
+from procs import start_server
+from userproject import fetched, make_project, scrapy
+
+from ipr_crawl.scheduler.compat import SCRAPY_VERSION
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def shop(tmp_path: Path):
+    proc, m = start_server([sys.executable, str(REPO / "tests" / "shopsite.py")], r"serving shop at (\S+)")
+    base = m[1].rstrip("/")
+    try:
+        yield make_project(tmp_path / "project", base), base
+    finally:
+        proc.kill()
+        proc.communicate(timeout=10)
+
+
+def test_the_crawl_runs_on_this_scrapy(shop, tmp_path: Path) -> None:
+    root, base = shop
+    run = scrapy(root, "crawl", "shop", settings={"LOG_LEVEL": "DEBUG", "IPR_DATA_DIR": tmp_path / "r"})
+    assert run.returncode == 0, run.stderr[-4000:]
+    assert f"Scrapy {scrapy_package.__version__} started" in run.stderr
+    assert "ipr-crawl: crawl 'shop.shop'" in run.stderr  # the add-on was on
+    got = fetched(run.stderr)
+    assert got[("200", "GET", f"{base}/flaky")] == 1  # a retry settled by the frontier middleware
+    assert got[("200", "POST", f"{base}/search")] == 3
+    # Scrapy 2.13 passes spider= to the middlewares, 2.14+ warns about a method requiring it
+    assert " ERROR: " not in run.stderr and "ScrapyDeprecationWarning" not in run.stderr
+
+
+def test_reactorless_mode_is_refused_in_one_line(shop, tmp_path: Path) -> None:
+    root, _ = shop
+    settings = {"TWISTED_REACTOR_ENABLED": False, "LOG_LEVEL": "INFO", "IPR_DATA_DIR": tmp_path / "r"}
+    run = scrapy(root, "crawl", "shop", settings=settings)
+    if SCRAPY_VERSION < (2, 15):  # no reactor-less mode: Scrapy ignores the setting, so does the add-on
+        assert run.returncode == 0, run.stderr[-4000:]
+        assert fetched(run.stderr)
+        return
+    assert run.returncode == 1, run.stderr[-4000:]
+    errors = [line for line in run.stderr.splitlines() if " ERROR: " in line]
+    assert len(errors) == 1 and "ipr-crawl: TWISTED_REACTOR_ENABLED=False" in errors[0], errors
+    assert "IPR_ENABLED=False" in errors[0]  # the way out
+    assert "Traceback" not in run.stderr
+    assert not fetched(run.stderr)
