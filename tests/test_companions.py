@@ -182,6 +182,7 @@ def parallel(*calls):
 
 
 # -- scrapy-deltafetch ---------------------------------------------------------------------
+@pytest.mark.slow  # six crawls: CI runs it (make test ARGS="-m 'slow or data'")
 def test_deltafetch_reruns_and_revisits(site, project, redis_client, crawl_id):
     """scrapy-deltafetch drops the links to pages that gave items before (2.1.0 under
     Scrapy 2.19: with an async spider output, companions.ASYNC_DELTAFETCH). Its rerun
