@@ -4,13 +4,16 @@ It drives the same store (real Redis, real scripts) as a crawl, and imports the
 store and the pure rules, never the Scrapy adapters. Plots and progress bars
 need the ``eval`` extra (``pip install 'ipr-crawl[eval]'``).
 
-- :mod:`~ipr_crawl.evaluation.simulate`: ``ipr-crawl simulate``, orderings replayed over a graph.
-- :mod:`~ipr_crawl.evaluation.revisit_sim`: ``ipr-crawl revisit-sim``, revisit policies over a change log.
+- :mod:`~ipr_crawl.evaluation.simulate`: ``ipr-crawl simulate``, orderings replayed over a graph
+  (:mod:`~ipr_crawl.evaluation.graph_replay`).
+- :mod:`~ipr_crawl.evaluation.revisit_sim`: ``ipr-crawl revisit-sim``, revisit policies over a change log
+  (:mod:`~ipr_crawl.evaluation.changelog`, :mod:`~ipr_crawl.evaluation.revisit_replay`,
+  :mod:`~ipr_crawl.evaluation.revisit_report`, :mod:`~ipr_crawl.evaluation.revisit_budget`).
 - :mod:`~ipr_crawl.evaluation.serve`, :mod:`~ipr_crawl.evaluation.serve_changes`: a graph or a
   change log served over HTTP on loopback.
 - :mod:`~ipr_crawl.evaluation.demo`: ``make demo``.
 - :mod:`~ipr_crawl.evaluation.metrics`: the papers' criteria; :mod:`~ipr_crawl.evaluation.graphio`:
-  graph files and exact PageRank.
+  graph files (:mod:`~ipr_crawl.evaluation.graphfiles`) and exact PageRank.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ changes. Here every policy is brought to the same number of accesses per page pe
 year (its *budget*) and compared there:
 
 - ``harmonic:B/y`` is run at each budget B as it is (the budget is its parameter;
-  :func:`~ipr_crawl.evaluation.revisit_sim.simulate_budget`); ``harmonic+pagerank``
+  :func:`~ipr_crawl.evaluation.revisit_replay.simulate_budget`); ``harmonic+pagerank``
   with each page's weight ``w`` its PageRank (``IPR_REVISIT_WEIGHT=pagerank``);
 - every other policy is run at time scales (:func:`scaled`: every duration of the
   policy, and MLE's multiplier, times ``s``) 1, 4, 1/4, ... until their spends
@@ -21,7 +21,7 @@ year (its *budget*) and compared there:
   catches the versions of the pages with the fewest versions first).
 
 ``phase_seed``: every page's first revisit comes after a random share of its first
-interval (:func:`~ipr_crawl.evaluation.revisit_sim.page_phase`, the same draw for
+interval (:func:`~ipr_crawl.evaluation.revisit_replay.page_phase`, the same draw for
 every policy), so that cohorts of pages changed together by one commit do not decide
 the figures by the phase of their synchronised visits.
 
@@ -52,17 +52,12 @@ import calendar
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import IO, Any
 
-from ipr_crawl.evaluation.revisit_sim import (
-    Page,
-    PageResult,
-    _windows,
-    page_phase,
-    simulate_budget,
-    simulate_page,
-)
+from ipr_crawl.evaluation import import_eval
+from ipr_crawl.evaluation.changelog import Page, observed_windows, open_text
+from ipr_crawl.evaluation.revisit_replay import PageResult, page_phase, simulate_budget, simulate_page
 from ipr_crawl.revisit.budget import YEAR, Budget
 from ipr_crawl.revisit.policy import (
     DAY,
@@ -203,10 +198,8 @@ def pagerank_weights(pages: Sequence[Page], links_path: str) -> list[float]:
     ``pages``; a page outside the graph gets the smallest weight found."""
     import networkx as nx
 
-    from ipr_crawl.evaluation.revisit_sim import _open_text
-
     graph = nx.DiGraph()
-    with _open_text(links_path) as f:
+    with open_text(links_path) as f:
         for lineno, line in enumerate(f, 1):
             parts = line.rstrip("\r\n").split("\t")
             if len(parts) < 2 or (lineno == 1 and "://" not in parts[0]):
@@ -238,7 +231,7 @@ def equal_budget(
     ``coverage_weighted``, ``peak_revisits_per_page_year`` (and ``scale`` for scaled
     policies; ``new_url_rate_per_year``, ``new_explored`` and ``new_explored_changed`` for
     ``new=learn``)."""
-    windows = list(_windows(pages, start, end))
+    windows = list(observed_windows(pages, start, end))
     phases = [page_phase(p.url, phase_seed) for p, _, _ in windows] if phase_seed is not None else None
     by_page = {id(p): k for k, p in enumerate(pages)}
     w = [weights[by_page[id(p)]] for p, _, _ in windows] if weights is not None else [1.0] * len(windows)
@@ -247,64 +240,97 @@ def equal_budget(
             raise ValueError(f"--budgets: give budgets per URL per year (N/y), not {b}")
     out: dict[str, Any] = {"budgets": [b.amount for b in budgets], "policies": {}, "pages": len(windows),
                            "last_modified": use_last_modified, "phase_seed": phase_seed}
+    runs = _Runs(windows, w, resolution, use_last_modified, phases)
+    for spec in policies:
+        out["policies"][spec] = _policy_rows(spec, runs, budgets, weights is not None, progress)
+    rates = _true_rates(windows)
+    bound: dict[str, Any] = {}
+    for b in budgets:
+        bound[f"{b.amount:g}"] = runs.run(HarmonicPolicy(b, name=f"harmonic:{b}"), true_rates=rates)
+    out["policies"]["bound: true rates"] = bound
+    out["policies"]["bound: change times"] = {f"{b.amount:g}": oracle(windows, b.amount, w, resolution) for b in budgets}
+    return out
 
-    def say(text: str) -> None:
-        if progress is not None:
-            print(text, file=progress, flush=True)
 
-    def run(policy: Policy, true_rates: Sequence[float] | None = None, weighted: bool = False,
-            sitemap: tuple[float, float] = (0.0, 1.0)) -> dict[str, float]:
+@dataclass
+class _Runs:
+    """The pages of :func:`equal_budget` (their windows, weights and phases) and how
+    they are replayed; :meth:`run` gives one policy's figures."""
+
+    windows: list[tuple[Page, float, float]]
+    weights: list[float]
+    resolution: float
+    use_last_modified: bool
+    phases: list[float] | None
+
+    def run(self, policy: Policy, true_rates: Sequence[float] | None = None, weighted: bool = False,
+            sitemap: tuple[float, float] = (0.0, 1.0)) -> dict[str, Any]:
+        """The figures of ``policy`` over the pages (:func:`_summary`); ``true_rates``:
+        the bound's; ``weighted``: the pages' weights in the budget; ``sitemap``:
+        (period s, share listed), :func:`split_spec`'s."""
+        windows, phases = self.windows, self.phases
         report: dict[str, Any] = {}
         if isinstance(policy, HarmonicPolicy):
-            results = simulate_budget(windows, policy, resolution, use_last_modified, true_rates=true_rates,
-                                      weights=w if weighted else None, report=report,
-                                      sitemap=sitemap[0], sitemap_share=sitemap[1], phases=phases)
+            results = simulate_budget(windows, policy, self.resolution, self.use_last_modified,
+                                      true_rates=true_rates, weights=self.weights if weighted else None,
+                                      report=report, sitemap=sitemap[0], sitemap_share=sitemap[1], phases=phases)
         else:
-            results = [simulate_page(policy, w0, w1, page.changes, resolution, use_last_modified,
+            results = [simulate_page(policy, w0, w1, page.changes, self.resolution, self.use_last_modified,
                                      phase=phases[k] if phases is not None else 1.0)
                        for k, (page, w0, w1) in enumerate(windows)]
-        figures = _summary(results, windows, w, report.get("sitemap_reads"))
+        figures = _summary(results, windows, self.weights, report.get("sitemap_reads"))
         if "new_explored" in report:  # new=learn: what it learned (per year; None: too few explored)
             rate = report["new_url_rate"]
             figures["new_url_rate_per_year"] = rate * YEAR if rate is not None else None
             figures["new_explored"], figures["new_explored_changed"] = report["new_explored"]
         return figures
 
-    for spec in policies:
-        base, weighted, sitemap = split_spec(spec)
-        if weighted and weights is None:
-            raise ValueError(f"{spec}: give --weights (the log's link graph)")
-        policy = parse_policy(base)
-        if sitemap[0] > 0 and not isinstance(policy, HarmonicPolicy):
-            raise ValueError(f"{spec}: +sitemap goes with harmonic only")
-        rows: dict[str, Any] = {}
-        if isinstance(policy, HarmonicPolicy):
-            for b in budgets:
-                rows[f"{b.amount:g}"] = run(replace(policy, budget=b, name=f"harmonic:{b}"), weighted=weighted,
-                                            sitemap=sitemap)
-                say(f"{spec} at {b}: {rows[f'{b.amount:g}']}")
-        else:
-            grid = _grid(lambda s, p=policy: run(scaled(p, s)), min(b.amount for b in budgets), max(b.amount for b in budgets))
-            say(f"{spec}: grid " + ", ".join(f"x{s:g}: {r['accesses_per_page_year']:.2f}/y" for s, r in grid))
-            for b in budgets:
-                s = _interpolate_scale(grid, b.amount)
-                if s is None:
-                    rows[f"{b.amount:g}"] = None
-                    continue
-                figures = run(scaled(policy, s))
-                rows[f"{b.amount:g}"] = {**figures, "scale": s}
-                say(f"{spec} at {b} (x{s:.3g}): {figures}")
-        out["policies"][spec] = rows
+
+def _policy_rows(spec: str, runs: _Runs, budgets: Sequence[Budget], have_weights: bool,
+                 progress: IO[str] | None) -> dict[str, Any]:
+    """One policy spec's figures at each budget (:func:`equal_budget`): ``harmonic`` run
+    at each budget, any other policy at the time scale interpolated for it (None outside
+    the grid's spends). Raises :class:`ValueError` for a ``+pagerank`` without weights
+    or a ``+sitemap`` on another policy than ``harmonic``."""
+    base, weighted, sitemap = split_spec(spec)
+    if weighted and not have_weights:
+        raise ValueError(f"{spec}: give --weights (the log's link graph)")
+    policy = parse_policy(base)
+    if sitemap[0] > 0 and not isinstance(policy, HarmonicPolicy):
+        raise ValueError(f"{spec}: +sitemap goes with harmonic only")
+    rows: dict[str, Any] = {}
+    if isinstance(policy, HarmonicPolicy):
+        for b in budgets:
+            rows[f"{b.amount:g}"] = runs.run(replace(policy, budget=b, name=f"harmonic:{b}"), weighted=weighted,
+                                             sitemap=sitemap)
+            _say(progress, f"{spec} at {b}: {rows[f'{b.amount:g}']}")
+        return rows
+    grid = _grid(lambda s, p=policy: runs.run(scaled(p, s)), min(b.amount for b in budgets), max(b.amount for b in budgets))
+    _say(progress, f"{spec}: grid " + ", ".join(f"x{s:g}: {r['accesses_per_page_year']:.2f}/y" for s, r in grid))
+    for b in budgets:
+        s = _interpolate_scale(grid, b.amount)
+        if s is None:
+            rows[f"{b.amount:g}"] = None
+            continue
+        figures = runs.run(scaled(policy, s))
+        rows[f"{b.amount:g}"] = {**figures, "scale": s}
+        _say(progress, f"{spec} at {b} (x{s:.3g}): {figures}")
+    return rows
+
+
+def _true_rates(windows: Sequence[tuple[Page, float, float]]) -> list[float]:
+    """Each page's mean change rate over its window (per s; the true-rates bound's),
+    :data:`NO_CHANGE_RATE` changes for a page without any, over at least a day."""
     rates = []
     for page, w0, w1 in windows:
         n = len([c for c in page.changes if w0 < c <= w1])
         rates.append(max(n, NO_CHANGE_RATE) / max(w1 - w0, DAY))
-    bound: dict[str, Any] = {}
-    for b in budgets:
-        bound[f"{b.amount:g}"] = run(HarmonicPolicy(b, name=f"harmonic:{b}"), true_rates=rates)
-    out["policies"]["bound: true rates"] = bound
-    out["policies"]["bound: change times"] = {f"{b.amount:g}": oracle(windows, b.amount, w, resolution) for b in budgets}
-    return out
+    return rates
+
+
+def _say(progress: IO[str] | None, text: str) -> None:
+    if progress is not None:
+        print(text, file=progress, flush=True)
 
 
 def split_spec(spec: str) -> tuple[str, bool, tuple[float, float]]:
@@ -410,8 +436,6 @@ def plot_budgets(result: dict[str, Any], path: str, title: str = "") -> None:
     """Coverage and efficiency against accesses per page per year (log x), every
     policy and both bounds, in one PNG; and coverage against the peak year's revisits
     per page-year (the capacity a policy needs at its busiest)."""
-    from ipr_crawl.evaluation import import_eval
-
     matplotlib = import_eval("matplotlib")
     matplotlib.use("Agg")
     plt = import_eval("matplotlib.pyplot")

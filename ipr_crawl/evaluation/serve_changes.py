@@ -52,7 +52,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from twisted.web import http, resource, server
 
-from ipr_crawl.evaluation.revisit_sim import Page, load_log, parse_time
+from ipr_crawl.evaluation.changelog import Page, load_log, parse_time
 from ipr_crawl.revisit.budget import in_share
 from ipr_crawl.revisit.policy import DAY, bucket, parse_duration
 

