@@ -25,7 +25,7 @@ demo: $(VENV)/.installed
 # ARGS go to pytest, e.g. ARGS="-m data" or ARGS=tests/test_store.py.
 JOBS ?= 4
 test: lint
-	$(PY) -m pytest -q -p no:cacheprovider -n $(JOBS) --dist loadgroup $(ARGS)
+	$(PY) -m pytest -q -p no:cacheprovider -n $(JOBS) --dist load $(ARGS)
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check ipr_crawl middlewares tests benchmarks

@@ -22,9 +22,6 @@ from conftest import REPO
 from procs import read_log, start_crawl, start_server
 from scrapy.settings import Settings
 
-#: The module's crawls are shared fixtures: under xdist (`make test`) one worker runs them all.
-pytestmark = pytest.mark.xdist_group("bad_input")
-
 #: Bound of the record call of one page in this crawl.
 MAX_LINKS = 500
 

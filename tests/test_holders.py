@@ -205,3 +205,20 @@ def test_retries_of_one_thread_do_not_cut_another_threads_retries():
     down.clear()
     other.join(5)
     assert not other.is_alive() and not retry.gave_up
+
+
+def test_a_timeline_interval_below_the_heartbeats_is_honoured(redis_client, crawl_id):
+    """IPR_TIMELINE_SECS=0.1 beside IPR_HEARTBEAT_SECS=5: a sample every 0.1 s, one beat
+    (at start) in a second."""
+    from ipr_crawl.scheduler.heartbeat import Heartbeat
+
+    store = _store(redis_client, crawl_id)
+    beat = Heartbeat(store, "sampler", 5.0, {"spider": "s"}, timeline_secs=0.1)
+    beat.start()
+    try:
+        time.sleep(1.05)
+    finally:
+        beat.stop()
+    samples = store.timeline()
+    assert 7 <= len(samples) <= 11, len(samples)
+    assert beat.beats == 1

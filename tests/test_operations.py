@@ -17,9 +17,6 @@ from procs import start_server
 
 from ipr_crawl.store.inspect import open_crawl
 
-#: The module's crawls are shared fixtures: under xdist (`make test`) one worker runs them all.
-pytestmark = pytest.mark.xdist_group("operations")
-
 HARVARD = TEST_DATA / "harvard500.tsv.gz"
 
 

@@ -12,6 +12,8 @@ collected graph, and reports how far the scores moved.
 from __future__ import annotations
 
 import collections
+import re
+from datetime import datetime
 
 import pytest
 from conftest import DATA, TEST_DATA
@@ -147,3 +149,41 @@ def test_four_processes_share_one_ipr_crawl(graph_server, redis_server, tmp_path
     print(f"\nIPR, {PROCESSES} processes: pages per process {counts}; scores of {moved} of "
           f"{len(keys)} pages differ from the single-process crawl, Spearman rho {rho:.3f}")
     assert rho > 0.5
+
+
+def test_a_start_url_is_fetched_once_per_shared_crawl(graph_server, redis_server, tmp_path):
+    """Three processes of a user's spider whose start URL Scrapy makes ``dont_filter``
+    (``start_urls``), started together on one crawl: the start URL is fetched once for
+    the crawl, not once per process, and every page once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from userproject import fetched as crawled
+    from userproject import make_project, scrapy
+
+    served = graph_server(HARVARD)
+    root = make_project(tmp_path / "project", "http://127.0.0.1:9")
+    settings = {"IPR_REDIS_URL": redis_server.url, "IPR_CRAWL_ID": "starts", "DOWNLOAD_DELAY": 0.02,
+                "LOG_LEVEL": "DEBUG"}
+    with ThreadPoolExecutor(3) as pool:
+        runs = list(pool.map(lambda _: scrapy(root, "crawl", "wiki", "-a", f"start_url={served.seed_url}",
+                                              settings=settings), range(3)))
+    for run in runs:
+        assert run.returncode == 0, run.stderr[-3000:]
+    per_run = [crawled(run.stderr) for run in runs]
+    urls = collections.Counter(canonical_url(url) for c in per_run for (status, _, url), n in c.items()
+                               for _ in range(n) if status == "200")
+    assert urls[canonical_url(served.seed_url)] == 1, [c.get(("200", "GET", served.seed_url)) for c in per_run]
+    assert max(urls.values()) == 1 and len(urls) == len(reachable(read_graph(HARVARD), served.seed))
+    assert sum(1 for c in per_run if c) >= 2  # the crawl was shared
+    assert any("start URLs the crawl already knows are not fetched again" in run.stderr for run in runs)
+    # and every process closes soon after the crawl's last fetch, not at the engine's 5 s heartbeat
+    stamp = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)", re.M)
+
+    def times(text: str, marker: str) -> list[datetime]:
+        return [datetime.fromisoformat(stamp.match(line)[1]) for line in text.splitlines()
+                if marker in line and stamp.match(line)]
+
+    last_fetch = max(t for run in runs for t in times(run.stderr, "Crawled (200)"))
+    for run in runs:
+        (closed,) = times(run.stderr, "Spider closed (finished)")
+        assert (closed - last_fetch).total_seconds() <= 2, (closed, last_fetch)

@@ -22,7 +22,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import redis
 from scrapy import Request, Spider, signals
@@ -144,6 +144,19 @@ def _embedded_data_dir() -> str:
         return path
 
 
+
+class _AsyncioCall:
+    """An asyncio ``call_later`` handle with Twisted's ``IDelayedCall.active()``."""
+
+    def __init__(self, loop: Any, handle: Any) -> None:
+        self.loop, self.handle = loop, handle
+
+    def active(self) -> bool:
+        return not self.handle.cancelled() and self.handle.when() > self.loop.time()
+
+    def cancel(self) -> None:
+        self.handle.cancel()
+
 class IprScheduler(BaseScheduler):
     """Scheduler whose queue is the crawl's frontier in Redis (see module doc).
 
@@ -207,6 +220,10 @@ class IprScheduler(BaseScheduler):
         self._away = False
         #: Python's thread switch interval before IPR_GIL_SWITCH_SECS replaced it
         self._switch_interval: float | None = None
+        #: (time.monotonic(), whether another process of the crawl was alive) of the last look
+        self._shared_seen: tuple[float, bool] | None = None
+        #: a wake of the engine due soon, while requests in flight elsewhere keep the crawl open
+        self._recheck: Any = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> IprScheduler:
@@ -671,6 +688,8 @@ class IprScheduler(BaseScheduler):
         if getattr(self, "store", None) is None:  # open() failed
             return None
         self._closing = True
+        if self._recheck is not None and self._recheck.active():
+            self._recheck.cancel()
         if self._logstats is not None and self._logstats.running:
             self._logstats.stop()
         if self.heartbeat is not None:
@@ -879,11 +898,15 @@ class IprScheduler(BaseScheduler):
             return True
         seen = self._pending_seen
         if seen is not None and seen[0] == self._gen and time.monotonic() - seen[1] < 1.0:
+            if seen[2]:
+                self._recheck_soon()
             return seen[2]
         if self.on_loop:
             ok, pending = self._loop_call(self._pending_now)
             if ok:
                 self._pending_seen = (self._gen, time.monotonic(), pending)
+                if pending:
+                    self._recheck_soon()
                 return bool(pending)
         if not self._checking:
             self._checking = True
@@ -891,6 +914,26 @@ class IprScheduler(BaseScheduler):
             self.io.submit(self._pending_now, then=lambda pending: self._pending_checked(gen, pending),
                            failed=self._check_failed)
         return True
+
+    def _recheck_soon(self, delay: float = 0.5) -> None:
+        """Ask the engine again in ``delay`` s while this process has nothing to fetch and
+        the crawl stays open (requests in flight elsewhere, or being recorded), instead of
+        at the engine's 5 s heartbeat: the last process closes soon after the last fetch."""
+        if self._recheck is not None and self._recheck.active():
+            return
+        if "twisted.internet.reactor" in sys.modules:
+            from twisted.internet import reactor
+
+            if reactor.running:
+                self._recheck = cast(Any, reactor).callLater(delay, self.wake)
+                return
+        import asyncio
+
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop runs (a test calling the scheduler directly)
+            return
+        self._recheck = _AsyncioCall(loop, loop.call_later(delay, self.wake))
 
     def _pending_now(self) -> bool:
         """On the Redis thread: whether the crawl has requests not settled (or revisits to wait for)."""
@@ -985,15 +1028,39 @@ class IprScheduler(BaseScheduler):
                     return bool(added)
                 lease = b""
         tie = tie_for(self.config.ordering, request.url)
+        force = request.dont_filter
+        # A start request (dont_filter, as Scrapy's start_urls make it) in a crawl other live
+        # processes share: its URL is fetched once for the crawl, not once per process.
+        start_known = force and not lease and request.meta.get("is_start_request") and self._shared_now()
+        if start_known:
+            force = False
         result = self._sync(functools.partial(
-            self.store.enqueue, rid, tie, payload, request.dont_filter, lease, **self._bucket(request.url)
+            self.store.enqueue, rid, tie, payload, force, lease, **self._bucket(request.url)
         ))
         if lease:
             self._held.pop(lease, None)
+        if start_known and not result:
+            self._stats_inc("ipr/frontier/start_known")
+            if "start_known" not in self._local_warned:
+                self._local_warned.add("start_known")
+                logger.info("ipr-crawl: start URLs the crawl already knows are not fetched again by this "
+                            "process: other processes share the crawl (first: %s)", request.url)
+            return False
         self._stats_inc(("ipr/frontier/duplicate", "ipr/frontier/new", "ipr/frontier/forced")[result])
         if result:
             self._count_enqueued(1, "redis")
         return result != 0
+
+    def _shared_now(self) -> bool:
+        """Whether another process of the crawl is alive (its heartbeat ahead); looked
+        up at most once a second."""
+        if self.heartbeat is None:
+            return False
+        now = time.monotonic()
+        if self._shared_seen is None or now - self._shared_seen[0] > 1.0:
+            alive, _ = self._sync(self.store.holder_counts)
+            self._shared_seen = (now, alive > 1)
+        return self._shared_seen[1]
 
     def _bucket(self, url: str) -> dict[str, int]:
         """The store's ``bucket`` argument for ``url`` in bucket mode (IPR_CLUSTER_BUCKETS > 1)."""

@@ -26,6 +26,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -90,8 +91,16 @@ class Heartbeat:
             self._thread = None
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval):
+        # A timeline interval shorter than the heartbeat's is honoured: the thread wakes
+        # that often and samples, and beats once per heartbeat interval.
+        tick = min(self.interval, self.timeline_secs) if self.timeline_secs > 0 else self.interval
+        next_beat = time.monotonic() + self.interval
+        while not self._stop.wait(max(0.0, min(tick, next_beat - time.monotonic()))):
             try:
+                if time.monotonic() < next_beat:
+                    self.store.sample(self.timeline_secs)
+                    continue
+                next_beat = time.monotonic() + self.interval
                 self.beat_once()
                 if self._failing:
                     logger.info("ipr-crawl: heartbeat to Redis restored")
