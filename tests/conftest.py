@@ -193,6 +193,7 @@ def _leak_report(places: list[str], before: set[tuple[int, int]], **which: bool)
 RUN_TOGETHER = {"tests/test_bad_input.py", "tests/test_operations.py"}
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent without it
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     """``--dist load`` (``make test``): every test a unit of its own, sent to whichever
     worker is free, except the modules of :data:`RUN_TOGETHER`, sent whole."""
