@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 ARGS   ?=
 
-.PHONY: demo test lint install clean
+.PHONY: demo test suite lint install clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,7 +24,10 @@ demo: $(VENV)/.installed
 # are marked `slow` and left out; CI runs them: ARGS="-m 'slow or data'".
 # ARGS go to pytest, e.g. ARGS="-m data" or ARGS=tests/test_store.py.
 JOBS ?= 4
-test: lint
+test: lint suite
+
+# The suite alone, without lint (CI's second run).
+suite: $(VENV)/.installed
 	$(PY) -m pytest -q -p no:cacheprovider -n $(JOBS) --dist load $(ARGS)
 
 lint: $(VENV)/.installed

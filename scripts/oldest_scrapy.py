@@ -39,7 +39,9 @@ DEFAULT_TESTS = [
     "tests/test_crawl.py::test_resume_fetches_the_rest_once",
     "tests/test_rerun.py::test_a_rerun_that_fails_to_start_lets_the_next_start_go_at_once",
 ]
-TEST_TOOLS = ["pytest>=8", "hypothesis>=6.100"]
+TEST_TOOLS = ["pytest>=8", "pytest-xdist>=3.5,<4", "hypothesis>=6.100"]
+#: pytest-xdist workers for the default tests (two cores: their crawls overlap)
+JOBS = 3
 
 
 def runtime_requirements() -> list[str]:
@@ -79,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
                              check=True, capture_output=True, text=True).stdout.strip()
     built = time.monotonic() - t0
     print(f"oldest_scrapy: Scrapy {version} in {venv} (ready in {built:.0f} s)", flush=True)
-    tests = args.pytest_args or DEFAULT_TESTS
+    tests = args.pytest_args or ["-n", str(JOBS), "--dist", "load", *DEFAULT_TESTS]
     # -m "": the tests named run even where they are marked slow (pyproject's addopts leave those out)
     cmd = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "", *tests]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}

@@ -193,6 +193,22 @@ def _leak_report(places: list[str], before: set[tuple[int, int]], **which: bool)
 RUN_TOGETHER = {"tests/test_bad_input.py", "tests/test_operations.py"}
 
 
+#: The longest tests (minutes each), collected first so that xdist's workers start them
+#: first and none runs alone at the end (none of them shares a module-scoped fixture).
+LONGEST_FIRST = (
+    "tests/test_faults.py::test_kill_9_at_random_moments[full]",
+    "tests/test_shared.py::test_four_processes_share_one_blc_crawl[emacswiki]",
+    "tests/test_prior.py::test_a_recrawl_with_a_prior",
+    "tests/test_dropin.py::test_runspider_and_a_rerun",
+    "tests/test_rerun.py::test_a_finished_crawl_run_again_starts_afresh_from_its_prior",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {nodeid: i for i, nodeid in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid, len(rank)))  # stable: the rest keep their order
+
+
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent without it
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     """``--dist load`` (``make test``): every test a unit of its own, sent to whichever

@@ -224,6 +224,7 @@ def in_degree_mismatches(scores, graph, back, want) -> tuple[list[int], int]:
     return [n for n in nodes if scores.get(node_id(page_url[n])) != indegree.get(n, 0)], len(nodes)
 
 
+@pytest.mark.slow  # a long real-crawl test: CI runs it (make test ARGS="-m 'slow or data'")
 def test_bucketed_scrapy_crawl_on_a_cluster(graph_server, cluster, tmp_path):
     """Two `scrapy crawl` processes of polblogs served on 16 loopback hosts, pointed at
     one node of a 3-master cluster with IPR_CLUSTER_BUCKETS=8: the crawl's keys lie on

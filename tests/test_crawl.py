@@ -169,6 +169,7 @@ def test_polite_pop_one_request_at_a_time_is_the_exact_order_on_many_hosts(graph
     assert_exact_order(got, expected, 100)
 
 
+@pytest.mark.slow  # a long real-crawl test: CI runs it (make test ARGS="-m 'slow or data'")
 def test_resume_fetches_the_rest_once(graph_server, crawl, tmp_path):
     graph = read_graph(HARVARD)
     served = graph_server(HARVARD)
@@ -227,6 +228,7 @@ def test_resume_with_another_ordering_is_refused(graph_server, crawl, tmp_path):
     assert second.returncode != 0
 
 
+@pytest.mark.slow  # a long real-crawl test: CI runs it (make test ARGS="-m 'slow or data'")
 def test_resume_after_a_killed_crawl(graph_server, crawl, tmp_path):
     """SIGKILL mid-crawl: the leases of requests in flight expire
     (IPR_LEASE_SECS) and the resumed crawl fetches everything left."""
@@ -280,6 +282,7 @@ def test_resume_after_a_killed_crawl(graph_server, crawl, tmp_path):
     assert len(set(second.fetched)) == len(second.fetched)
 
 
+@pytest.mark.slow  # a long real-crawl test: CI runs it (make test ARGS="-m 'slow or data'")
 def test_slow_start_chooses_the_first_pages_with_their_predecessors_links(emacs, graph_server, crawl, tmp_path):
     """IPR_SLOW_START (default): with CONCURRENT_REQUESTS=16 the first pages still come in
     the exact order (each chosen after the one before was recorded), the allowance then

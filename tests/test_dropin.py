@@ -91,6 +91,7 @@ def test_unstorable_meta_stays_in_memory_with_one_warning(shop, tmp_path: Path) 
     assert "'ipr/frontier/local': 6" in ours.stderr
 
 
+@pytest.mark.slow  # a long real-crawl test: CI runs it (make test ARGS="-m 'slow or data'")
 def test_commands_give_the_same_output(shop, tmp_path: Path) -> None:
     root, base = shop
     url = f"{base}/product/4"

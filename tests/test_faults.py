@@ -385,6 +385,7 @@ def test_ctrl_c_while_redis_is_away_closes_at_once_and_loses_nothing(graph_serve
            **counts)
 
 
+@pytest.mark.slow  # a long real-crawl test: CI runs it (make test ARGS="-m 'slow or data'")
 def test_embedded_redis_killed_in_a_grown_store_restarts_once_and_loses_nothing(graph_server, tmp_path):
     """A project whose embedded store has seen many writes (its append-only file far larger
     than its data): opening it rewrites the file; kill -9 of the embedded redis-server

@@ -110,6 +110,7 @@ def _paths(graph, seed: int) -> list[str]:
     return [f"/n/{n}.html" for n in reachable(graph, seed)]
 
 
+@pytest.mark.slow  # a long real-crawl test: CI runs it (make test ARGS="-m 'slow or data'")
 def test_polite_resume_fetches_the_rest_once(hosts, crawl, tmp_path):
     """Stopped by CLOSESPIDER_PAGECOUNT with requests buffered and leased: they are
     handed back at close; the resumed crawl fetches every other page once."""
@@ -223,7 +224,7 @@ def test_pop_polite_min_ratio(redis_client, crawl_id):
     assert pop(0.1, offset=3) == ["http://b.example/1", "http://c.example/1"]  # window stays in range
 
 
-@pytest.mark.parametrize("polite", [True, False], ids=["polite", "plain"])
+@pytest.mark.parametrize("polite", [pytest.param(True, marks=pytest.mark.slow), False], ids=["polite", "plain"])
 def test_pops_lease_no_more_than_the_engine_has_room_for(polite, graph_server, crawl, tmp_path):
     """IPR_WAIT_FOR_PARSE (on by default), in a real crawl of polblogs on 16 loopback
     hosts with a download delay: a pop, polite or plain, leases no more than

@@ -291,6 +291,7 @@ def test_a_pooled_or_fitted_prior_pays_on_the_tldr_log(spec, gain):
         assert better[b]["accesses_per_page_year"] <= 1.06 * fixed[b]["accesses_per_page_year"], (b, better[b], fixed[b])
 
 
+@pytest.mark.slow  # a long real-crawl test: CI runs it (make test ARGS="-m 'slow or data'")
 def test_the_budgets_command_with_random_phases_writes_peaks_and_the_plot(tmp_path):
     out_json, out_png = tmp_path / "b.json", tmp_path / "b.png"
     cmd = [sys.executable, "-m", "ipr_crawl.cli", "revisit-sim", "--changes", SAMPLE[0], "--pages", SAMPLE[1],

@@ -66,6 +66,7 @@ def scrapyd(tmp_path):
     out.close()
 
 
+@pytest.mark.slow  # a long real-crawl test: CI runs it (make test ARGS="-m 'slow or data'")
 def test_two_scrapyd_jobs_share_and_finish_one_crawl(scrapyd, graph_server, tmp_path):
     base, work = scrapyd
     graph = read_graph(HARVARD)
