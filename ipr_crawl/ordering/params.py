@@ -75,6 +75,10 @@ def parse_ordering(value: str, cutoff: str = "dl1") -> tuple[str, str]:
 class OrderingParams:
     """Parameters of one frontier ordering, with their defaults.
 
+    The defaults are the settings table's (``ipr_crawl.settings_table``: each field's
+    setting in ``ORDERING_FIELDS``; ``tests/test_docs.py`` holds them to it), but for
+    ``ordering``: ``OrderingParams()`` is ``ipr:dl1``, a crawl's default ``push``.
+
     - ``ordering``: a key of :data:`ORDERINGS`; ``cutoff``: IPR's cut-off
       (``dl1``, ``pl``, ``vr``, ``ar``; ``""`` for other orderings).
     - ``initial_score``: value a page gets once when fetched (Yamada et al. 2004, §3).

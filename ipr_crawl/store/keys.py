@@ -46,6 +46,8 @@ b is the keyspace above under the hash tag ``{<crawl id>:<b>}``; the crawl-wide
 
 from __future__ import annotations
 
+from ipr_crawl.crawl_id import check_crawl_id
+
 __all__ = ["SCHEMA_VERSION", "KEY_NAMES", "crawl_keys"]
 
 #: 5: the push index ``resid`` scores a residual's level, not the residual; 4: leases are scored by when they were taken (not by a deadline) and name
@@ -64,11 +66,11 @@ KEY_NAMES = (
 def crawl_keys(crawl_id: str) -> dict[str, str]:
     """Key names of one crawl, all under the hash tag ``{crawl_id}``.
 
-    Raises :class:`ValueError` for an id with ``{``, ``}`` or whitespace-only.
+    Raises :class:`ValueError` for an id with ``{``, ``}`` or whitespace-only
+    (:func:`ipr_crawl.crawl_id.check_crawl_id`).
 
     >>> crawl_keys("demo")["frontier"]
     'ipr:{demo}:frontier'
     """
-    if not crawl_id.strip() or "{" in crawl_id or "}" in crawl_id:
-        raise ValueError(f"IPR_CRAWL_ID={crawl_id!r}: must be non-empty, without '{{' or '}}'")
+    check_crawl_id(crawl_id)
     return {name: f"ipr:{{{crawl_id}}}:{name}" for name in KEY_NAMES}
