@@ -257,39 +257,16 @@ class RevisitObserver:
         if redirected:  # the URLs that redirected here are not revisited themselves
             store.unschedule([node_id(u) for u in redirected if node_id(u) != id_])
         if status in (404, 410):
-            state = store.load(id_)
-            if state is None:
-                return None
-            t = bucket(clock.now(), cfg.resolution)
-            store.record(id_, curl, state, None,
-                         event={"url": curl, "t": t, "kind": "gone", "status": status},
-                         rate_bins=(self.rate_bin(state, self.weight(request), url), ""))
-            return Observation("gone")
+            return self._gone(request, status)
         if status != 304 and not 200 <= status < 300:
             return None
         state = store.load(id_)
         if status == 304 and state is None:
             return None
         t = bucket(clock.now(), cfg.resolution)
-        etag = _header(response, b"ETag")
-        last_modified = _header(response, b"Last-Modified")
-        validators: dict[str, str] = {}
-        if etag:
-            validators["etag"] = etag
-        if last_modified:
-            validators["last_modified"] = last_modified
-        if status == 304:
-            kind = "not_modified"
-        else:
-            encoding = response.encoding if isinstance(response, TextResponse) else "utf-8"
-            validators["digest"] = digest(response.body, cfg.hash_mode, encoding)
-            if state is None:
-                kind = "new"
-            elif same_version(state.digest, validators["digest"], cfg.simhash_distance):
-                kind = "unchanged"
-            else:
-                kind = "changed"
+        kind, validators = self._classify(response, state)
         changed = kind == "changed"
+        last_modified = validators.get("last_modified", "")
         modified_at = parse_http_date(last_modified) if (changed and cfg.use_last_modified) else None
         weight = self.weight(request)
         old_bin = self.rate_bin(state, weight, url)  # before access() updates the state in place
@@ -312,20 +289,9 @@ class RevisitObserver:
             pool.observe(group, changed, interval, at=t)  # this process's own, until the next read of the crawl's
         due = next_due(t, tau, cfg.resolution, cfg.min_interval, cfg.max_interval)
         sitemap = sitemap_body(response) if cfg.sitemap_lastmod and status != 304 else None
-        # parsed only when it changed: an unchanged sitemap says nothing new
-        lastmods = sitemap_lastmods(response, sitemap) if sitemap is not None and kind in ("new", "changed") else None
         result = None
-        if lastmods:
-            # under a budget, no more than it has left: the spend stays the budget's; the
-            # URLs the sitemap shows unchanged wait for its next reads
-            result = store.apply_lastmods(
-                [(node_id(u), bucket(w, cfg.resolution), span) for u, w, span in lastmods], clock.now(),
-                hold=2 * cfg.sitemap_secs, limit=self.refresher.budget_headroom(), stale_after=cfg.max_interval,
-            )
-            logger.debug("ipr-crawl: sitemap <GET %s>: %d URLs with a lastmod, %d made due now, %d held; "
-                         "lastmod confirmed by our fetches %d, refuted %d", url, len(lastmods), result.moved,
-                         result.held, result.confirmed, result.refuted)
         if sitemap is not None:  # a sitemap is read on its own period, not the policy's
+            result = self._read_sitemap(url, response, sitemap, kind)
             useful = result is not None and not result.distrusted and result.moved + result.held > 0
             due = next_due(t, self.sitemap_period(state, useful), cfg.resolution)
             tau = due - t
@@ -343,6 +309,64 @@ class RevisitObserver:
         if result is not None:
             return Observation(kind, tau, drop, result.moved, result if result.distrusted else None)
         return Observation(kind, tau, drop)
+
+    def _gone(self, request: Request, status: int) -> Observation | None:
+        """A 404 or 410 of a URL the crawl has state for: recorded ``gone``, never due
+        again, out of the rate histogram. None for a URL without state."""
+        store, url = self.refresher.store, request.url
+        id_ = node_id(url)
+        state = store.load(id_)
+        if state is None:
+            return None
+        curl = canonical_url(url)
+        t = bucket(self.refresher.clock.now(), self.cfg.resolution)
+        store.record(id_, curl, state, None,
+                     event={"url": curl, "t": t, "kind": "gone", "status": status},
+                     rate_bins=(self.rate_bin(state, self.weight(request), url), ""))
+        return Observation("gone")
+
+    def _classify(self, response: Response, state: RevisitState | None) -> tuple[str, dict[str, str]]:
+        """``(kind, validators)`` of a 2xx or 304: ``not_modified`` (304), ``new`` (no
+        state), ``unchanged`` or ``changed`` (the body's digest, ``IPR_REVISIT_HASH``,
+        against the stored one); the validators are the response's ``etag``,
+        ``last_modified`` and (2xx) ``digest``, those it has."""
+        cfg = self.cfg
+        etag = _header(response, b"ETag")
+        last_modified = _header(response, b"Last-Modified")
+        validators: dict[str, str] = {}
+        if etag:
+            validators["etag"] = etag
+        if last_modified:
+            validators["last_modified"] = last_modified
+        if response.status == 304:
+            return "not_modified", validators
+        encoding = response.encoding if isinstance(response, TextResponse) else "utf-8"
+        validators["digest"] = digest(response.body, cfg.hash_mode, encoding)
+        if state is None:
+            return "new", validators
+        if same_version(state.digest, validators["digest"], cfg.simhash_distance):
+            return "unchanged", validators
+        return "changed", validators
+
+    def _read_sitemap(self, url: str, response: Response, sitemap: bytes, kind: str) -> LastmodResult | None:
+        """A fetched sitemap's ``<lastmod>`` dates applied to the URLs it lists
+        (:meth:`~ipr_crawl.store.revisit.RevisitStore.apply_lastmods`); None when it is
+        not new or changed (an unchanged sitemap says nothing new) or lists no date."""
+        cfg, store, clock = self.cfg, self.refresher.store, self.refresher.clock
+        # parsed only when it changed: an unchanged sitemap says nothing new
+        lastmods = sitemap_lastmods(response, sitemap) if kind in ("new", "changed") else None
+        if not lastmods:
+            return None
+        # under a budget, no more than it has left: the spend stays the budget's; the
+        # URLs the sitemap shows unchanged wait for its next reads
+        result = store.apply_lastmods(
+            [(node_id(u), bucket(w, cfg.resolution), span) for u, w, span in lastmods], clock.now(),
+            hold=2 * cfg.sitemap_secs, limit=self.refresher.budget_headroom(), stale_after=cfg.max_interval,
+        )
+        logger.debug("ipr-crawl: sitemap <GET %s>: %d URLs with a lastmod, %d made due now, %d held; "
+                     "lastmod confirmed by our fetches %d, refuted %d", url, len(lastmods), result.moved,
+                     result.held, result.confirmed, result.refuted)
+        return result
 
     def sitemap_period(self, state: RevisitState, useful: bool) -> float:
         """The interval (s) to a sitemap's next read: ``IPR_REVISIT_SITEMAP_SECS`` after a
