@@ -193,7 +193,7 @@ class IprScheduler(BaseScheduler):
         self._local_warned: set[str] = set()
         self._local_logged = False
         #: records parsed pages (the link-graph middleware's calls)
-        self.recorder = PageRecorder(self)
+        self.recorder = PageRecorder(self, crawler)
         #: this process's name on its leases (host:pid:random)
         self.holder = new_holder_id()
         self.heartbeat: Heartbeat | None = None
@@ -619,9 +619,16 @@ class IprScheduler(BaseScheduler):
         record = functools.partial(self.store.record_page, page_id, tie, links, lease, **where)
         self._submit(record, then=then)
 
-    def sync_record(self, record: Callable[[], RecordResult]) -> RecordResult:
+    def sync_record(
+        self, page_id: bytes, tie: int, links: list[Link], lease: bytes, where: dict[str, int],
+    ) -> RecordResult:
         """A page's record call, waited for (``IPR_RECORD_PIPELINED=False``)."""
-        return self._sync(record)
+        return self._sync(functools.partial(self.store.record_page, page_id, tie, links, lease, **where))
+
+    @property
+    def concurrency(self) -> int:
+        """``CONCURRENT_REQUESTS`` (at least 1)."""
+        return self._concurrency
 
     def settled(self, lease: bytes) -> None:
         """A lease of this process was settled (its page recorded)."""

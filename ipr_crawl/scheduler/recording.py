@@ -25,30 +25,75 @@ requests that follow are not even canonicalized: they are dropped, counted
 
 from __future__ import annotations
 
-import functools
 import inspect
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
 from pydispatch.dispatcher import getAllReceivers, liveReceivers
 from pydispatch.robustapply import robustApply
-from scrapy import Request, signals
+from scrapy import Request, Spider, signals
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response
 
+from ipr_crawl.config import FrontierConfig
 from ipr_crawl.meta import RECORDED_META, lease_of
 from ipr_crawl.ordering.reference import tie_rule_order
 from ipr_crawl.ordering.urls import bucket_of, canonical_url, node_id, site_of, tie_for
 from ipr_crawl.scheduler.codec import Unstorable, encode_request
+from ipr_crawl.scheduler.identity import RequestIdentity
 from ipr_crawl.scheduler.linkcache import LinkIds
 from ipr_crawl.store import Link, RecordResult
 
-if TYPE_CHECKING:
-    from ipr_crawl.scheduler.core import IprScheduler
-
-__all__ = ["PageRecorder", "order_links"]
+__all__ = ["PageRecorder", "RecordingHost", "order_links"]
 
 logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
+
+
+class RecordingHost(Protocol):
+    """What :class:`PageRecorder` asks of the crawl process it records for (the
+    scheduler, :class:`ipr_crawl.scheduler.IprScheduler`): its settings, the request
+    identity, the spider (once open), the engine's concurrency, and the calls that send a
+    record, wake the engine and guard against a Redis gone for good."""
+
+    config: FrontierConfig
+    identity: RequestIdentity
+    spider: Spider
+
+    @property
+    def concurrency(self) -> int:
+        """``CONCURRENT_REQUESTS`` (at least 1)."""
+        ...
+
+    def guard(self, fn: Callable[..., _T], *args: Any, default: Any = None, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)``, or ``default`` once Redis is unreachable for good."""
+        ...
+
+    def wake(self) -> None:
+        """Ask the engine for requests now."""
+        ...
+
+    def submit_record(
+        self, page_id: bytes, tie: int, links: list[Link], lease: bytes, where: dict[str, int],
+        then: Callable[[RecordResult], None],
+    ) -> None:
+        """A page's record call, not waited for; ``then(result)`` on the event loop."""
+        ...
+
+    def sync_record(
+        self, page_id: bytes, tie: int, links: list[Link], lease: bytes, where: dict[str, int],
+    ) -> RecordResult:
+        """A page's record call, waited for (``IPR_RECORD_PIPELINED=False``)."""
+        ...
+
+    def settled(self, lease: bytes) -> None:
+        """A lease of this process was settled (its page recorded)."""
+        ...
+
+    def maybe_pagerank_step(self) -> None:
+        """``pr`` ordering: a page fetched for the first time (a PageRank step now and then)."""
+        ...
 
 
 def order_links(page_url: str, urls: list[str], tie_rule: str) -> list[int]:
@@ -73,9 +118,9 @@ class PageRecorder:
     process killed before that fetches the page again and yields its items again.
     """
 
-    def __init__(self, scheduler: IprScheduler) -> None:
-        self.scheduler = scheduler
-        self.crawler = scheduler.crawler
+    def __init__(self, host: RecordingHost, crawler: Any) -> None:
+        self.host = host
+        self.crawler = crawler
         #: canonical URLs and ids of raw URLs, ids recorded by this process (linkcache.py)
         self.ids = LinkIds()
         self._redis_errors = 0
@@ -102,7 +147,7 @@ class PageRecorder:
         entry[1] -= 1
         if entry[1] <= 0 and entry[2] is not None:
             del self._waiting[id(response)]
-            leftover = self.scheduler.guard(self._record_now, response, entry[2], default=[])
+            leftover = self.host.guard(self._record_now, response, entry[2], default=[])
             for request in leftover:  # not storable: to the engine, as the middleware would
                 self.crawler.engine.crawl(request)
 
@@ -130,7 +175,7 @@ class PageRecorder:
                 else:
                     robustApply(
                         receiver, signal=signals.request_scheduled, sender=self.crawler.signals.sender, request=request,
-                        spider=self.scheduler.spider,
+                        spider=self.host.spider,
                     )
             except IgnoreRequest:
                 return False
@@ -148,7 +193,7 @@ class PageRecorder:
         if self._receivers is not None and self._receivers[0] == key:
             return self._receivers[1]  # the same receivers as for the last page: their signatures are known
         found: list[tuple[Any, dict[str, Any] | None]] = []
-        spider = self.scheduler.spider
+        spider = self.host.spider
         for receiver in live:
             try:
                 params = inspect.signature(receiver).parameters
@@ -163,18 +208,12 @@ class PageRecorder:
         self._receivers = (key, found)
         return found
 
-    def _record_now(self, response: Response, requests: list[Request]) -> list[Request]:
-        meta = response.meta if response.request is not None else {}
-        if meta.get(RECORDED_META):
-            return requests
-        frontier = self.scheduler
-        identity = frontier.identity
-        cfg = frontier.config
-        stats = self.crawler.stats
-        errors = stats.get_value("ipr/redis/errors", 0)
-        if errors != self._redis_errors:  # Redis may have restarted and lost writes
-            self._redis_errors = errors
-            self.ids.forget()
+    def _distinct(self, response: Response, requests: list[Request]) -> tuple[dict[bytes, Request], list[str], int, int]:
+        """The page's distinct link requests (id -> request) with their canonical URLs,
+        how many requests were examined and how many a ``request_scheduled`` receiver
+        filtered out."""
+        identity = self.host.identity
+        cfg = self.host.config
         lookup = self.ids.lookup
         seen: dict[bytes, Request] = {}
         canon: list[str] = []
@@ -198,12 +237,27 @@ class PageRecorder:
                 seen[rid] = request
                 canon.append(url)
         if examined < len(requests):
-            stats.inc_value("ipr/links/over_cap", len(requests) - examined)
+            self.crawler.stats.inc_value("ipr/links/over_cap", len(requests) - examined)
             logger.info(
                 "ipr-crawl: %s: %d distinct out-links recorded (IPR_MAX_LINKS_PER_PAGE), "
                 "the %d link requests after them dropped", response.url[:300],
                 cfg.max_links_per_page, len(requests) - examined,
             )
+        return seen, canon, examined, filtered
+
+    def _record_now(self, response: Response, requests: list[Request]) -> list[Request]:
+        meta = response.meta if response.request is not None else {}
+        if meta.get(RECORDED_META):
+            return requests
+        frontier = self.host
+        identity = frontier.identity
+        cfg = frontier.config
+        stats = self.crawler.stats
+        errors = stats.get_value("ipr/redis/errors", 0)
+        if errors != self._redis_errors:  # Redis may have restarted and lost writes
+            self._redis_errors = errors
+            self.ids.forget()
+        seen, canon, examined, filtered = self._distinct(response, requests)
         unique = list(seen.items())
         links: list[Link] = []
         leftover: list[Request] = []
@@ -235,7 +289,7 @@ class PageRecorder:
         where = {"bucket": own} if nb > 1 else {}
         repeated = examined - filtered - len(unique)
         self.sent += 1
-        if cfg.slow_start and self.sent <= frontier._concurrency:
+        if cfg.slow_start and self.sent <= frontier.concurrency:
             frontier.wake()  # the allowance grew: the engine may take one more now
         if cfg.record_pipelined:
             # not waited for: the crawler goes on parsing while Redis runs the script
@@ -244,9 +298,8 @@ class PageRecorder:
             if any(link.payload for link in links):  # new URLs, probably: see wake()
                 frontier.wake()
         else:
-            record = functools.partial(frontier.store.record_page, page_id, tie_for(cfg.ordering, page_url), links,
-                                       lease, **where)
-            self._recorded(frontier.sync_record(record), ids, repeated, local, lease)
+            res = frontier.sync_record(page_id, tie_for(cfg.ordering, page_url), links, lease, where)
+            self._recorded(res, ids, repeated, local, lease)
         if request_ is not None:
             request_.meta[RECORDED_META] = True
         return leftover
@@ -259,7 +312,7 @@ class PageRecorder:
         this process may send without payload); stats, wake and ``pr``'s PageRank step.
         ``repeated``: link requests that repeated a link of the page."""
         self.ids.remember(local)
-        frontier = self.scheduler
+        frontier = self.host
         frontier.settled(lease)
         stats = self.crawler.stats
         if stats is None:
