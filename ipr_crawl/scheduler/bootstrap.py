@@ -1,0 +1,304 @@
+"""Opening a crawl: finding its Redis, and what this run does with what the crawl holds.
+
+:func:`scrapy_redis_settings` and :meth:`Bootstrap.connect` find the server
+(``IPR_REDIS_URL``, scrapy-redis's, or the embedded one); :meth:`Bootstrap.open_crawl`
+resets it, resumes it, or, for a crawl marked finished, keeps it or archives it and
+starts afresh with the archive as its prior (:mod:`ipr_crawl.store.archive`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import redis
+from scrapy.exceptions import NotConfigured
+from scrapy.utils.project import data_path
+
+from ipr_crawl.config import FrontierConfig
+from ipr_crawl.store import adopt, connect, redact
+from ipr_crawl.store.connection import is_cluster
+from ipr_crawl.store.retry import RedisRetry
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+__all__ = ["Bootstrap", "embedded_data_dir", "scrapy_redis_client", "scrapy_redis_settings"]
+
+# the scheduler's log lines keep their logger's name
+logger = logging.getLogger("ipr_crawl.scheduler.core")
+
+
+def scrapy_redis_settings(crawler: Crawler) -> str:
+    """Why the crawl uses scrapy-redis's server when ``IPR_REDIS_URL`` is empty:
+    the scrapy-redis setting the project sets (``REDIS_URL``, ``REDIS_HOST``,
+    ``REDIS_PORT``, ``REDIS_PARAMS``), or its spider being a scrapy-redis
+    ``RedisSpider``/``RedisCrawlSpider``, or ``RedisPipeline`` being on; ``""``: none."""
+    settings = crawler.settings
+    for name in ("REDIS_URL", "REDIS_HOST", "REDIS_PORT", "REDIS_PARAMS"):
+        if settings.get(name):
+            return name
+    spidercls = getattr(crawler, "spidercls", None)
+    if isinstance(spidercls, type) and any(
+        base.__module__.startswith("scrapy_redis.") for base in spidercls.__mro__
+    ):
+        return f"spider {spidercls.__name__}"
+    pipelines = settings.getdict("ITEM_PIPELINES")
+    if any(str(k).startswith("scrapy_redis.") for k in pipelines):
+        return "RedisPipeline"
+    return ""
+
+
+def scrapy_redis_client(settings: Any) -> redis.Redis:
+    """A client of the server scrapy-redis's own helper
+    (``scrapy_redis.connection.get_redis_from_settings``) connects to, with replies
+    as bytes (the frontier's values are binary; ``REDIS_DECODE_RESPONSES`` is
+    ignored for it)."""
+    from scrapy.settings import Settings
+    from scrapy_redis.connection import get_redis_from_settings
+
+    copy = Settings(settings.copy_to_dict())
+    params = dict(copy.getdict("REDIS_PARAMS"))
+    params.pop("decode_responses", None)
+    copy.set("REDIS_PARAMS", params, priority="cmdline")
+    copy.set("REDIS_DECODE_RESPONSES", False, priority="cmdline")
+    return get_redis_from_settings(copy)
+
+
+def embedded_data_dir() -> str:
+    """``.scrapy/ipr`` of the project; of the working folder when the settings
+    module is known but no ``scrapy.cfg`` is (a scrapyd job)."""
+    try:
+        return data_path("ipr", createdir=True)
+    except NotConfigured:
+        path = os.path.abspath(os.path.join(".scrapy", "ipr"))
+        os.makedirs(path, exist_ok=True)
+        return path
+
+
+class Bootstrap:
+    """What :meth:`IprScheduler.open <ipr_crawl.scheduler.IprScheduler.open>` does before
+    the crawl runs: ``crawler`` and ``config`` the crawl's, ``revisits_on``
+    ``IPR_REVISIT_ENABLED``, ``holder`` this process's lease holder id,
+    ``stats_set(key, value)`` the crawl's stats."""
+
+    def __init__(
+        self, crawler: Crawler, config: FrontierConfig, revisits_on: bool, holder: str,
+        stats_set: Callable[[str, Any], None],
+    ) -> None:
+        self.crawler = crawler
+        self.config = config
+        self.revisits_on = revisits_on
+        self.holder = holder
+        self.stats_set = stats_set
+
+    def connect(self, retry: RedisRetry) -> tuple[redis.Redis, str, str]:
+        """The crawl's Redis client, where it is (for the log) and the embedded data
+        folder (or ""): ``IPR_REDIS_URL``; else scrapy-redis's server when the project
+        uses scrapy-redis (:func:`scrapy_redis_settings`); else the embedded server."""
+        cfg = self.config
+        if cfg.redis_url:
+            client = connect(cfg.redis_url, "", retry=retry, tls=cfg.redis_tls)
+            kind = "Redis Cluster" if is_cluster(client) else "Redis"
+            return client, f"{kind} at {redact(cfg.redis_url)}", ""
+        source = scrapy_redis_settings(self.crawler)
+        if source:
+            client = scrapy_redis_client(self.crawler.settings)
+            kwargs = client.connection_pool.connection_kwargs
+            where = kwargs.get("path") or f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}/{kwargs.get('db', 0)}"
+            return adopt(client, where, retry=retry), f"Redis at {where} ({source}, scrapy-redis's connection)", ""
+        data_dir = cfg.data_dir or embedded_data_dir()
+        client = connect("", data_dir, cfg.appendfsync, retry=retry)
+        return client, f"embedded Redis in {os.path.abspath(data_dir)}", data_dir
+
+    def open_crawl(self, client: Any, store: Any, where: str) -> None:
+        """Open (or resume) the crawl in ``store`` on ``client`` (``where``: for the log):
+        ``IPR_RESET``/``SCHEDULER_FLUSH_ON_START``, a finished crawl kept or started
+        afresh, the opening line, the buckets' spread and the prior."""
+        cfg = self.config
+        settings = self.crawler.settings
+        if settings.getbool("IPR_RESET") or settings.getbool("SCHEDULER_FLUSH_ON_START"):
+            dropped = store.drop()
+            logger.info(
+                "ipr-crawl: crawl %r reset (%s): %d keys deleted", cfg.crawl_id,
+                "IPR_RESET" if settings.getbool("IPR_RESET") else "SCHEDULER_FLUSH_ON_START", dropped,
+            )
+            rerun = None
+        else:
+            rerun = self.finished_before(client)
+        resumed = store.open()
+        if rerun is not None and rerun["case"] == "afresh":
+            self.start_afresh(client, rerun)
+        elif rerun is not None:  # kept: it goes on, no longer finished
+            from ipr_crawl.store.archive import clear_finished
+
+            clear_finished(client, cfg.crawl_id)
+        counts = store.counts()
+        logger.info(
+            "ipr-crawl: crawl %r ordered by %s on %s (%s): %d known URLs, %d fetched, "
+            "%d in frontier, %d in flight",
+            cfg.crawl_id,
+            cfg.params.label,
+            where,
+            "resumed" if resumed else "new",
+            counts["known"],
+            counts["fetched"],
+            counts["frontier"] + counts["forced"],
+            counts["in_flight"],
+        )
+        self.stats_set("ipr/resumed", int(resumed))
+        if cfg.cluster_buckets > 1:
+            self.log_buckets(client, store)
+        if cfg.prior_crawl:
+            try:
+                self.install_prior(client)
+            except BaseException:
+                self.rerun_failed(client, rerun)
+                raise
+        if rerun is not None and rerun["case"] == "afresh":
+            # last: processes of the crawl that started beside this one wait for it (store/archive.py)
+            from ipr_crawl.store.archive import release
+
+            client.hset(store.keys["meta"], mapping={"rerun_of": rerun["archive"], "rerun_at": repr(time.time())})
+            release(client, cfg.crawl_id, self.holder)
+        pending = counts["frontier"] + counts["forced"] + counts["in_flight"]
+        if resumed and rerun is None and not pending and counts["fetched"] and not self.revisits_on:
+            logger.warning(
+                "ipr-crawl: crawl %r has nothing left to fetch (%d pages fetched, %d failed) but did not "
+                "close as finished (it was stopped at its end, or by an older ipr-crawl): "
+                "resumed; this run fetches only requests the crawl has not seen (start requests "
+                "with dont_filter are fetched again). To crawl it again from the start: "
+                "-s IPR_RESET=True, or `ipr-crawl reset --crawl-id %s`%s",
+                cfg.crawl_id, counts["fetched"], counts["failed"], cfg.crawl_id,
+                "" if settings.get("IPR_CRAWL_ID") else "; for a new crawl beside it: -s IPR_CRAWL_ID=<new id>",
+            )
+
+    def finished_before(self, client: Any) -> dict[str, Any] | None:
+        """Before the crawl opens: if it was marked finished (at the close of its last run), what this
+        run does with it. With revisits on, or ``SCHEDULER_PERSIST=True``, it is kept and
+        resumed (no longer marked); else its keys are archived as ``<id>~<n>``
+        (:mod:`ipr_crawl.store.archive`) and ``{"case": "afresh", "archive", "finished"}``
+        is returned for :meth:`start_afresh`; ``{"case": "kept"}`` (the mark is removed
+        once the crawl opened). None for a crawl not marked finished, or when another
+        process of the crawl started it afresh (this one waited for it)."""
+        from ipr_crawl.store import archive
+
+        cfg = self.config
+        holder = archive.rerun_holder(client, cfg.crawl_id)
+        info = archive.finished_info(client, cfg.crawl_id) if holder is None else None
+        if holder is None and info is None:
+            return None
+        if info is not None:
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info["at"] or 0))
+            settings = self.crawler.settings
+            kept = ("revisits" if self.revisits_on
+                    else "persist" if settings.getbool("SCHEDULER_PERSIST") else "")
+            if kept:
+                self.stats_set("ipr/rerun", "kept")
+                logger.info(
+                    "ipr-crawl: crawl %r finished before (%s, %d pages fetched): %s", cfg.crawl_id, when,
+                    info["fetched"],
+                    "kept, revisits on (IPR_REVISIT_ENABLED): this run revisits what is due" if kept == "revisits"
+                    else "kept finished (SCHEDULER_PERSIST): this run fetches only requests the crawl has not "
+                    "seen (start requests with dont_filter are fetched again); without SCHEDULER_PERSIST it "
+                    "would start afresh",
+                )
+                return {"case": "kept"}
+            if archive.claim(client, cfg.crawl_id, self.holder):
+                if archive.finished_info(client, cfg.crawl_id) is None:  # another process did it meanwhile
+                    archive.release(client, cfg.crawl_id, self.holder)
+                    return None
+                target = archive.archive(client, cfg.crawl_id, cluster=is_cluster(client))
+                return {"case": "afresh", "archive": target, "finished": when, "fetched": info["fetched"]}
+        logger.info("ipr-crawl: crawl %r finished before; another process starts it afresh: waiting for it",
+                    cfg.crawl_id)
+        archive.wait_for_rerun(client, cfg.crawl_id, timeout=archive.STALE_CLAIM_SECS + 10)
+        return None
+
+    def start_afresh(self, client: Any, rerun: dict[str, Any]) -> None:
+        """The crawl, marked finished, was archived as ``rerun["archive"]`` and opened
+        afresh: the archive becomes its prior (as ``IPR_PRIOR_CRAWL`` would; an explicit
+        ``IPR_PRIOR_CRAWL`` wins), archives beyond ``IPR_KEEP_CRAWLS`` are deleted, and
+        one line says so."""
+        from ipr_crawl.store import archive
+        from ipr_crawl.store.prior import install_prior
+
+        cfg = self.config
+        target = rerun["archive"]
+        self.stats_set("ipr/rerun", "afresh")
+        if cfg.keep_crawls > 0:
+            self.stats_set("ipr/rerun_of", target)
+        t0 = time.monotonic()
+        if cfg.prior_crawl:
+            prior = f"IPR_PRIOR_CRAWL={cfg.prior_crawl!r} is the prior (set by the user)"
+        elif cfg.keep_crawls == 0:
+            prior = "no prior"
+        elif cfg.cluster_buckets > 1:
+            prior = "no prior (IPR_CLUSTER_BUCKETS > 1 takes none)"
+        elif cfg.ordering in ("bf", "larger-sites-first"):
+            prior = f"no prior (IPR_ORDERING={cfg.ordering!r} takes none)"
+        else:
+            try:
+                info = install_prior(client, cfg.crawl_id, target, cfg.params.prior_weight,
+                                     log=lambda msg: logger.info("ipr-crawl: prior: %s", msg))
+            except BaseException:
+                self.rerun_failed(client, rerun)
+                raise
+            self.stats_set("ipr/prior/urls", info["urls"])
+            prior = (f"its graph ({info['urls']} URLs) is the prior (weight {info['weight']:g}, "
+                     f"{time.monotonic() - t0:.1f} s)")
+        dropped = archive.prune(client, cfg.crawl_id, cfg.keep_crawls, spare=cfg.prior_crawl)
+        kept = (f"the finished crawl is kept as {target!r}" if cfg.keep_crawls > 0
+                else "the finished crawl is deleted (IPR_KEEP_CRAWLS=0)")
+        older = [cid for cid, _ in dropped if cid != target]
+        logger.info(
+            "ipr-crawl: crawl %r finished before (%s, %d pages fetched): started afresh, %s; %s%s. To keep a "
+            "finished crawl instead: -s SCHEDULER_PERSIST=True",
+            cfg.crawl_id, rerun["finished"], rerun["fetched"], prior, kept,
+            f"; older crawls deleted (IPR_KEEP_CRAWLS={cfg.keep_crawls}): {', '.join(older)}" if older else "",
+        )
+
+    def rerun_failed(self, client: Any, rerun: dict[str, Any] | None) -> None:
+        """The start failed while this process started a finished crawl afresh: let go of
+        its ``rerun`` key, so that the next start does not wait for it to expire."""
+        if rerun is not None and rerun["case"] == "afresh":
+            from ipr_crawl.store.archive import release
+
+            try:
+                release(client, self.config.crawl_id, self.holder)
+            except redis.RedisError:
+                pass  # it expires (store/archive.py STALE_CLAIM_SECS)
+
+    def log_buckets(self, client: Any, store: Any) -> None:
+        """Bucket mode: say how many masters the buckets' slots lie on (a warning when a
+        cluster has masters that hold none)."""
+        n = self.config.cluster_buckets
+        if not is_cluster(client):
+            logger.info("ipr-crawl: crawl %r split into %d buckets on one server", self.config.crawl_id, n)
+            return
+        used = {client.get_node_from_key(bucket.keys["meta"]).name for bucket in store.stores}
+        masters = len(client.get_primaries())
+        log = logger.info if len(used) >= masters else logger.warning
+        log("ipr-crawl: crawl %r split into %d buckets on %d of the cluster's %d masters%s", self.config.crawl_id,
+            n, len(used), masters, "" if len(used) >= masters else
+            " (the buckets' hash tags fell on fewer slots' masters; more buckets spread the crawl wider)")
+
+    def install_prior(self, client: Any) -> None:
+        """``IPR_PRIOR_CRAWL``: the earlier crawl's PageRank becomes this crawl's prior
+        (:func:`ipr_crawl.store.prior.install_prior`). Raises :class:`~ipr_crawl.store.prior.PriorError`."""
+        from ipr_crawl.store.prior import install_prior
+
+        cfg = self.config
+        t0 = time.monotonic()
+        info = install_prior(client, cfg.crawl_id, cfg.prior_crawl, cfg.params.prior_weight,
+                             log=lambda msg: logger.info("ipr-crawl: prior: %s", msg))
+        self.stats_set("ipr/prior/urls", info["urls"])
+        logger.info(
+            "ipr-crawl: prior from crawl %r: %d URLs, weight %g (%s in %.1f s)",
+            cfg.prior_crawl, info["urls"], info["weight"],
+            ("PageRank computed and installed" if info["computed"] else "installed") if info["installed"]
+            else "kept from this crawl's start", time.monotonic() - t0,
+        )

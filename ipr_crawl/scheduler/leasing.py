@@ -1,0 +1,300 @@
+"""The requests this process leased: :class:`Leases`.
+
+A pop leases a batch from the frontier (``pop.lua``, after this process's last record
+call, so that it sees its links) into a buffer of decoded requests that
+``next_request`` hands out; each lease is held until its page is recorded, it fails,
+or it is handed back. :meth:`Leases.pending_now` answers whether the crawl has
+requests left (for ``has_pending_requests``), and an idle process asks the engine
+again soon while requests in flight elsewhere keep the crawl open.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections import deque
+from typing import Any, cast
+
+from scrapy import Request, Spider
+
+from ipr_crawl.config import FrontierConfig
+from ipr_crawl.meta import LEASE_META
+from ipr_crawl.scheduler.codec import PayloadError, decode_request
+from ipr_crawl.scheduler.identity import RequestIdentity
+from ipr_crawl.scheduler.oplog import log_wait
+from ipr_crawl.scheduler.pacing import Pacing
+from ipr_crawl.scheduler.redis_calls import RedisCalls
+from ipr_crawl.scheduler.refresher import Refresher
+
+__all__ = ["Leases"]
+
+# the scheduler's log lines keep their logger's name
+logger = logging.getLogger("ipr_crawl.scheduler.core")
+
+#: A pop's answer: revisits refreshed, unplaced/day, unreadable states, leases moved back,
+#: (reclaimed, lost holders), [(lease member, payload)], and whether anything is pending.
+_Popped = tuple[int, float, int, int, tuple[int, list[str]], list[tuple[bytes, bytes | None]], bool]
+
+class _AsyncioCall:
+    """An asyncio ``call_later`` handle with Twisted's ``IDelayedCall.active()``."""
+
+    def __init__(self, loop: Any, handle: Any) -> None:
+        self.loop, self.handle = loop, handle
+
+    def active(self) -> bool:
+        return not self.handle.cancelled() and self.handle.when() > self.loop.time()
+
+    def cancel(self) -> None:
+        self.handle.cancel()
+
+
+class Leases:
+    """The leases of one scheduler: ``buffer`` the leased requests not handed out yet
+    (lease member, request), ``held`` every lease taken and not settled. ``calls`` makes
+    the Redis calls, ``pacing`` sizes the pops and wakes the engine; ``spider`` and
+    ``revisits`` are set when the scheduler opens."""
+
+    spider: Spider
+    #: the revisit refresher (refresher.py), when IPR_REVISIT_ENABLED
+    revisits: Refresher | None = None
+
+    def __init__(
+        self, config: FrontierConfig, calls: RedisCalls, pacing: Pacing, identity: RequestIdentity, holder: str,
+        stats_inc: Any, stats_set: Any,
+    ) -> None:
+        self.config = config
+        self.calls = calls
+        self.pacing = pacing
+        self.identity = identity
+        self.holder = holder
+        self.stats_inc = stats_inc
+        self.stats_set = stats_set
+        self.buffer: deque[tuple[bytes, Request]] = deque()
+        #: leases this process took and has not settled (lease member -> None)
+        self.held: dict[bytes, None] = {}
+        #: a pop queued and not answered yet
+        self.popping = False
+        #: (generation, time.monotonic(), pending?) of the last check, and whether one is queued
+        self.pending_seen: tuple[int, float, bool] | None = None
+        #: (generation, time.monotonic()) of the last pop that found nothing
+        self.empty_pop: tuple[int, float] | None = None
+        self.checking = False
+        #: the scheduler is closing: a pop's answer wakes the engine no more
+        self.closing = False
+        #: a wake of the engine due soon, while requests in flight elsewhere keep the crawl open
+        self.recheck: Any = None
+        self.last_wait_log = 0.0
+
+    @property
+    def store(self) -> Any:
+        """The crawl's store (FrontierStore, or BucketedFrontier)."""
+        return self.calls.store
+
+    def id_of(self, member: bytes, request: Request | None) -> bytes:
+        """The frontier id a lease ``member`` settles: its last 8 bytes for a frontier
+        member, the request's identity for a forced-queue token (b'' if unknown)."""
+        if len(member) == 16:
+            return member[8:]
+        return self.identity.of(request) if request is not None else b""
+
+    def release(self, items: list[tuple[bytes, Request]]) -> None:
+        """Hand buffered requests back to the frontier (their leases settled)."""
+        for member, _ in items:
+            self.held.pop(member, None)
+        self.calls.submit(self.store.ack, "release", [(m, self.id_of(m, r)) for m, r in items],
+                          then=lambda released: self.stats_inc("ipr/lease/released", released))
+
+    def refill(
+        self, count: int = 0, scan: int = 0, busy: list[str] | None = None, offset: int = 0, min_ratio: float = 0.0
+    ) -> int:
+        """Lease ``count`` (default :meth:`Pacing.pop_batch`) requests into the buffer (``scan``,
+        ``busy``: :meth:`FrontierStore.pop`): at once on the event loop (returns how many
+        came), or queued on the Redis thread unless a pop is queued already (returns 0:
+        they come with :meth:`popped`)."""
+        if self.popping or self.calls.down:
+            return 0
+        empty = self.empty_pop
+        if empty is not None and empty[0] == self.calls.gen and time.monotonic() - empty[1] < 1.0:
+            return 0  # the last pop found nothing and nothing was recorded since
+        gen = self.calls.gen
+        args = (count or self.pacing.pop_batch(), scan, list(busy or ()), offset, min_ratio)
+        if self.calls.on_loop:
+            ok, result = self.calls.loop_call(self.pop_now, *args)
+            if ok:
+                self.popped(result, gen, wake=False)  # the engine is asking: no need to wake it
+                return len(result[5])
+        if self.calls.io is None:
+            self.popped(self.pop_now(*args), gen, wake=False)
+            return 0
+
+        def failed(exc: BaseException) -> None:
+            self.popping = False
+            self.calls.failed(exc)
+
+        self.popping = True
+        self.calls.io.submit(self.pop_now, *args, failed=failed,
+                             then=self.calls.then_caught_up(lambda result: self.popped(result, gen)))
+        return 0
+
+    def pop_now(self, count: int, scan: int, busy: list[str], offset: int, min_ratio: float) -> _Popped:
+        """On the Redis thread: due revisits into the forced queue, then one pop."""
+        # This process's last page recorded first: the pop sees its links.
+        self.store.settle_record()
+        refreshed, unplaced, unreadable = 0, 0.0, 0
+        if self.revisits is not None:
+            refreshed = self.revisits.refresh()
+            unplaced = self.revisits.unplaced_per_day
+            unreadable = self.revisits.store.unreadable
+        expired, items = self.store.pop(
+            count, self.config.lease_secs, self.config.requeue_batch_size,
+            scan, busy, offset, min_ratio, holder=self.holder,
+        )
+        # nothing to lease: is anything left at all (what has_pending_requests answers)?
+        pending = self.pending_now() if not items else True
+        return refreshed, unplaced, unreadable, expired, self.store.last_lost, items, pending
+
+    def popped(self, result: _Popped, gen: int, wake: bool = True) -> None:
+        """A pop's answer, on the event loop: decode into the buffer, wake the engine."""
+        self.popping = False
+        refreshed, unplaced, unreadable, expired, (reclaimed, lost), items, pending = result
+        if not items:
+            now = time.monotonic()
+            self.empty_pop = (gen, now)
+            self.pending_seen = (gen, now, pending)
+        if self.revisits is not None:
+            self.stats_inc("ipr/revisit/refreshed", refreshed)
+            if unplaced:
+                self.stats_set("ipr/revisit/unplaced_per_day", round(unplaced, 3))
+            if unreadable:
+                self.stats_set("ipr/revisit/unreadable_states", unreadable)
+        if lost:
+            self.stats_inc("ipr/lease/lost_holders", len(lost))
+            self.stats_inc("ipr/lease/reclaimed", reclaimed)
+            logger.info(
+                "ipr-crawl: %d requests leased by %s went back to the frontier: heartbeat silent for "
+                "more than %.0f s (2 × IPR_HEARTBEAT_SECS)", reclaimed, ", ".join(lost), 2 * self.config.heartbeat_secs,
+            )
+        expired -= reclaimed
+        if expired:
+            self.stats_inc("ipr/lease/expired", expired)
+            logger.info("ipr-crawl: %d leases older than IPR_LEASE_SECS=%g went back to the frontier",
+                        expired, self.config.lease_secs)
+        undecodable: list[tuple[bytes, bytes]] = []
+        for member, payload in items:
+            self.held[member] = None
+            try:
+                if payload is None:
+                    raise PayloadError("request payload missing")
+                request = decode_request(payload, self.spider)
+            except PayloadError as exc:
+                logger.error("ipr-crawl: dropping an undecodable request %s: %s", member.hex(), exc)
+                self.stats_inc("ipr/codec/undecodable")
+                undecodable.append((member, member[8:] if len(member) == 16 else b""))
+                self.held.pop(member, None)
+                continue
+            request.meta[LEASE_META] = member.hex()
+            self.buffer.append((member, request))
+        if undecodable:
+            self.calls.submit(self.store.ack, "fail", undecodable)
+        if not self.closing and (wake or (items and not self.buffer)):
+            # the engine asks again (after a pop whose requests were all undecodable, or
+            # none: is the crawl over?), else it would wait for its 5 s heartbeat
+            self.pacing.wake()
+
+    def pending_now(self) -> bool:
+        """On the Redis thread: whether the crawl has requests not settled (or revisits to wait for)."""
+        self.store.settle_record()
+        pending = self.store.pending()
+        if pending and time.monotonic() - self.last_wait_log > 30:
+            self.last_wait_log = time.monotonic()
+            log_wait(self.store, self.holder, self.config.lease_secs)
+        if not pending and self.revisits is not None:
+            return bool(self.revisits.keeps_open())
+        return pending > 0
+
+    def pending_checked(self, gen: int, pending: bool) -> None:
+        self.checking = False
+        self.pending_seen = (gen, time.monotonic(), pending)
+        self.pacing.wake()
+
+    def check_failed(self, exc: BaseException) -> None:
+        self.checking = False
+        self.calls.failed(exc)
+
+    def recheck_soon(self, delay: float = 0.5) -> None:
+        """Ask the engine again in ``delay`` s while this process has nothing to fetch and
+        the crawl stays open (requests in flight elsewhere, or being recorded), instead of
+        at the engine's 5 s heartbeat: the last process closes soon after the last fetch."""
+        if self.recheck is not None and self.recheck.active():
+            return
+        if "twisted.internet.reactor" in sys.modules:
+            from twisted.internet import reactor
+
+            if reactor.running:
+                self.recheck = cast(Any, reactor).callLater(delay, self.pacing.wake)
+                return
+        import asyncio
+
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop runs (a test calling the scheduler directly)
+            return
+        self.recheck = _AsyncioCall(loop, loop.call_later(delay, self.pacing.wake))
+
+    def has_pending(self, local: int) -> bool:
+        """Whether requests remain, for this process or another of the crawl. Never waits
+        on Redis: the answer of the last check (an empty pop's, or one queued on the Redis
+        thread after every call that could add requests; at most 1 s old), else True and
+        a check is queued (its answer wakes the engine). True while Redis is unreachable
+        (the crawl is closing: not "finished"). ``local``: requests kept in this
+        process's memory."""
+        if self.calls.down or self.buffer or local:
+            return True
+        if self.calls.io is None:
+            return bool(self.calls.guard(self.pending_now, default=True))
+        if self.popping:  # its answer says, and wakes the engine
+            return True
+        seen = self.pending_seen
+        if seen is not None and seen[0] == self.calls.gen and time.monotonic() - seen[1] < 1.0:
+            if seen[2]:
+                self.recheck_soon()
+            return seen[2]
+        if self.calls.on_loop:
+            ok, pending = self.calls.loop_call(self.pending_now)
+            if ok:
+                self.pending_seen = (self.calls.gen, time.monotonic(), pending)
+                if pending:
+                    self.recheck_soon()
+                return bool(pending)
+        if not self.checking:
+            self.checking = True
+            gen = self.calls.gen
+            self.calls.io.submit(self.pending_now, then=lambda pending: self.pending_checked(gen, pending),
+                                 failed=self.check_failed)
+        return True
+
+    def revived(self, at: float) -> None:
+        """The embedded server was restarted from its append-only file, which may miss the
+        last second of writes: the leases this process no longer holds go back now (their
+        pages are fetched again), not after ``IPR_LEASE_SECS``. ``at``: when it restarted.
+
+        First every call queued on the Redis thread before now has its answer handled (a
+        pop retried across the restart leased with the time of its first attempt: its
+        requests must be in :attr:`held` before the look)."""
+        if self.calls.io is not None and self.calls.io.alive:
+            self.calls.io.submit(lambda: None, then=lambda _: self.release_stale(at), failed=self.calls.failed)
+        else:
+            self.release_stale(at)
+
+    def release_stale(self, at: float) -> None:
+        keep = set(self.held)
+
+        def done(released: int) -> None:
+            self.stats_inc("ipr/lease/released_after_restart", released)
+            if released:
+                logger.warning("ipr-crawl: %d requests this process had settled before the embedded Redis "
+                               "restarted (the settling was lost with its last writes) went back to the frontier",
+                               released)
+
+        self.calls.submit(self.store.release_stale, self.holder, keep, at, then=done)

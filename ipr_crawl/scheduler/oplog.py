@@ -1,0 +1,101 @@
+"""The scheduler's lines for an operator: why an idle crawl stays open, the periodic
+frontier line (``IPR_LOGSTATS_INTERVAL``), and the close's summary."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["FrontierLine", "close_summary", "closed_without_redis_line", "log_wait"]
+
+# the scheduler's log lines keep their logger's name
+logger = logging.getLogger("ipr_crawl.scheduler.core")
+
+
+def log_wait(store: Any, holder: str, lease_secs: float) -> None:
+    """Say why an idle crawl stays open: what holds the requests in flight."""
+    counts = store.counts()
+    if counts["frontier"] or counts["forced"] or not counts["in_flight"]:
+        return
+    parts = []
+    for h in store.holders():
+        if not h["in_flight"] or h["holder"] == holder:
+            continue
+        if not h["holder"]:
+            oldest = store.oldest_lease() or time.time()
+            parts.append(
+                f"{h['in_flight']} without a live holder (they go back at the latest in "
+                f"{max(0.0, oldest + lease_secs - time.time()):.0f} s, IPR_LEASE_SECS)"
+            )
+        elif h["alive"]:
+            parts.append(f"{h['in_flight']} held by process {h['holder']} (alive, last heartbeat "
+                         f"{max(0.0, time.time() - (h['last_beat'] or time.time())):.0f} s ago)")
+        else:
+            parts.append(f"{h['in_flight']} held by process {h['holder']}, whose heartbeat stopped "
+                         "(handed back at the next pop)")
+    logger.info(
+        "ipr-crawl: waiting for %d requests in flight elsewhere: %s", counts["in_flight"],
+        "; ".join(parts) or "held by this process",
+    )
+
+
+class FrontierLine:
+    """The periodic INFO line; it keeps the last count of fetched pages for the rate."""
+
+    def __init__(self) -> None:
+        #: (time.monotonic(), pages fetched by the crawl) at the last line
+        self.last: tuple[float, int] | None = None
+
+    def log(self, store: Any) -> None:
+        """The periodic INFO line (``IPR_LOGSTATS_INTERVAL``): frontier size, requests in
+        flight and by how many processes, pages recorded per minute by the whole crawl,
+        and the best frontier URL with its score."""
+        from ipr_crawl.store.inspect import top
+
+        counts = store.counts()
+        now = time.monotonic()
+        rate = ""
+        if self.last is not None:
+            t0, fetched0 = self.last
+            rate = f"{(counts['fetched'] - fetched0) * 60 / max(now - t0, 1e-9):.0f} pages/min recorded, "
+        self.last = (now, counts["fetched"])
+        best = top(store, 1, in_links=False)
+        head = f"best {best[0]['score']:.4g} {best[0]['url']}" if best else "frontier empty"
+        alive, _ = store.holder_counts()
+        logger.info(
+            "ipr-crawl: %d in frontier (+%d forced), %d in flight (%d processes), %s%d fetched in all; %s",
+            counts["frontier"], counts["forced"], counts["in_flight"], alive, rate, counts["fetched"], head,
+        )
+
+
+def close_summary(store: Any, crawl_id: str, reason: str, local_left: bool, stats_set: Callable[[str, Any], None]) -> None:
+    """At close: the crawl's counts as ``ipr/frontier/*`` stats and one line; a crawl
+    closed ``finished`` with nothing pending anywhere (and nothing left in this process's
+    memory, ``local_left``) is marked finished: its next run starts afresh."""
+    counts = store.counts()
+    for name, value in counts.items():
+        stats_set(f"ipr/frontier/{name}", value)
+    logger.info("ipr-crawl: crawl %r closed (%s): %s", crawl_id, reason, counts)
+    if reason == "finished" and not local_left and not counts["frontier"] + counts["forced"] + counts["in_flight"]:
+        # nothing pending in the whole crawl: its next run starts afresh (open)
+        from ipr_crawl.store.archive import mark_finished
+
+        mark_finished(store.client, crawl_id, reason, counts["fetched"], counts["failed"])
+        stats_set("ipr/finished", 1)
+        logger.info(
+            "ipr-crawl: crawl %r finished: run again, it starts afresh with this crawl's graph as its prior "
+            "(with SCHEDULER_PERSIST=True it stays finished; with IPR_REVISIT_ENABLED it revisits)",
+            crawl_id,
+        )
+
+
+def closed_without_redis_line(crawl_id: str, reason: str, exc: BaseException | None, held: int) -> None:
+    """The crawl closed without Redis: the ``held`` leases of this process stay leased."""
+    logger.error(
+        "ipr-crawl: crawl %r closed (%s) without Redis (%s): %d requests leased by this process stay "
+        "leased; the next run of the crawl hands them back at its first pop (this process's "
+        "heartbeat stops), or they go back when their leases expire (IPR_LEASE_SECS)",
+        crawl_id, reason, exc or "unreachable", held,
+    )

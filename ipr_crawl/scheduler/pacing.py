@@ -1,0 +1,92 @@
+"""Pacing: how many requests the scheduler leases now, and waking the engine.
+
+``IPR_SLOW_START`` and ``IPR_WAIT_FOR_PARSE`` hold pops to the engine's requests in
+progress; ``IPR_POP_BATCH_SIZE`` caps a pop at half of ``CONCURRENT_REQUESTS``. The one
+place that reaches Scrapy's private ``crawler.engine._slot`` (its requests in progress,
+its ``nextcall``) is :meth:`Pacing._slot`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ipr_crawl.config import FrontierConfig
+
+__all__ = ["Pacing"]
+
+
+class Pacing:
+    """The pacing of one scheduler: ``config`` its settings, ``concurrency``
+    ``CONCURRENT_REQUESTS`` (at least 1), ``sent()`` the pages this process has sent to be
+    recorded, ``stats_inc(key)`` the waits' counter."""
+
+    def __init__(
+        self, crawler: Any, config: FrontierConfig, concurrency: int, sent: Callable[[], int],
+        stats_inc: Callable[[str], None],
+    ) -> None:
+        self.crawler = crawler
+        self.config = config
+        self.concurrency = concurrency
+        self.sent = sent
+        self.stats_inc = stats_inc
+
+    def _slot(self) -> Any:
+        """Scrapy's engine slot (private: ``inprogress``, ``nextcall``), or None before the engine runs."""
+        return getattr(getattr(self.crawler, "engine", None), "_slot", None)
+
+    def held_back(self) -> bool:
+        """``IPR_SLOW_START``: True while the engine already has as many requests in
+        progress as this process has sent pages to be recorded (at least 1). The allowance grows by
+        one per recorded page (it doubles each round trip, as TCP's slow start) until it
+        reaches ``CONCURRENT_REQUESTS``; the engine asks again after each response.
+        ``IPR_WAIT_FOR_PARSE``: also True while ``CONCURRENT_REQUESTS`` requests are
+        downloading or being parsed; the engine asks again when a page's parse ends.
+        Counted as ``ipr/frontier/slow_start_waits`` while the allowance grows, else
+        ``ipr/frontier/parse_waits``."""
+        if self.lease_room() > 0:
+            return False
+        self.stats_inc("ipr/frontier/slow_start_waits" if self.ramping else "ipr/frontier/parse_waits")
+        return True
+
+    @property
+    def ramping(self) -> bool:
+        """``IPR_SLOW_START`` and this process has sent fewer pages to be recorded
+        than ``CONCURRENT_REQUESTS``: the allowance is still growing."""
+        return self.config.slow_start and self.sent() < self.concurrency
+
+    @property
+    def active(self) -> bool:
+        """Whether pops are held to :meth:`lease_room` (``IPR_SLOW_START`` or
+        ``IPR_WAIT_FOR_PARSE``)."""
+        return self.config.slow_start or self.config.wait_for_parse
+
+    def lease_room(self) -> int:
+        """How many requests to lease now, at most :meth:`pop_batch`: the allowance less
+        the engine's requests in progress (downloading or being parsed: Scrapy's engine
+        counts a request until its response is scraped). The allowance is
+        ``CONCURRENT_REQUESTS``, and under ``IPR_SLOW_START`` the pages this process sent
+        to be recorded (at least 1) until those reach it. Once they have, without
+        ``IPR_WAIT_FOR_PARSE``, the batch size whatever is in progress."""
+        ramping = self.ramping
+        if not ramping and not self.config.wait_for_parse:
+            return self.pop_batch()
+        allowance = max(1, self.sent()) if ramping else self.concurrency
+        in_progress = len(getattr(self._slot(), "inprogress", ()) or ())
+        return min(self.pop_batch(), max(0, allowance - in_progress))
+
+    def pop_batch(self) -> int:
+        """Requests leased per pop: ``IPR_POP_BATCH_SIZE``, at most half of
+        ``CONCURRENT_REQUESTS`` (at least 1). A request leased ahead is chosen before the
+        pages in progress are recorded; leasing more at once than the engine runs at once
+        would make the order staler than the concurrency itself does."""
+        return min(self.config.pop_batch_size, max(1, self.concurrency // 2))
+
+    def wake(self) -> None:
+        """Ask the engine for requests now. The link-graph middleware stores a page's
+        new requests in Redis instead of passing them to the engine, whose ``crawl()``
+        would do this; without it an engine that found the frontier empty while pages
+        were being parsed waits for the next download or its 5 s heartbeat."""
+        nextcall = getattr(self._slot(), "nextcall", None)
+        if nextcall is not None:
+            nextcall.schedule()

@@ -1,0 +1,283 @@
+"""Where the scheduler's Redis calls are made: :class:`RedisCalls`.
+
+``IPR_REDIS_THREAD=auto`` (one server, no buckets): on the event loop while Redis
+answers, one attempt each; the first call that fails hands every call, the unanswered
+record call included, to the Redis thread (:mod:`ipr_crawl.scheduler.redis_thread`),
+which retries (``IPR_REDIS_RETRY_SECS``) until it has caught up; then the calls come
+back to the event loop. ``always`` (a Redis Cluster, buckets): every call on the thread.
+Either way the calls run in the order they were made (docs/architecture.md, "The event
+loop never waits on Redis").
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import redis
+
+from ipr_crawl.scheduler.redis_thread import RedisThread
+from ipr_crawl.store import Link, RecordResult
+from ipr_crawl.store.retry import RedisRetry
+
+__all__ = ["CLOSE_WITHOUT_REDIS_SECS", "REDIS_DOWN", "SYNC_WHILE_AWAY_SECS", "RedisCalls"]
+
+logger = logging.getLogger("ipr_crawl.scheduler.core")
+
+#: Errors of a Redis that stays unreachable after IPR_REDIS_RETRY_SECS of retries.
+REDIS_DOWN = (redis.ConnectionError, redis.TimeoutError)
+#: While Redis is away, how long a call the event loop must wait for (enqueue_request) is
+#: waited for before the crawl goes on (the call still runs later) (s).
+SYNC_WHILE_AWAY_SECS = 0.5
+#: At close, how long to wait for a Redis found unreachable before closing without it (s).
+CLOSE_WITHOUT_REDIS_SECS = 1.0
+_T = TypeVar("_T")
+
+
+class RedisCalls:
+    """The store calls of one scheduler: on the event loop or on its Redis thread.
+
+    ``store``, ``io`` and ``retry`` are set when the scheduler opens; ``on_down(exc)`` is
+    called once Redis stayed unreachable through every retry (the crawl then closes);
+    ``stats_inc(key)`` counts the hand-overs. ``gen`` is bumped by every call that may
+    change what is pending.
+    """
+
+    store: Any  # FrontierStore, or BucketedFrontier (IPR_CLUSTER_BUCKETS > 1)
+
+    def __init__(
+        self, retry_secs: float, on_down: Callable[[Exception], None], stats_inc: Callable[[str], None],
+    ) -> None:
+        self.retry_secs = retry_secs
+        self.on_down = on_down
+        self.stats_inc = stats_inc
+        #: the thread that makes the Redis calls of the steady state (redis_thread.py)
+        self.io: RedisThread | None = None
+        self.retry: RedisRetry | None = None
+        #: True once Redis stayed unreachable for IPR_REDIS_RETRY_SECS (crawl closing)
+        self.down = False
+        #: IPR_REDIS_THREAD=auto on one server: Redis calls on the event loop while it answers
+        self.loop_mode = False
+        #: a call failed on the event loop: the calls go to the Redis thread until it caught up
+        self.away = False
+        #: bumped by every queued call that may change what is pending
+        self.gen = 0
+        #: Python's thread switch interval before IPR_GIL_SWITCH_SECS replaced it
+        self._switch_interval: float | None = None
+
+    def start_thread(self, name: str, gil_switch_secs: float) -> None:
+        """Start the Redis thread (none without an event loop to hand results to: a
+        scheduler driven by hand makes its calls inline); ``gil_switch_secs`` > 0 shortens
+        Python's switch interval while it runs (``IPR_GIL_SWITCH_SECS``)."""
+        try:
+            io = RedisThread(name)
+        except RuntimeError:  # no event loop to hand results to (a scheduler driven by hand): calls made inline
+            self.io = None
+            return
+        self.io = io
+        io.start()
+        if gil_switch_secs > 0:
+            # The crawler keeps the interpreter busy; each time the Redis thread's
+            # socket call returns it waits for it, by default up to 5 ms (CPython's
+            # switch interval): a pop's reply would reach the engine that late.
+            self._switch_interval = sys.getswitchinterval()
+            sys.setswitchinterval(gil_switch_secs)
+
+    def enter_loop_mode(self, wanted: bool) -> None:
+        """The crawl's steady state begins: with ``wanted`` (``IPR_REDIS_THREAD=auto`` on one
+        server) and a Redis thread, calls are made on the event loop, one attempt each."""
+        self.loop_mode = self.io is not None and wanted
+        if self.loop_mode and self.retry is not None:
+            self.retry.loop_thread = threading.get_ident()
+
+    def stop_thread(self, stats_set: Callable[[str, Any], None]) -> None:
+        """Stop the Redis thread, restore the switch interval; the event loop's waits
+        (``ipr/redis/loop_wait_*``) and the thread's CPU as stats."""
+        if self._switch_interval is not None:
+            sys.setswitchinterval(self._switch_interval)
+            self._switch_interval = None
+        if self.io is not None:
+            self.io.stop()
+            stats_set("ipr/redis/loop_wait_secs", round(self.io.blocked.total_secs, 6))
+            stats_set("ipr/redis/loop_waits", self.io.blocked.calls)
+            stats_set("ipr/redis/loop_wait_p99_ms", round(self.io.blocked.p99_ms(), 3))
+            stats_set("ipr/redis/thread_cpu_secs", round(self.io.cpu_secs, 3))
+
+    def finish(
+        self, fn: Callable[..., Any], *args: Any, what: str,
+        without_redis: Callable[[BaseException | None], None], closed: Callable[[], None],
+    ) -> Any:
+        """``fn(*args)`` on the Redis thread after every call queued before it (the
+        close); a Deferred that fires once it has run, or at most
+        :data:`CLOSE_WITHOUT_REDIS_SECS` after Redis was found unreachable
+        (``without_redis(error)`` then); ``closed()`` is called before it fires.
+        ``what``: for the log line of another error."""
+        from twisted.internet import defer, task
+
+        assert self.io is not None
+        done: defer.Deferred[None] = defer.Deferred()
+        state: dict[str, Any] = {"finished": False, "started": time.monotonic()}
+
+        def finished(_: Any) -> None:
+            state["finished"] = True
+
+        def failed(exc: BaseException) -> None:
+            state["finished"] = True
+            if isinstance(exc, REDIS_DOWN):
+                without_redis(exc)
+            else:
+                logger.error("ipr-crawl: %s: %s", what, exc, exc_info=(type(exc), exc, exc.__traceback__))
+
+        self.io.submit(fn, *args, then=finished, failed=failed)
+
+        def poll() -> None:
+            if state["finished"]:
+                pass
+            elif self.down or (
+                # Redis failing for a second already, or since the close began
+                self.retry is not None and self.retry.failing_for() > 0
+                and max(self.retry.failing_for(), time.monotonic() - state["started"]) >= CLOSE_WITHOUT_REDIS_SECS
+            ):
+                without_redis(self.retry.last_error if self.retry else None)
+            else:
+                return
+            watch.stop()
+            closed()
+            done.callback(None)
+
+        watch = task.LoopingCall(poll)
+        watch.start(0.05, now=False)
+        return done
+
+    @property
+    def on_loop(self) -> bool:
+        """Whether Redis calls are made on the event loop now: ``IPR_REDIS_THREAD=auto``
+        (one server, no buckets) and Redis answering. Else they are queued on the Redis
+        thread (:mod:`ipr_crawl.scheduler.redis_thread`), which retries while Redis is away."""
+        return self.loop_mode and not self.away
+
+    def guard(self, fn: Callable[..., _T], *args: Any, default: Any = None, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)``, or ``default`` when Redis is unreachable for good."""
+        if self.down:
+            return default
+        try:
+            return fn(*args, **kwargs)
+        except REDIS_DOWN as exc:
+            self.on_down(exc)
+            return default
+
+    def hand_over(self, exc: BaseException) -> Any:
+        """A call on the event loop failed (Redis away): from now on every call goes to the
+        Redis thread, which retries (``IPR_REDIS_RETRY_SECS``), until it has caught up."""
+        if not self.away:
+            self.away = True
+            self.stats_inc("ipr/redis/handovers")
+            logger.warning("ipr-crawl: Redis call failed on the event loop (%s); the calls go to the Redis thread, "
+                           "which retries for up to %.0f s (IPR_REDIS_RETRY_SECS) while the crawl goes on",
+                           exc, self.retry_secs)
+        assert self.io is not None
+        taken = self.store.take_outstanding() if hasattr(self.store, "take_outstanding") else None
+        if taken is None:
+            return None
+        # the last page's record call, sent and not answered: again, there; its `then` returned
+        argv, then = taken
+        self.io.submit(self.store.record_argv, argv, then=self.then_caught_up(then), failed=self.failed)
+        return then
+
+    def caught_up(self, _: Any = None) -> None:
+        """The Redis thread answered and has nothing queued: calls go back to the event loop."""
+        if self.away and self.io is not None and self.io.in_flight == 0 and not self.down and (
+            self.retry is None or self.retry.failing_for() == 0
+        ):
+            self.away = False
+            logger.info("ipr-crawl: Redis answers again; its calls are back on the event loop")
+
+    def submit(
+        self, fn: Callable[..., Any], *args: Any, then: Callable[[Any], Any] | None = None, adds: bool = True
+    ) -> None:
+        """``fn(*args)`` (a store call), then ``then(result)`` on the event loop: at once while
+        :attr:`on_loop`, else queued on the Redis thread. A Redis that stays unreachable
+        stops the crawl (``on_down``); another error is logged. ``adds``: the call may add
+        requests (what ``has_pending_requests`` saw before is stale)."""
+        if self.down:
+            return
+        if adds:
+            self.gen += 1
+        if self.io is None:  # no event loop to hand results to: at once
+            result = self.guard(fn, *args)
+            if then is not None and not self.down:
+                then(result)
+            return
+        if self.on_loop:
+            ok, result = self.loop_call(fn, *args)
+            if ok:
+                if then is not None:
+                    then(result)
+                return
+        self.io.submit(fn, *args, then=self.then_caught_up(then), failed=self.failed)
+
+    def loop_call(self, fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
+        """``fn(*args)`` on the event loop, its wait counted in ``ipr/redis/loop_wait_*``:
+        ``(True, result)``, or, when Redis failed, ``(False, the then of the record call
+        handed over with it)`` and every call goes to the Redis thread (:meth:`hand_over`)."""
+        assert self.io is not None
+        started = time.perf_counter()
+        try:
+            result = fn(*args)
+        except REDIS_DOWN as exc:
+            return False, self.hand_over(exc)
+        self.io.blocked.add(time.perf_counter() - started)
+        return True, result
+
+    def then_caught_up(self, then: Callable[[Any], Any] | None) -> Callable[[Any], Any]:
+        """``then``, followed by :meth:`caught_up` (for calls queued on the Redis thread)."""
+        def done(result: Any) -> None:
+            if then is not None:
+                then(result)
+            self.caught_up()
+
+        return done
+
+    def sync(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """``fn(*args)`` waited for: for start-up, close and rare calls. While Redis is away,
+        on the Redis thread after every call queued before it (counted in
+        ``ipr/redis/loop_wait_*``); raises :class:`TimeoutError` after
+        :data:`SYNC_WHILE_AWAY_SECS` (the call still runs later)."""
+        self.gen += 1
+        if self.io is None:
+            return fn(*args)
+        if self.on_loop:
+            ok, result = self.loop_call(fn, *args)
+            if ok:
+                return result
+        return self.io.call(fn, *args, timeout=SYNC_WHILE_AWAY_SECS if self.away else None)
+
+    def submit_record(
+        self, page_id: bytes, tie: int, links: list[Link], lease: bytes, where: dict[str, int],
+        then: Callable[[RecordResult], None],
+    ) -> None:
+        """A page's record call. On the event loop it is sent without waiting and its reply
+        read when the next page is recorded or before the next pop
+        (:meth:`FrontierStore.send_record_page`): the crawler parses the next page while
+        Redis runs the script."""
+        if self.on_loop and hasattr(self.store, "take_outstanding"):
+            self.gen += 1
+            # the send, and the last page's reply read
+            ok, handed = self.loop_call(functools.partial(self.store.send_record_page, page_id, tie, links,
+                                                          lease, then=then, **where))
+            if ok or handed is then:  # handed: this page's call was the outstanding one, on the thread now
+                return
+        record = functools.partial(self.store.record_page, page_id, tie, links, lease, **where)
+        self.submit(record, then=then)
+
+    def failed(self, exc: BaseException) -> None:
+        """A call on the Redis thread failed: Redis gone for good stops the crawl; else logged."""
+        if isinstance(exc, REDIS_DOWN):
+            self.on_down(exc)
+        else:
+            logger.error("ipr-crawl: a Redis call failed: %s", exc, exc_info=(type(exc), exc, exc.__traceback__))
