@@ -3,7 +3,10 @@
 Methods map one-to-one to the scripts in ``lua/`` (registered once, EVALSHA,
 reloaded on NOSCRIPT) and cost one round trip each. Key names are in
 :mod:`ipr_crawl.store.keys`, the node record in :mod:`ipr_crawl.store.record`, the
-ordering's parameters in :class:`ipr_crawl.ordering.OrderingParams`.
+ordering's parameters in :class:`ipr_crawl.ordering.OrderingParams`. The record
+call's pipelining is in :mod:`ipr_crawl.store.pipelined`, the read side (sizes,
+records, the collected graph) in :mod:`ipr_crawl.store.reads`; both are parts of
+:class:`FrontierStore`.
 """
 
 from __future__ import annotations
@@ -12,34 +15,19 @@ import importlib.resources
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import redis
 
 from ipr_crawl.ordering.params import LUA_ARGS, OrderingParams
 from ipr_crawl.ordering.reference import resid_level
-from ipr_crawl.store.connection import is_cluster, wait_replicas
 from ipr_crawl.store.keys import SCHEMA_VERSION, crawl_keys
-from ipr_crawl.store.record import (
-    ID_SIZE,
-    RECORD_SIZE,
-    Link,
-    NodeRecord,
-    RecordResult,
-    lua_definitions,
-    numpy_dtype,
-    parse_record,
-    record_result,
-)
+from ipr_crawl.store.pipelined import PipelinedRecord
+from ipr_crawl.store.reads import FrontierReads
+from ipr_crawl.store.record import ID_SIZE, lua_definitions, parse_record
 
 __all__ = ["FrontierStore", "IncompatibleCrawl", "script_source"]
-
-#: Replies of a Redis Cluster node that mean "not here, not now": the script did not run.
-_REDIRECTS = (
-    redis.exceptions.MovedError, redis.exceptions.AskError, redis.exceptions.TryAgainError,
-    redis.exceptions.ClusterDownError,
-)
 
 logger = logging.getLogger(__name__)
 
@@ -69,14 +57,16 @@ class IncompatibleCrawl(RuntimeError):
     """The crawl's keyspace was written by an incompatible version or ordering."""
 
 
-class FrontierStore:
+class FrontierStore(PipelinedRecord, FrontierReads):
     """The frontier and collected graph of one crawl in Redis.
 
     ``params``: the ordering (an :class:`~ipr_crawl.ordering.OrderingParams`, or an
     ordering name with its parameters as keywords, e.g. ``FrontierStore(client,
     "c", "ipr", cutoff="pl")``; ``ipr`` defaults to the DL1 cut-off, other
     orderings to none). Methods map one-to-one to the scripts in ``lua/`` and cost
-    one round trip each.
+    one round trip each. The record calls are :class:`PipelinedRecord`'s
+    (:mod:`ipr_crawl.store.pipelined`), the reads of sizes, records and the collected
+    graph :class:`FrontierReads`' (:mod:`ipr_crawl.store.reads`).
     """
 
     def __init__(
@@ -108,15 +98,7 @@ class FrontierStore:
         self.last_lost: tuple[int, list[str]] = (0, [])
         self.last_head: tuple[float, int] = (float("inf"), 0)
         self._record_keys = self._k("meta", "node", "frontier", "lease", "req")
-        # send_record_page's connection and its call whose reply is not read yet
-        self._record_conn: redis.connection.AbstractConnection | None = None
-        self._record_pool: Any = None
-        # wait_for_replicas: (replicas, timeout ms, on_short) or None
-        self._wait: tuple[int, int, Callable[[], Any] | None] | None = None
-        # after a short WAIT, none is sent until then (time.monotonic(); see _waited)
-        self._wait_paused_until = 0.0
-        self._outstanding_wait = False
-        self._outstanding: tuple[list[Any], Callable[[RecordResult], None] | None] | None = None
+        self._open_record_pipeline()
 
     # -- lifecycle -------------------------------------------------------------
     def open(self) -> bool:
@@ -211,170 +193,6 @@ class FrontierStore:
     def _k(self, *names: str) -> list[str]:
         return [self.keys[n] for n in names]
 
-    # -- the per-response path -------------------------------------------------
-    def _record_argv(
-        self, page_id: bytes, page_tie: int, links: Sequence[Link], lease: bytes, bucket: int | None = None
-    ) -> list[Any]:
-        argv: list[Any] = [*self._record_head, lease, page_id, page_tie, len(links)]
-        for link in links:
-            argv += [link.id, link.tie, link.payload]
-        if bucket is not None:
-            argv += [bucket, bytes(link.bucket for link in links)]
-        return argv
-
-    def record_page(
-        self, page_id: bytes, page_tie: int, links: Sequence[Link], lease: bytes = b"", bucket: int | None = None,
-    ) -> RecordResult:
-        """Record a fetched page with its distinct out-links (record_page.lua).
-
-        ``links`` in the order new URLs are numbered; ``tie`` fields as
-        :func:`ipr_crawl.ordering.urls.tie_for` gives them. ``bucket`` (bucket mode,
-        :mod:`ipr_crawl.store.buckets`): this store's bucket number; links whose
-        ``bucket`` differs go to the outbox. One round trip.
-        """
-        return self._record_now(self._record_argv(page_id, page_tie, links, lease, bucket))
-
-    def _record_now(self, argv: list[Any]) -> RecordResult:
-        result = record_result(self._scripts["record_page"](keys=self._record_keys, args=argv))
-        if self._waiting():
-            assert self._wait is not None
-            n, ms, _ = self._wait
-            # WAIT has no key: on a cluster it goes to the node of the crawl's slot
-            self._waited(wait_replicas(self.client, self.keys["meta"], n, ms))
-        return result
-
-    def wait_for_replicas(self, replicas: int, timeout_ms: int, on_short: Callable[[], Any] | None = None) -> None:
-        """After every record call, ``WAIT replicas timeout_ms`` on the same connection
-        (Redis ``WAIT``: block until that many replicas acknowledged the writes so far),
-        so that a failover does not lose a recorded page. A reply with fewer replicas
-        calls ``on_short()`` (a stat) and the crawl goes on."""
-        self._wait = (int(replicas), int(timeout_ms), on_short)
-
-    def _waiting(self) -> bool:
-        return self._wait is not None and time.monotonic() >= self._wait_paused_until
-
-    def _waited(self, acked: Any) -> None:
-        """A WAIT's reply: fewer replicas than asked calls ``on_short`` and sends no WAIT
-        for the next 5 s (a master without replicas, after a failover, would make each
-        one last its whole timeout, which Redis checks only 10 times a second)."""
-        if self._wait is not None and int(acked) < self._wait[0]:
-            self._wait_paused_until = time.monotonic() + 5.0
-            if self._wait[2] is not None:
-                self._wait[2]()
-
-    def send_record_page(
-        self,
-        page_id: bytes,
-        page_tie: int,
-        links: Sequence[Link],
-        lease: bytes = b"",
-        then: Callable[[RecordResult], None] | None = None,
-        bucket: int | None = None,
-    ) -> None:
-        """:meth:`record_page` without waiting for Redis: the script call is written
-        to a connection of its own and its reply is read later, by the next
-        ``send_record_page`` or by :meth:`settle_record`, which call
-        ``then(result)``. At most one call is outstanding, so the crawler parses
-        the next page while Redis runs this one's script (on another core).
-
-        The scheduler calls :meth:`settle_record` before each pop and before it
-        judges whether the crawl is finished, so a pop always sees this
-        process's pages recorded (the exact order of README "Exact order" holds).
-        A reply lost with its connection, or a NOSCRIPT after a Redis restart, is
-        answered by running the call again through the client (as redis-py's own
-        retry does). Raises what :meth:`record_page` raises: ``redis.ConnectionError``
-        or ``redis.TimeoutError`` when Redis stays unreachable, ``redis.ResponseError``
-        for a script error, for this call or the outstanding one.
-        """
-        self.settle_record()
-        self._outstanding_wait = False
-        argv = self._record_argv(page_id, page_tie, links, lease, bucket)
-        keys = self._record_keys
-        self._outstanding = (argv, then)
-        try:
-            self._record_conn = self._record_conn or self._new_record_conn()
-            self._record_conn.send_command("EVALSHA", self._scripts["record_page"].sha, len(keys), *keys, *argv)
-            self._outstanding_wait = self._waiting()
-            if self._outstanding_wait:
-                assert self._wait is not None
-                self._record_conn.send_command("WAIT", self._wait[0], self._wait[1])
-        except (redis.ConnectionError, redis.TimeoutError):
-            self._drop_record_conn()
-            self.settle_record()  # not sent: run through the client (with its retries)
-
-    def settle_record(self) -> None:
-        """Read the reply of the outstanding :meth:`send_record_page` call, if any,
-        and hand it to its ``then``. Raises as :meth:`send_record_page`."""
-        if self._outstanding is None:
-            return
-        argv, then = self._outstanding
-        self._outstanding = None
-        try:
-            if self._record_conn is None:
-                raise redis.ConnectionError("record connection not open")
-            try:
-                result = record_result(self._record_conn.read_response())
-            finally:
-                if self._outstanding_wait:  # the WAIT's reply, whatever the script's was
-                    self._waited(self._record_conn.read_response())
-        except redis.exceptions.NoScriptError:
-            result = self._record_again(argv, then)
-        except (redis.ConnectionError, redis.TimeoutError, *_REDIRECTS):
-            # a lost connection, or on a Redis Cluster the slot moved (MOVED, ASK), is
-            # migrating or the cluster is failing over (TRYAGAIN, CLUSTERDOWN): the
-            # script did not run, or ran and is idempotent; the client finds the node
-            self._drop_record_conn()
-            result = self._record_again(argv, then)
-        if then is not None:
-            then(result)
-
-    def _record_again(self, argv: list[Any], then: Callable[[RecordResult], None] | None) -> RecordResult:
-        """Run an outstanding record call again through the client; if that fails too,
-        the call stays outstanding (:meth:`take_outstanding`) and the error is raised."""
-        try:
-            return self._record_now(argv)
-        except BaseException:
-            self._outstanding = (argv, then)
-            raise
-
-    def take_outstanding(self) -> tuple[list[Any], Callable[[RecordResult], None] | None] | None:
-        """The record call sent (or to be sent again) whose reply was not handled, removed:
-        its argument list and ``then``, for :meth:`record_argv` on another thread (None if none)."""
-        taken, self._outstanding = self._outstanding, None
-        self._outstanding_wait = False
-        if taken is not None:
-            self._drop_record_conn()
-        return taken
-
-    def record_argv(self, argv: list[Any]) -> RecordResult:
-        """:meth:`record_page` of an argument list :meth:`take_outstanding` gave."""
-        return self._record_now(argv)
-
-    def _new_record_conn(self) -> redis.connection.AbstractConnection:
-        # On a Redis Cluster: a connection to the master that owns the crawl's slot
-        # now (looked up again after every error, see settle_record).
-        client: Any = self.client
-        pool = client.record_pool(self.keys["meta"]) if is_cluster(client) else client.connection_pool
-        self._record_pool = pool
-        try:
-            return pool.get_connection()
-        except TypeError:  # redis-py < 6 wants a command name
-            return pool.get_connection("EVALSHA")
-
-    def _drop_record_conn(self) -> None:
-        conn, self._record_conn = self._record_conn, None
-        if conn is not None:
-            conn.disconnect()
-            self._record_pool.release(conn)
-
-    def close(self) -> None:
-        """Settle an outstanding record call and give its connection back."""
-        try:
-            self.settle_record()
-        finally:
-            if self._record_conn is not None:
-                self._record_pool.release(self._record_conn)
-                self._record_conn = None
 
     def set_scores(self, scores: Sequence[tuple[bytes, float]], chunk: int = 2000) -> int:
         """Overwrite node scores and re-score their frontier entries (set_scores.lua).
@@ -581,117 +399,3 @@ class FrontierStore:
         for i in range(0, len(keys), 500):
             self.client.delete(*keys[i : i + 500])  # one slot: one DEL on a cluster too
         return len(keys)
-
-    # -- inspection ---------------------------------------------------------------
-    def counts(self) -> dict[str, int]:
-        """Sizes: frontier, forced, in flight, known URLs, fetched and failed pages."""
-        pipe = self.client.pipeline(transaction=False)
-        pipe.zcard(self.keys["frontier"])
-        pipe.zcard(self.keys["forced"])
-        pipe.zcard(self.keys["lease"])
-        pipe.hlen(self.keys["node"])
-        pipe.hmget(self.keys["meta"], "fetched", "failed")
-        frontier, forced, lease, nodes, (fetched, failed) = pipe.execute()
-        return {
-            "frontier": frontier,
-            "forced": forced,
-            "in_flight": lease,
-            "known": nodes,
-            "fetched": int(fetched or 0),
-            "failed": int(failed or 0),
-        }
-
-    def known(self, id_: bytes) -> bool:
-        """Whether the crawl knows the node ``id_`` (queued, fetched or failed)."""
-        return bool(self.client.hexists(self.keys["node"], id_))
-
-    def pending(self) -> int:
-        """Requests not yet settled: frontier + forced + in flight (one round trip)."""
-        pipe = self.client.pipeline(transaction=False)
-        for name in ("frontier", "forced", "lease"):
-            pipe.zcard(self.keys[name])
-        return sum(pipe.execute())
-
-    def collected_graph(self) -> tuple[list[bytes], Any, Any, Any]:
-        """The collected graph: ``(ids, s, src, dst)`` — every known node's 8-byte id,
-        its score ``s`` (float array, same order), and the out-links of fetched pages
-        as index arrays into ``ids`` (numbering order, distinct per page). O(nodes +
-        edges): HSCAN of ``node``, parsed with numpy."""
-        import numpy as np
-
-        ids: list[bytes] = []
-        heads: list[bytes] = []
-        srcs: list[bytes] = []
-        lists: list[bytes] = []
-        counts: list[int] = []
-        for id_, raw in self.client.hscan_iter(self.keys["node"], count=5000):
-            ids.append(id_)
-            heads.append(raw[:RECORD_SIZE])
-            if len(raw) > RECORD_SIZE:
-                od = parse_record(raw[:RECORD_SIZE])[0].outdeg  # bucket mode: a byte per link follows
-                srcs.append(id_)
-                lists.append(raw[RECORD_SIZE : RECORD_SIZE + ID_SIZE * od])
-                counts.append(od)
-        empty = np.zeros(0, dtype=np.int64)
-        if not ids:
-            return ids, np.zeros(0), empty, empty
-        s = np.frombuffer(b"".join(heads), dtype=numpy_dtype())["s"].astype(float)
-        keys = np.frombuffer(b"".join(ids), dtype=">u8")
-        order = np.argsort(keys)
-        sorted_keys = keys[order]
-
-        def index_of(values: np.ndarray) -> np.ndarray:
-            pos = np.searchsorted(sorted_keys, values)
-            pos[pos >= len(sorted_keys)] = 0
-            found = sorted_keys[pos] == values
-            return np.where(found, order[pos], -1)
-
-        if not srcs:
-            return ids, s, empty, empty
-        src = np.repeat(index_of(np.frombuffer(b"".join(srcs), dtype=">u8")), counts)
-        dst = index_of(np.frombuffer(b"".join(lists), dtype=">u8"))
-        ok = (src >= 0) & (dst >= 0)
-        return ids, s, src[ok], dst[ok]
-
-    def pagerank_step(self, damping: float = 0.85) -> tuple[int, int]:
-        """One PageRank power iteration over the collected graph, from the scores
-        stored (``pr`` ordering; :func:`ipr_crawl.ordering.pagerank.power_step`).
-
-        Reads every node and out-link list (:meth:`collected_graph`), writes the new
-        scores back. Returns ``(nodes, frontier entries re-scored)``.
-        """
-        from ipr_crawl.ordering.pagerank import power_step  # numpy, scipy: pr only
-
-        ids, previous, src, dst = self.collected_graph()
-        if not ids:
-            return 0, 0
-        x = power_step(len(ids), src, dst, previous, damping)
-        return len(ids), self.set_scores([(ids[i], float(x[i])) for i in range(len(ids))])
-
-    def oldest_lease(self) -> float | None:
-        """When the oldest lease in flight was taken (s since the epoch), or None."""
-        first = self.client.zrange(self.keys["lease"], 0, 0, withscores=True)
-        return float(first[0][1]) / 1000.0 if first else None
-
-    def records(self) -> dict[bytes, NodeRecord]:
-        """Every node's record (for tests and evaluation; O(N), HSCAN)."""
-        return {
-            id_: parse_record(raw)[0]
-            for id_, raw in self.client.hscan_iter(self.keys["node"], count=2000)
-        }
-
-    def out_links(self) -> dict[bytes, list[bytes]]:
-        """Out-links of every fetched page: id -> target ids in numbering order (O(N))."""
-        return {
-            id_: parse_record(raw)[1]
-            for id_, raw in self.client.hscan_iter(self.keys["node"], count=2000)
-            if len(raw) > RECORD_SIZE
-        }
-
-    def scores(self) -> dict[bytes, tuple[int, float, int]]:
-        """Every node's ``(state, score, seq)`` (for tests and evaluation; O(N))."""
-        out = {}
-        for id_, raw in self.client.hscan_iter(self.keys["node"], count=1000):
-            head = parse_record(raw[:RECORD_SIZE])[0]
-            out[id_] = (head.state, head.s, int(head.seq))
-        return out
