@@ -234,3 +234,31 @@ def test_requests_yielded_before_a_callback_raises_are_kept(shop, tmp_path: Path
     assert len(items(tmp_path / "r-True.jsonl")) == 6
     assert fetched(runs[True].stderr) == fetched(runs[False].stderr)
     assert "ValueError: after yielding" in runs[True].stderr
+
+
+def test_dont_filter_duplicates_of_a_queued_url_are_all_fetched(shop, tmp_path: Path) -> None:
+    """A URL's request waiting in the frontier and dont_filter copies of it (Scrapy's own
+    test_start_dupes, CONCURRENT_REQUESTS=1): every one is fetched, each with its own
+    callback, as without the add-on. Before, fetching a copy took the waiting request
+    out of the frontier (one fetch and one item fewer), or dropped it as undecodable."""
+    root, base = shop
+    (root / "shop" / "spiders" / "dupes.py").write_text(
+        "import scrapy\n"
+        "class Dupes(scrapy.Spider):\n"
+        "    name = 'dupes'\n"
+        "    async def start(self):\n"
+        "        for path in ('/cat/books', '/cat/music'):\n"
+        f"            yield scrapy.Request('{base}' + path, callback=self.first)\n"
+        "            for n in range(2):\n"
+        f"                yield scrapy.Request('{base}' + path, dont_filter=True, cb_kwargs={{'n': n}})\n"
+        "    def first(self, response):\n"
+        "        yield {'url': response.url, 'by': 'first'}\n"
+        "    def parse(self, response, n):\n"
+        "        yield {'url': response.url, 'by': n}\n"
+    )
+    runs = {addon: _crawl(root, "dupes", tmp_path / f"d-{addon}.jsonl", addon=addon, CONCURRENT_REQUESTS=1)
+            for addon in (True, False)}
+    assert items(tmp_path / "d-True.jsonl") == items(tmp_path / "d-False.jsonl")
+    assert len(items(tmp_path / "d-True.jsonl")) == 6
+    assert fetched(runs[True].stderr) == fetched(runs[False].stderr)
+    assert "undecodable" not in runs[True].stderr

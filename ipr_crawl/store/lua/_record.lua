@@ -427,8 +427,13 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
   end
   touch(pid)
   local first = p.st ~= 2
-  if p.st == 0 then frontier_remove(meta, frontier, ordering, p, member_of(p, pid)) end
-  redis.call('HDEL', req, pid)
+  if not is_token(lease_member) then
+    if p.st == 0 then frontier_remove(meta, frontier, ordering, p, member_of(p, pid)) end
+    redis.call('HDEL', req, pid)
+  end
+  -- else a dont_filter request (a forced-queue token) was fetched: the URL's own request,
+  -- queued or in flight, keeps its place and its payload, as Scrapy still fetches it (the
+  -- page is recorded now, and again as a refetch when that one comes)
 
   local share, same_share, other_share = 0, 0, 0
   if first then
