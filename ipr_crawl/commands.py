@@ -1,9 +1,10 @@
 """``scrapy frontier status|top|release-leases [SPIDER]``: the ``ipr-crawl`` operator
 commands inside a Scrapy project, which find the crawl the way ``scrapy crawl`` does.
 
-The store: ``IPR_REDIS_URL``; else scrapy-redis's ``REDIS_URL`` (or ``REDIS_HOST`` and
-``REDIS_PORT``); else the project's embedded store (``IPR_DATA_DIR``, default
-``.scrapy/ipr`` of the project). The crawl: ``--crawl-id``, else ``IPR_CRAWL_ID``, else
+The store, found as the scheduler finds it (:func:`ipr_crawl.redis_location.locate`):
+``IPR_REDIS_URL`` with its ``IPR_REDIS_SSL_*`` files; else scrapy-redis's ``REDIS_URL``
+(or ``REDIS_HOST`` and ``REDIS_PORT``); else the project's embedded store
+(``IPR_DATA_DIR``, default ``.scrapy/ipr`` of the project). The crawl: ``--crawl-id``, else ``IPR_CRAWL_ID``, else
 ``BOT_NAME.SPIDER`` when a spider is named, else the only crawl in the store. A store
 or crawl that does not exist is an error naming the folder and the crawl id; nothing is
 created. Registered through the ``scrapy.commands`` entry point (pyproject.toml).
@@ -15,10 +16,10 @@ import argparse
 from typing import Any
 
 from scrapy.commands import ScrapyCommand
-from scrapy.exceptions import NotConfigured, UsageError
-from scrapy.utils.project import data_path
+from scrapy.exceptions import UsageError
 
 from ipr_crawl.config import default_crawl_id
+from ipr_crawl.redis_location import locate
 from ipr_crawl.store.inspect import (
     FrontierUnavailable,
     NoSuchCrawl,
@@ -32,19 +33,11 @@ ACTIONS = ("status", "top", "release-leases")
 
 
 def store_location(settings: Any) -> tuple[str, str]:
-    """``(redis URL or "", embedded data folder)`` of a project's crawls (see module doc)."""
-    url = str(settings.get("IPR_REDIS_URL") or "")
-    if not url and settings.get("REDIS_URL"):
-        url = str(settings.get("REDIS_URL"))
-    elif not url and (settings.get("REDIS_HOST") or settings.get("REDIS_PORT")):
-        url = f"redis://{settings.get('REDIS_HOST') or 'localhost'}:{settings.getint('REDIS_PORT', 6379)}/0"
-    data_dir = str(settings.get("IPR_DATA_DIR") or "")
-    if not data_dir:
-        try:
-            data_dir = data_path("ipr", createdir=False)
-        except NotConfigured:
-            data_dir = ".scrapy/ipr"
-    return url, data_dir
+    """``(redis URL or "", embedded data folder)`` of a project's crawls (see module doc);
+    the URL carries the TLS files in its query (redis-py reads them). Raises
+    :class:`ValueError` for a TLS setting that cannot be used."""
+    where = locate(settings, createdir=False)
+    return where.url_with_tls(), where.data_dir
 
 
 class FrontierCommand(ScrapyCommand):
@@ -82,8 +75,8 @@ class FrontierCommand(ScrapyCommand):
         crawl_id = opts.crawl_id or str(self.settings.get("IPR_CRAWL_ID") or "")
         if not crawl_id and len(args) == 2:
             crawl_id = default_crawl_id(self.settings, args[1])
-        url, data_dir = store_location(self.settings)
         try:
+            url, data_dir = store_location(self.settings)
             store = open_crawl(crawl_id, url, data_dir)
         except (NoSuchCrawl, FrontierUnavailable, ValueError) as exc:
             print(f"scrapy frontier {action}: {exc}")

