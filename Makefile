@@ -22,7 +22,7 @@ demo: $(VENV)/.installed
 # Lint and types, then the test suite (real redis-server, real HTTP server, real
 # scrapy crawls) on JOBS pytest-xdist workers (JOBS=0: one process). The long tests
 # are marked `slow` and left out; CI runs them: ARGS="-m 'slow or data'".
-# ARGS go to pytest, e.g. ARGS="-m data" or ARGS=tests/test_store.py.
+# ARGS go to pytest, e.g. ARGS="-m data" or ARGS=tests/store/test_store.py.
 JOBS ?= 4
 test: lint suite
 

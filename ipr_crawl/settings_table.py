@@ -243,7 +243,7 @@ DEFAULTS: dict[str, Any] = {s.name: s.default for s in SETTINGS}
 
 #: The :class:`ipr_crawl.ordering.OrderingParams` field each ordering setting fills
 #: (``importance``: the four settings a, b, c, d). The dataclass's defaults are this
-#: table's (``tests/test_docs.py`` holds them to it); ``ordering`` is the exception:
+#: table's (``tests/tools/test_docs.py`` holds them to it); ``ordering`` is the exception:
 #: ``OrderingParams()`` is ``ipr:dl1``, the crawl's default ``IPR_ORDERING`` is ``push``.
 ORDERING_FIELDS: dict[str, str | tuple[str, ...]] = {
     "cutoff": "IPR_CUTOFF",

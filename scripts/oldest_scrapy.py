@@ -2,7 +2,7 @@
 
     python3 scripts/oldest_scrapy.py                       # Scrapy 2.13.*, the default tests
     python3 scripts/oldest_scrapy.py --scrapy 2.16.0       # another release
-    python3 scripts/oldest_scrapy.py -- tests/test_crawl.py -x   # other pytest arguments
+    python3 scripts/oldest_scrapy.py -- tests/crawls/test_crawl.py -x   # other pytest arguments
 
 Builds (once) a virtualenv outside the repository, by default
 ``$TMPDIR/ipr-scrapy-<version>``: that Scrapy, then the project's other runtime
@@ -32,12 +32,12 @@ OLDEST = "2.13.*"
 #: the refusals in one line with exit status 1 (a rerun's too), the reactor-less setting,
 #: a resumed crawl and the exact fetch order of a real graph. About 2 minutes of crawls.
 DEFAULT_TESTS = [
-    "tests/test_scrapy_versions.py",
-    "tests/test_dropin.py::test_same_requests_and_items_as_without_the_addon[shop]",
-    "tests/test_dropin.py::test_bad_settings_and_overrides_say_so_in_one_line",
-    "tests/test_crawl.py::test_one_request_at_a_time_is_the_exact_order_at_the_default_pop_batch",
-    "tests/test_crawl.py::test_resume_fetches_the_rest_once",
-    "tests/test_rerun.py::test_a_rerun_that_fails_to_start_lets_the_next_start_go_at_once",
+    "tests/crawls/test_scrapy_versions.py",
+    "tests/crawls/test_dropin.py::test_same_requests_and_items_as_without_the_addon[shop]",
+    "tests/crawls/test_dropin.py::test_bad_settings_and_overrides_say_so_in_one_line",
+    "tests/crawls/test_crawl.py::test_one_request_at_a_time_is_the_exact_order_at_the_default_pop_batch",
+    "tests/crawls/test_crawl.py::test_resume_fetches_the_rest_once",
+    "tests/crawls/test_rerun.py::test_a_rerun_that_fails_to_start_lets_the_next_start_go_at_once",
 ]
 TEST_TOOLS = ["pytest>=8", "pytest-xdist>=3.5,<4", "hypothesis>=6.100"]
 #: pytest-xdist workers for the default tests (two cores: their crawls overlap)

@@ -190,17 +190,17 @@ def _leak_report(places: list[str], before: set[tuple[int, int]], **which: bool)
 
 #: Test modules whose tests share a module-scoped crawl: under xdist one worker runs each
 #: of them whole (xdist's own ``xdist_group`` mark does not work with pytest 9.2).
-RUN_TOGETHER = {"tests/test_bad_input.py", "tests/test_operations.py"}
+RUN_TOGETHER = {"tests/crawls/test_bad_input.py", "tests/crawls/test_operations.py"}
 
 
 #: The longest tests (minutes each), collected first so that xdist's workers start them
 #: first and none runs alone at the end (none of them shares a module-scoped fixture).
 LONGEST_FIRST = (
-    "tests/test_faults.py::test_kill_9_at_random_moments[full]",
-    "tests/test_shared.py::test_four_processes_share_one_blc_crawl[emacswiki]",
-    "tests/test_prior.py::test_a_recrawl_with_a_prior",
-    "tests/test_dropin.py::test_runspider_and_a_rerun",
-    "tests/test_rerun.py::test_a_finished_crawl_run_again_starts_afresh_from_its_prior",
+    "tests/crawls/test_faults.py::test_kill_9_at_random_moments[full]",
+    "tests/crawls/test_shared.py::test_four_processes_share_one_blc_crawl[emacswiki]",
+    "tests/crawls/test_prior.py::test_a_recrawl_with_a_prior",
+    "tests/crawls/test_dropin.py::test_runspider_and_a_rerun",
+    "tests/crawls/test_rerun.py::test_a_finished_crawl_run_again_starts_afresh_from_its_prior",
 )
 
 

@@ -209,7 +209,7 @@ def pagerank(
     uniformly over all nodes; self-loops count as links; power iteration until
     the L1 change is below ``N * tol``
     (:func:`ipr_crawl.ordering.pagerank.converged_csr`).  Agreement with networkx is checked
-    in tests/test_graphio.py.
+    in tests/rules/test_graphio.py.
 
     Raises:
         networkx.PowerIterationFailedConvergence: no convergence in ``max_iter``.

@@ -76,7 +76,7 @@ class OrderingParams:
     """Parameters of one frontier ordering, with their defaults.
 
     The defaults are the settings table's (``ipr_crawl.settings_table``: each field's
-    setting in ``ORDERING_FIELDS``; ``tests/test_docs.py`` holds them to it), but for
+    setting in ``ORDERING_FIELDS``; ``tests/tools/test_docs.py`` holds them to it), but for
     ``ordering``: ``OrderingParams()`` is ``ipr:dl1``, a crawl's default ``push``.
 
     - ``ordering``: a key of :data:`ORDERINGS`; ``cutoff``: IPR's cut-off

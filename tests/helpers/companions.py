@@ -1,4 +1,4 @@
-"""A real Scrapy project for the companion tests (tests/test_companions.py): the
+"""A real Scrapy project for the companion tests (tests/crawls/test_companions.py): the
 ``comp`` project with the add-on on, a spider following every link of a served
 site and yielding one item per page, and the probes and companions those tests
 put beside the add-on. :func:`make_project` writes it, :func:`run` runs ``scrapy

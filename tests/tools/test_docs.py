@@ -27,7 +27,7 @@ from ipr_crawl.config import (
 )
 from ipr_crawl.ordering import OrderingParams
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
 PAGES = [README, *sorted((REPO / "docs").rglob("*.md"))]
 

@@ -1,4 +1,4 @@
-"""Malformed input against a real crawl: every case of ``tests/badsite.py``
+"""Malformed input against a real crawl: every case of ``tests/helpers/badsite.py``
 (headers, URLs, bodies, 100,000 out-links, redirect loops, statuses), served
 by a real twisted.web server on loopback, crawled by ONE real ``scrapy crawl
 graph`` (the server doubles as the crawl's HTTP proxy, so links to IDNA hosts
@@ -28,7 +28,7 @@ MAX_LINKS = 500
 
 @pytest.fixture(scope="module")
 def badsite():
-    proc, m = start_server([sys.executable, str(REPO / "tests" / "badsite.py"), "--port", "0"],
+    proc, m = start_server([sys.executable, str(REPO / "tests" / "helpers" / "badsite.py"), "--port", "0"],
                            r"^serving badsite at (http://127\.0\.0\.1:\d+)/", timeout=30)
     yield m.group(1)
     proc.kill()
@@ -187,4 +187,4 @@ def test_odd_crawl_ids_work(crawl_id, badsite, tmp_path):
 def test_at_least_fifty_cases():
     assert len(CASES) + 7 >= 50
     assert len({c.name for c in CASES}) == len(CASES)
-    assert Path(REPO / "tests" / "badsite.py").exists()
+    assert Path(REPO / "tests" / "helpers" / "badsite.py").exists()

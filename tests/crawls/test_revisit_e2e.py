@@ -274,7 +274,7 @@ def test_a_simulated_year_under_a_budget(emacswiki, tmp_path, change_server, red
     by a hash of the served URL: revisit-sim gets the served URLs so that it picks the
     same ones) are revisited 3 days after their first fetch, and those first revisits
     are counted in Redis (40 pages give too few for a rate to be learned: that is
-    tests/test_revisit.py's)."""
+    tests/store/test_revisit.py's)."""
     pages, base, start, end, log = _budget_year(emacswiki, tmp_path, change_server, redis_client, crawl_id, policy)
     assert "revisit budget 8/y over" in log
     learn = ":new=learn" in policy

@@ -22,7 +22,7 @@ from conftest import TEST_DATA, kill_embedded_redis
 from procs import RedisServer, start_server
 from userproject import items, make_project, scrapy
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 HARVARD = TEST_DATA / "harvard500.tsv.gz"
 
 
@@ -74,7 +74,7 @@ def test_kill_9_loops_lose_no_item(graph_server, tmp_path: Path) -> None:
 
 @pytest.fixture
 def shop_and_redis(tmp_path: Path):
-    proc, m = start_server([sys.executable, str(REPO / "tests" / "shopsite.py")], r"serving shop at (\S+)")
+    proc, m = start_server([sys.executable, str(REPO / "tests" / "helpers" / "shopsite.py")], r"serving shop at (\S+)")
     server = RedisServer(tmp_path / "redis")
     server.start()
     try:

@@ -15,7 +15,7 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 ROOTS = {"ipr_crawl": REPO / "ipr_crawl", "middlewares": REPO / "middlewares"}
 MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 80

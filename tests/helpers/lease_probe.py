@@ -1,5 +1,5 @@
 """A scheduler for tests that logs what each lease asks for beside what the engine has
-in progress (``SCHEDULER=tests.lease_probe.LeaseProbeScheduler``, run from the
+in progress (``SCHEDULER=tests.helpers.lease_probe.LeaseProbeScheduler``, run from the
 repository): the pacing of :class:`ipr_crawl.scheduler.IprScheduler` checked in a real
 ``scrapy crawl``. Log line: ``lease-probe: count=N in_progress=N concurrency=N
 buffer=N polite=0|1``."""

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "ipr_crawl"
+PACKAGE = Path(__file__).resolve().parents[2] / "ipr_crawl"
 MODULES = sorted(
     ".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts)
     for p in PACKAGE.rglob("*.py")

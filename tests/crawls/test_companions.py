@@ -1,5 +1,5 @@
 """The companions Scrapy users run beside a scheduler, each in a real project
-(tests/companions.py) against a real local site, with and without the add-on:
+(tests/helpers/companions.py) against a real local site, with and without the add-on:
 Scrapy's HTTP cache (DummyPolicy, RFC2616Policy; with and without revisits),
 scrapy-deltafetch, scrapy-poet page objects, Spidermon, and another add-on that sets
 its own ``REQUEST_FINGERPRINTER_CLASS`` and download handlers. The site is

@@ -11,7 +11,7 @@ projects use, for the drop-in tests.
 - ``/go/<n>``: 302 to ``/product/<n>``; ``/flaky``: 503 the first time, then 200;
   ``/missing``: 404; ``/sitemap.xml``: every product.
 
-``python tests/shopsite.py [--port N]`` prints ``serving shop at http://127.0.0.1:PORT/``.
+``python tests/helpers/shopsite.py [--port N]`` prints ``serving shop at http://127.0.0.1:PORT/``.
 """
 
 from __future__ import annotations

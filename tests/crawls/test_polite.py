@@ -231,13 +231,13 @@ def test_pops_lease_no_more_than_the_engine_has_room_for(polite, graph_server, c
     CONCURRENT_REQUESTS less the requests in progress (downloading, waiting for their
     host's delay, or being parsed). Until 2026-11-25 a polite pop leased half of
     CONCURRENT_REQUESTS whatever was in progress: here 60 of 77 pops asked for more
-    than there was room for. Read from ``tests/lease_probe.py``'s log lines."""
+    than there was room for. Read from ``tests/helpers/lease_probe.py``'s log lines."""
     from lease_probe import LINE
 
     polblogs, polblogs_urls = TEST_DATA / "polblogs.tsv.gz", TEST_DATA / "polblogs.urls.tsv.gz"
     served = graph_server(polblogs, polblogs_urls, hosts=16)
     run = crawl(served.seed_url, tmp_path / "crawl.log", {
-        "SCHEDULER": "tests.lease_probe.LeaseProbeScheduler", "CONCURRENT_REQUESTS": 4, "DOWNLOAD_DELAY": 0.1,
+        "SCHEDULER": "tests.helpers.lease_probe.LeaseProbeScheduler", "CONCURRENT_REQUESTS": 4, "DOWNLOAD_DELAY": 0.1,
         "RANDOMIZE_DOWNLOAD_DELAY": False, "IPR_POLITE_POP": polite, "IPR_GRAPH_STAY_ON_HOSTS": False,
         "IPR_DATA_DIR": tmp_path / "data", "CLOSESPIDER_PAGECOUNT": 150,
     })

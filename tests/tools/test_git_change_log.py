@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "git_change_log.py"
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")

@@ -16,12 +16,12 @@ from userproject import fetched, make_project, scrapy
 
 from ipr_crawl.scheduler.compat import SCRAPY_VERSION
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
 def shop(tmp_path: Path):
-    proc, m = start_server([sys.executable, str(REPO / "tests" / "shopsite.py")], r"serving shop at (\S+)")
+    proc, m = start_server([sys.executable, str(REPO / "tests" / "helpers" / "shopsite.py")], r"serving shop at (\S+)")
     base = m[1].rstrip("/")
     try:
         yield make_project(tmp_path / "project", base), base

@@ -15,12 +15,12 @@ import pytest
 from procs import start_server
 from userproject import fetched, items, make_project, scrapy
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
 def shop(tmp_path: Path):
-    proc, m = start_server([sys.executable, str(REPO / "tests" / "shopsite.py")], r"serving shop at (\S+)")
+    proc, m = start_server([sys.executable, str(REPO / "tests" / "helpers" / "shopsite.py")], r"serving shop at (\S+)")
     base = m[1].rstrip("/")
     try:
         yield make_project(tmp_path / "project", base), base

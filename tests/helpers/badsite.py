@@ -8,7 +8,7 @@ a crawl run with ``http_proxy`` pointing at it fetches *any* http URL from it
 (request line ``GET http://host/path``), so links to IDNA hosts need no DNS.
 Unknown paths are 404.
 
-``python tests/badsite.py [--port N]`` prints
+``python tests/helpers/badsite.py [--port N]`` prints
 ``serving badsite at http://127.0.0.1:PORT/`` and serves until killed.
 """
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "ipr_crawl"
 STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 

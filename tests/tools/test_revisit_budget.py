@@ -37,7 +37,7 @@ from ipr_crawl.revisit.budget import (
 )
 from ipr_crawl.revisit.policy import DAY, HarmonicPolicy, parse_policy
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SAMPLE = (str(TEST_DATA / "emacswiki_changes.first1100.csv.gz"), str(TEST_DATA / "emacswiki_pages.first1100.csv.gz"))
 
 
