@@ -327,6 +327,22 @@ def cluster(tmp_path):
     c.stop()
 
 
+# -- the shop site --------------------------------------------------------------------
+@pytest.fixture
+def shop(tmp_path: Path):
+    """The shop site (``tests/helpers/shopsite.py``) on loopback and a user's Scrapy
+    project for it (``userproject.make_project``): ``(project root, site base URL)``."""
+    from userproject import make_project
+
+    proc, m = start_server([sys.executable, str(REPO / "tests" / "helpers" / "shopsite.py")], r"serving shop at (\S+)")
+    base = m[1].rstrip("/")
+    try:
+        yield make_project(tmp_path / "project", base), base
+    finally:
+        proc.kill()
+        proc.communicate(timeout=10)
+
+
 # -- graph server --------------------------------------------------------------------
 @dataclass
 class Served:

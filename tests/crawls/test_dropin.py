@@ -12,21 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from procs import start_server
-from userproject import fetched, items, make_project, scrapy
+from userproject import fetched, items, scrapy
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def shop(tmp_path: Path):
-    proc, m = start_server([sys.executable, str(REPO / "tests" / "helpers" / "shopsite.py")], r"serving shop at (\S+)")
-    base = m[1].rstrip("/")
-    try:
-        yield make_project(tmp_path / "project", base), base
-    finally:
-        proc.kill()
-        proc.communicate(timeout=10)
 
 
 def _crawl(root: Path, spider: str, out: Path, addon: bool, **settings: object):

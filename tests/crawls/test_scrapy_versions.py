@@ -6,28 +6,14 @@ few crawl tests, under the oldest supported Scrapy."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-import pytest
 import scrapy as scrapy_package
-from procs import start_server
-from userproject import fetched, make_project, scrapy
+from userproject import fetched, scrapy
 
 from ipr_crawl.scheduler.compat import SCRAPY_VERSION
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def shop(tmp_path: Path):
-    proc, m = start_server([sys.executable, str(REPO / "tests" / "helpers" / "shopsite.py")], r"serving shop at (\S+)")
-    base = m[1].rstrip("/")
-    try:
-        yield make_project(tmp_path / "project", base), base
-    finally:
-        proc.kill()
-        proc.communicate(timeout=10)
 
 
 def test_the_crawl_runs_on_this_scrapy(shop, tmp_path: Path) -> None:
