@@ -27,8 +27,22 @@ HARVARD = TEST_DATA / "harvard500.tsv.gz"
 
 
 def _committed(db: Path) -> set[str]:
+    if not db.exists():
+        return set()
     with sqlite3.connect(db) as conn:
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'items'").fetchone():
+            return set()
         return {row[0] for row in conn.execute("SELECT url FROM items")}
+
+
+def _wait_for_progress(db: Path, proc: subprocess.Popen, before: int, timeout: float = 120) -> None:
+    """Wait until this run has committed an item of its own (or exited), so that the
+    kill lands mid-crawl however slowly Scrapy starts on a loaded machine."""
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None and time.monotonic() < deadline:
+        if len(_committed(db)) > before:
+            return
+        time.sleep(0.1)
 
 
 def test_kill_9_loops_lose_no_item(graph_server, tmp_path: Path) -> None:
@@ -55,8 +69,10 @@ def test_kill_9_loops_lose_no_item(graph_server, tmp_path: Path) -> None:
     kills = 0
     try:
         for _ in range(3):
+            before = len(_committed(tmp_path / "killed.db"))
             proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-            time.sleep(rng.uniform(2.5, 4.5))
+            _wait_for_progress(tmp_path / "killed.db", proc, before)
+            time.sleep(rng.uniform(0.3, 1.5))
             if proc.poll() is None:
                 proc.send_signal(signal.SIGKILL)
                 kills += 1
