@@ -383,7 +383,9 @@ class IprScheduler(BaseScheduler):
 
     def has_pending_requests(self) -> bool:
         """Whether requests remain, for this process or another of the crawl; never waits
-        on Redis (:meth:`Leases.has_pending`)."""
+        on Redis (:meth:`Leases.has_pending`); settles requests that escaped the engine
+        (:meth:`Leases.settle_escaped`)."""
+        self.leases.settle_escaped(self.pacing.engine_idle(), self.settle_failure)
         return self.leases.has_pending(len(self.enqueuer.local))
 
     def maybe_pagerank_step(self) -> None:
@@ -434,6 +436,7 @@ class IprScheduler(BaseScheduler):
             member, request = self.leases.buffer.popleft()
             if not self.pacing.active and len(self.leases.buffer) <= self.pacing.pop_batch() // 2:
                 self._refill(self.pacing.pop_batch())  # ahead of need: the next ones come while this one downloads
+        self.leases.handed_out(member, request)
         self._stats_inc("ipr/frontier/popped")
         self._stats_inc("scheduler/dequeued")
         self._stats_inc("scheduler/dequeued/redis")

@@ -71,8 +71,12 @@ class Leases:
         self.stats_inc = stats_inc
         self.stats_set = stats_set
         self.buffer: deque[tuple[bytes, Request]] = deque()
-        #: leases this process took and has not settled (lease member -> None)
-        self.held: dict[bytes, None] = {}
+        #: leases this process took and has not settled (lease member -> the request once
+        #: handed to the engine, None while buffered)
+        self.held: dict[bytes, Request | None] = {}
+        #: (time.monotonic(), lease members) handed out and still held when the engine was
+        #: last seen idle (settle_escaped)
+        self.escaped_seen: tuple[float, set[bytes]] | None = None
         #: a pop queued and not answered yet
         self.popping = False
         #: (generation, time.monotonic(), pending?) of the last check, and whether one is queued
@@ -273,6 +277,44 @@ class Leases:
             self.calls.io.submit(self.pending_now, then=lambda pending: self.pending_checked(gen, pending),
                                  failed=self.check_failed)
         return True
+
+    def handed_out(self, member: bytes, request: Request) -> None:
+        """``request`` (lease ``member``) goes to the engine."""
+        if member in self.held:
+            self.held[member] = request
+
+    def settle_escaped(self, engine_idle: bool, settle: Any) -> None:
+        """Settle as failed the leases this process handed to the engine that the engine
+        no longer holds: a request can leave Scrapy's engine without a response, an
+        exception or an errback (a downloader returning another type, a scraper that
+        raises on enqueue; the engine logs the error), and plain Scrapy loses it then too.
+        Its lease would keep the crawl open until ``IPR_LEASE_SECS`` and hand it out again
+        to fail the same way. A lease counts as escaped when the engine was idle (nothing
+        downloading, in progress or being scraped: ``engine_idle``) at two checks at least
+        1 s apart and the lease was held at both (a record call answers in milliseconds;
+        one still queued settles first, Redis calls run in order). ``settle(request,
+        exception)``: :meth:`IprScheduler.settle_failure`. Counted in ``ipr/lease/escaped``."""
+        if not engine_idle:
+            self.escaped_seen = None
+            return
+        out = {member for member, request in self.held.items() if request is not None}
+        now = time.monotonic()
+        seen = self.escaped_seen
+        if seen is None or not out:
+            self.escaped_seen = (now, out) if out else None
+            return
+        if now - seen[0] < 1.0:
+            return
+        escaped = out & seen[1]
+        self.escaped_seen = None
+        for member in escaped:
+            request = self.held[member]
+            assert request is not None
+            settle(request, RuntimeError("the request left Scrapy's engine without a response, an error or an errback"))
+        if escaped:
+            self.stats_inc("ipr/lease/escaped", len(escaped))
+            logger.warning("ipr-crawl: %d requests left Scrapy's engine without a response or an error (see the "
+                           "engine's ERROR lines above); marked failed, as plain Scrapy loses them", len(escaped))
 
     def revived(self, at: float) -> None:
         """The embedded server was restarted from its append-only file, which may miss the

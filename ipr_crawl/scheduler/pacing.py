@@ -3,7 +3,8 @@
 ``IPR_SLOW_START`` and ``IPR_WAIT_FOR_PARSE`` hold pops to the engine's requests in
 progress; ``IPR_POP_BATCH_SIZE`` caps a pop at half of ``CONCURRENT_REQUESTS``. The one
 place that reaches Scrapy's private ``crawler.engine._slot`` (its requests in progress,
-its ``nextcall``) is :meth:`Pacing._slot`.
+its ``nextcall``) is :meth:`Pacing._slot`; :meth:`Pacing.engine_idle` reads the engine's
+state as its ``spider_is_idle`` does.
 """
 
 from __future__ import annotations
@@ -34,6 +35,17 @@ class Pacing:
     def _slot(self) -> Any:
         """Scrapy's engine slot (private: ``inprogress``, ``nextcall``), or None before the engine runs."""
         return getattr(getattr(self.crawler, "engine", None), "_slot", None)
+
+    def engine_idle(self) -> bool:
+        """Whether Scrapy's engine holds no request: none in progress (``_slot.inprogress``),
+        none in the downloader, none being scraped. False before the engine runs."""
+        engine = getattr(self.crawler, "engine", None)
+        slot = self._slot()
+        if engine is None or slot is None:
+            return False
+        scraper_slot = getattr(getattr(engine, "scraper", None), "slot", None)
+        return (not getattr(slot, "inprogress", True) and not getattr(engine.downloader, "active", True)
+                and scraper_slot is not None and scraper_slot.is_idle())
 
     def held_back(self) -> bool:
         """``IPR_SLOW_START``: True while the engine already has as many requests in

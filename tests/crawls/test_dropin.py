@@ -250,3 +250,33 @@ def test_dont_filter_duplicates_of_a_queued_url_are_all_fetched(shop, tmp_path: 
     assert len(items(tmp_path / "d-True.jsonl")) == 6
     assert fetched(runs[True].stderr) == fetched(runs[False].stderr)
     assert "undecodable" not in runs[True].stderr
+
+
+def test_a_request_that_escapes_the_engine_does_not_keep_the_crawl_open(shop, tmp_path: Path) -> None:
+    """A downloader that returns another type than a response (Scrapy's own
+    test_download_wrong_type): the engine logs the error and forgets the request, with
+    no errback. Plain Scrapy loses it and finishes; with the add-on its lease kept the
+    crawl open for IPR_LEASE_SECS and then failed again. Now it is marked failed once
+    the engine is idle: the same fetches and items as plain Scrapy, and the crawl ends."""
+    root, base = shop
+    (root / "shop" / "wrongtype.py").write_text(
+        "from scrapy.core.downloader import Downloader\n"
+        "class WrongTypeDownloader(Downloader):\n"
+        "    def fetch(self, request, *args, **kwargs):\n"
+        "        if request.url.endswith('/cat/music'):\n"
+        "            return 'not a response'\n"
+        "        return super().fetch(request, *args, **kwargs)\n"
+    )
+    runs = {addon: scrapy(root, "crawl", "shop", "-O", f"{tmp_path / f'w-{addon}.jsonl'}:jsonlines", addon=addon,
+                          timeout=120, settings={"DOWNLOADER": "shop.wrongtype.WrongTypeDownloader",
+                                                 "IPR_DATA_DIR": tmp_path / f"redis-{addon}"})
+            for addon in (True, False)}
+    for run in runs.values():
+        assert run.returncode == 0, run.stderr[-4000:]
+        assert "expected Response or Request, got <class 'str'>" in run.stderr
+    assert items(tmp_path / "w-True.jsonl") == items(tmp_path / "w-False.jsonl")
+    assert items(tmp_path / "w-True.jsonl")
+    assert fetched(runs[True].stderr) == fetched(runs[False].stderr)
+    assert ("GET", f"{base}/cat/music") not in {(m, u) for _, m, u in fetched(runs[True].stderr)}
+    assert "1 requests left Scrapy's engine without a response or an error" in runs[True].stderr
+    assert "'ipr/lease/escaped': 1" in runs[True].stderr
