@@ -187,7 +187,7 @@ class FrontierConfig:
         """
         ordering, cutoff = _ordering(settings)
         url = _redis_url(settings)
-        tls = _redis_tls(settings, url)
+        tls = redis_tls(settings, url)
         crawl_id = _crawl_id(settings, spider_name)
         params = _ordering_params(settings, ordering, cutoff)
         prior_crawl = _prior_crawl(settings, ordering)
@@ -255,12 +255,18 @@ def _redis_url(settings: Any) -> str:
     return url
 
 
-def _redis_tls(settings: Any, url: str) -> dict[str, str]:
+#: The TLS settings and redis-py's argument each gives.
+TLS_SETTINGS = (("IPR_REDIS_SSL_CA_CERTS", "ssl_ca_certs"), ("IPR_REDIS_SSL_CERTFILE", "ssl_certfile"),
+                ("IPR_REDIS_SSL_KEYFILE", "ssl_keyfile"))
+
+
+def redis_tls(settings: Any, url: str) -> dict[str, str]:
     """redis-py's TLS arguments (``ssl_ca_certs``...) of the ``IPR_REDIS_SSL_*`` settings
-    that are set: each an existing file, and only with a ``rediss://`` URL."""
+    that are set: each an existing file, and only with a ``rediss://`` URL. The one owner
+    of the rule (the scheduler's settings, :mod:`ipr_crawl.redis_location` for the
+    commands). Raises :class:`SettingError` naming the setting."""
     tls = {}
-    for name, key in (("IPR_REDIS_SSL_CA_CERTS", "ssl_ca_certs"), ("IPR_REDIS_SSL_CERTFILE", "ssl_certfile"),
-                      ("IPR_REDIS_SSL_KEYFILE", "ssl_keyfile")):
+    for name, key in TLS_SETTINGS:
         path = str(read(settings, name) or "").strip()
         if not path:
             continue

@@ -22,12 +22,9 @@ from urllib.parse import quote
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.project import data_path
 
+from ipr_crawl.config import TLS_SETTINGS, redis_tls
+
 __all__ = ["TLS_SETTINGS", "RedisLocation", "embedded_data_dir", "locate", "redis_tls", "scrapy_redis_settings"]
-
-#: the TLS settings and redis-py's argument each one gives
-TLS_SETTINGS = (("IPR_REDIS_SSL_CA_CERTS", "ssl_ca_certs"), ("IPR_REDIS_SSL_CERTFILE", "ssl_certfile"),
-                ("IPR_REDIS_SSL_KEYFILE", "ssl_keyfile"))
-
 
 @dataclass(frozen=True)
 class RedisLocation:
@@ -68,23 +65,6 @@ def scrapy_redis_settings(settings: Any, spidercls: Any = None) -> str:
     return ""
 
 
-def redis_tls(settings: Any, url: str) -> dict[str, str]:
-    """redis-py's TLS arguments of the ``IPR_REDIS_SSL_*`` settings that are set. Raises
-    :class:`ValueError` naming the setting for a file that does not exist, or a TLS
-    setting without a ``rediss://`` URL."""
-    tls = {}
-    for name, key in TLS_SETTINGS:
-        path = str(settings.get(name) or "").strip()
-        if not path:
-            continue
-        if not url.startswith(("rediss://", "rediss+sentinel://")):
-            raise ValueError(f"{name} is set, but IPR_REDIS_URL is not a rediss:// URL (TLS)")
-        if not os.path.isfile(path):
-            raise ValueError(f"{name}={path!r}: no such file")
-        tls[key] = path
-    return tls
-
-
 def embedded_data_dir(createdir: bool = True) -> str:
     """``.scrapy/ipr`` of the project; of the working folder when the settings
     module is known but no ``scrapy.cfg`` is (a scrapyd job)."""
@@ -100,7 +80,8 @@ def embedded_data_dir(createdir: bool = True) -> str:
 def locate(settings: Any, spidercls: Any = None, createdir: bool = True) -> RedisLocation:
     """The project's Redis (see the module doc); ``createdir``: make the embedded server's
     folder (a crawl does; an operator's command never creates a store). Raises
-    :class:`ValueError` for a TLS setting that cannot be used (:func:`redis_tls`)."""
+    :class:`~ipr_crawl.config.SettingError` (a ValueError) for a TLS setting that cannot be used
+    (:func:`~ipr_crawl.config.redis_tls`)."""
     url = str(settings.get("IPR_REDIS_URL") or "").strip()
     data_dir = str(settings.get("IPR_DATA_DIR") or "") or embedded_data_dir(createdir)
     if url:

