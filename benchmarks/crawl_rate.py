@@ -161,9 +161,9 @@ class RateProbe:
 
     def _redis_pid(self) -> int:
         try:
-            from ipr_crawl.scheduler.core import frontier_of
+            from ipr_crawl.scheduler.core import scheduler_of
 
-            frontier = frontier_of(self.crawler)
+            frontier = scheduler_of(self.crawler)
             if frontier is not None and frontier.store is not None:
                 return int(frontier.store.client.info("server")["process_id"])
             url = self.crawler.settings.get("REDIS_URL")

@@ -56,7 +56,7 @@ from scrapy.utils.misc import load_object
 
 from ipr_crawl.config import RevisitConfig
 from ipr_crawl.meta import DONT_REVISIT_META, NETWORK_STATUS_META, RECORDED_META, REVISIT_META
-from ipr_crawl.scheduler import frontier_of
+from ipr_crawl.scheduler import scheduler_of
 from ipr_crawl.scheduler.compat import SpiderArg
 from ipr_crawl.scheduler.refresher import SIM_TIME_HEADER
 from ipr_crawl.scheduler.revisits import FLAGS, RevisitObserver
@@ -121,7 +121,7 @@ class ConditionalGetMiddleware:
 
     # -- helpers ----------------------------------------------------------------------
     def _observer(self) -> RevisitObserver | None:
-        scheduler = frontier_of(self.crawler)
+        scheduler = scheduler_of(self.crawler)
         observer = getattr(scheduler, "revisit_observer", None)
         if observer is None and not self._warned:
             self._warned = True
@@ -255,7 +255,7 @@ class CacheValidatorsMiddleware:
         elif self._stores_304(request):
             return
         else:
-            observer = getattr(frontier_of(self.crawler), "revisit_observer", None)
+            observer = getattr(scheduler_of(self.crawler), "revisit_observer", None)
             headers = dict(observer.validators(request)) if observer is not None else {}
         sent = False
         for name, value in headers.items():

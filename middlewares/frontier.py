@@ -24,7 +24,7 @@ from scrapy import Request
 from scrapy.exceptions import NotConfigured
 
 from ipr_crawl.meta import lease_of
-from ipr_crawl.scheduler import frontier_of
+from ipr_crawl.scheduler import scheduler_of
 from ipr_crawl.scheduler.compat import SpiderArg
 
 if TYPE_CHECKING:
@@ -77,6 +77,6 @@ class FrontierDownloaderMiddleware:
     def settle(self, request: Request, exception: BaseException) -> None:
         """Settle the lease of a request that failed for good
         (:meth:`ipr_crawl.scheduler.IprScheduler.settle_failure`)."""
-        frontier = frontier_of(self.crawler)
+        frontier = scheduler_of(self.crawler)
         if frontier is not None:
             frontier.settle_failure(request, exception)

@@ -20,7 +20,7 @@ from scrapy import Request
 from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
 
-from ipr_crawl.scheduler import frontier_of
+from ipr_crawl.scheduler import scheduler_of
 from ipr_crawl.scheduler.compat import SpiderArg
 from ipr_crawl.scheduler.recording import order_links
 
@@ -47,7 +47,7 @@ class LinkGraphMiddleware:
     async def process_spider_output(
         self, response: Response, result: AsyncIterator[Any], spider: SpiderArg = None
     ) -> AsyncIterator[Any]:
-        frontier = frontier_of(self.crawler)
+        frontier = scheduler_of(self.crawler)
         if frontier is None:
             async for item in result:
                 yield item
@@ -84,7 +84,7 @@ class LinkGraphMiddleware:
     def process_spider_exception(
         self, response: Response, exception: Exception, spider: SpiderArg = None
     ) -> None:
-        frontier = frontier_of(self.crawler)
+        frontier = scheduler_of(self.crawler)
         # A callback that raised: its page is recorded here, unless its output is
         # still being read (process_spider_output records it with what it yielded).
         if frontier is not None and id(response) not in self._open:

@@ -8,6 +8,6 @@
 """
 
 from ipr_crawl.meta import LEASE_META, lease_of
-from ipr_crawl.scheduler.core import IprScheduler, frontier_of
+from ipr_crawl.scheduler.core import IprScheduler, frontier_of, scheduler_of
 
-__all__ = ["LEASE_META", "IprScheduler", "frontier_of", "lease_of"]
+__all__ = ["LEASE_META", "IprScheduler", "frontier_of", "lease_of", "scheduler_of"]

@@ -77,10 +77,12 @@ def _guarded(default: Any) -> Callable[[Callable[..., _T]], Callable[..., _T]]:
     return wrap
 
 
-def frontier_of(crawler: Crawler) -> IprScheduler | None:
+def scheduler_of(crawler: Crawler) -> IprScheduler | None:
     """The open :class:`IprScheduler` of ``crawler``, or None if it runs another scheduler."""
     return _by_crawler.get(crawler)
 
+
+frontier_of = scheduler_of  # the former name (it returns the scheduler, not the frontier), kept
 
 
 class IprScheduler(BaseScheduler):

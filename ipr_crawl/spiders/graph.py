@@ -67,9 +67,9 @@ class GraphSpider(RedisStartUrlsMixin, Spider):
         return f"ipr:{{{self._start_crawl_id()}}}:start_hosts" if self._start_client is not None else ""
 
     def _start_crawl_id(self) -> str:
-        from ipr_crawl.scheduler import frontier_of
+        from ipr_crawl.scheduler import scheduler_of
 
-        frontier = frontier_of(self.crawler)
+        frontier = scheduler_of(self.crawler)
         return frontier.config.crawl_id if frontier is not None else self.name
 
     def on_start_url(self, url: str) -> None:

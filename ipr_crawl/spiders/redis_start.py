@@ -86,10 +86,10 @@ class RedisStartUrlsMixin:
     def _open_start_urls(self) -> bool:
         if self._start_client is not None:
             return True
-        from ipr_crawl.scheduler import frontier_of
+        from ipr_crawl.scheduler import scheduler_of
 
         crawler = self.crawler  # type: ignore[attr-defined]
-        frontier = frontier_of(crawler)
+        frontier = scheduler_of(crawler)
         if frontier is None:
             return False
         key = start_urls_key(crawler.settings, self.name, frontier.config.crawl_id)  # type: ignore[attr-defined]
