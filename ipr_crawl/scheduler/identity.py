@@ -13,7 +13,11 @@ Scrapy judges two requests the same when their fingerprints are equal
   nobody links to, never merged with another request.
 
 With Scrapy's default fingerprinter the test needs no hashing: a GET without a
-body and without ``verbatim_url`` is a link.
+body and without ``verbatim_url`` is a link. A custom fingerprinter may give links of
+different URLs one fingerprint (one that leaves a tracking parameter out, say): Scrapy
+then fetches only the first; here they are merged into the node of the first URL this
+process saw with that fingerprint (:meth:`RequestIdentity.link`), so that a page's link
+to either is an edge to that node, fetched once.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Any
 from scrapy import Request
 from scrapy.utils.request import RequestFingerprinter
 
-from ipr_crawl.ordering.urls import node_id
+from ipr_crawl.ordering.urls import canonical_id, canonical_url, node_id
 
 __all__ = ["RequestIdentity"]
 
@@ -39,6 +43,10 @@ class RequestIdentity:
         # Scrapy's own class with its defaults: a link is a body-less GET.
         self.default = type(fingerprinter) is RequestFingerprinter
         self._url_fp: dict[str, bytes] = {}
+        #: custom fingerprinter: fingerprint -> (canonical URL, node id) of the first link with it
+        self._merged: dict[bytes, tuple[str, bytes]] = {}
+        #: links merged into another URL's node (``ipr/links/merged``)
+        self.merged = 0
 
     def is_link(self, request: Request) -> bool:
         """True for a request that is the plain GET of its URL (a link-graph node)."""
@@ -53,8 +61,28 @@ class RequestIdentity:
             url_fp = self._url_fp[request.url] = self.fingerprinter.fingerprint(Request(request.url))
         return bool(self.fingerprinter.fingerprint(request) == url_fp)
 
+    def link(self, request: Request, canon: str, rid: bytes) -> tuple[str, bytes]:
+        """The ``(canonical URL, node id)`` a link request stands for: its own (``canon``,
+        ``rid``), or, with a custom fingerprinter, those of the first link this process
+        saw with the same fingerprint. Bounded: after 2^20 distinct fingerprints the
+        memory starts again (a URL merged before may then get a node of its own)."""
+        if self.default:
+            return canon, rid
+        fp = bytes(self.fingerprinter.fingerprint(request))
+        first = self._merged.get(fp)
+        if first is None:
+            if len(self._merged) >= 1 << 20:
+                self._merged.clear()
+            first = self._merged[fp] = (canon, rid)
+        elif first[1] != rid:
+            self.merged += 1
+        return first
+
     def of(self, request: Request) -> bytes:
         """The 8-byte frontier id of ``request``."""
         if self.is_link(request):
-            return node_id(request.url)
+            if self.default:
+                return node_id(request.url)
+            canon = canonical_url(request.url)
+            return self.link(request, canon, canonical_id(canon))[1]
         return bytes(self.fingerprinter.fingerprint(request))[:8]

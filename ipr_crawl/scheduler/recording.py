@@ -230,12 +230,14 @@ class PageRecorder:
                 filtered += 1
                 continue
             if identity.is_link(request):
-                url, rid = lookup(request.url)
+                url, rid = identity.link(request, *lookup(request.url))
             else:  # POST, a body, ...: an entry of its own (Scrapy's fingerprint)
                 url, rid = canonical_url(request.url), identity.of(request)
             if rid not in seen:
                 seen[rid] = request
                 canon.append(url)
+        if identity.merged:
+            self.crawler.stats.set_value("ipr/links/merged", identity.merged)
         if examined < len(requests):
             self.crawler.stats.inc_value("ipr/links/over_cap", len(requests) - examined)
             logger.info(

@@ -261,15 +261,23 @@ def test_another_addons_fingerprinter_and_download_handlers(site, other_project,
         assert "ipr_crawl.scheduler.IprScheduler" in r.log
 
 
-@pytest.mark.xfail(strict=True, reason="the frontier keys a link by its canonical URL: a custom fingerprinter that "
-                   "gives two URLs one fingerprint does not merge them (docs/companions.md)")
 def test_a_fingerprinter_that_merges_urls(site, other_project, redis_client, crawl_id):
     """Every link twice, as it is and with ``?ref=index``, which the other add-on's
-    fingerprinter leaves out: Scrapy alone fetches each page once (11 requests)."""
+    fingerprinter leaves out: Scrapy alone fetches each page once (11 requests), and so
+    does the crawl with ipr-crawl, the same URLs with the same items (each ``?ref``
+    link merged into its page's node: ``ipr/links/merged``)."""
     index, _ = site
-    s = {"ADDONS": {"ipr_crawl.Addon": 0, "comp.otheraddon.OtherAddon": 10}, **store_settings(redis_client, crawl_id)}
-    r = ok(run(other_project, "refs", start_url=index, name="refs", settings=s))
-    assert r.stat("other/handled") == 11
+
+    def crawl(name: str, addon: bool):
+        s = {"ADDONS": {"ipr_crawl.Addon": 0, "comp.otheraddon.OtherAddon": 10},
+             **store_settings(redis_client, f"{crawl_id}-{name}")}
+        return ok(run(other_project, "refs", start_url=index, name=name, addon=addon, settings=s))
+
+    plain, ours = parallel(lambda: crawl("plain", False), lambda: crawl("ours", True))
+    assert plain.stat("other/handled") == 11 and len(plain.items) == 10
+    assert ours.stat("other/handled") == 11
+    assert ours.fetched == plain.fetched and ours.items == plain.items
+    assert ours.stat("ipr/links/merged") == 10
 
 
 # -- Spidermon ------------------------------------------------------------------------------
