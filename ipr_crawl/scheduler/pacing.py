@@ -32,14 +32,22 @@ class Pacing:
         self.sent = sent
         self.stats_inc = stats_inc
 
+    def _engine(self) -> Any:
+        """Scrapy's engine, or None before the crawl starts (Scrapy 2.19's ``Crawler.engine``
+        raises RuntimeError then)."""
+        try:
+            return getattr(self.crawler, "engine", None)
+        except RuntimeError:
+            return None
+
     def _slot(self) -> Any:
         """Scrapy's engine slot (private: ``inprogress``, ``nextcall``), or None before the engine runs."""
-        return getattr(getattr(self.crawler, "engine", None), "_slot", None)
+        return getattr(self._engine(), "_slot", None)
 
     def engine_idle(self) -> bool:
         """Whether Scrapy's engine holds no request: none in progress (``_slot.inprogress``),
         none in the downloader, none being scraped. False before the engine runs."""
-        engine = getattr(self.crawler, "engine", None)
+        engine = self._engine()
         slot = self._slot()
         if engine is None or slot is None:
             return False
