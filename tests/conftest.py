@@ -193,20 +193,26 @@ def _leak_report(places: list[str], before: set[tuple[int, int]], **which: bool)
 RUN_TOGETHER = {"tests/crawls/test_bad_input.py", "tests/crawls/test_operations.py"}
 
 
-#: The longest tests (minutes each), collected first so that xdist's workers start them
-#: first and none runs alone at the end (none of them shares a module-scoped fixture).
+#: The longest tests (a minute or more each), collected first so that xdist's workers start
+#: them first and none runs alone at the end; a module path names the whole module.
 LONGEST_FIRST = (
     "tests/crawls/test_faults.py::test_kill_9_at_random_moments[full]",
     "tests/crawls/test_shared.py::test_four_processes_share_one_blc_crawl[emacswiki]",
     "tests/crawls/test_prior.py::test_a_recrawl_with_a_prior",
     "tests/crawls/test_dropin.py::test_runspider_and_a_rerun",
     "tests/crawls/test_rerun.py::test_a_finished_crawl_run_again_starts_afresh_from_its_prior",
+    "tests/crawls/test_items_and_scrapy_redis.py::test_kill_9_loops_lose_no_item",
+    "tests/crawls/test_bad_input.py",  # a whole module: its shared crawl takes about 100 s
 )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rank = {nodeid: i for i, nodeid in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid, len(rank)))  # stable: the rest keep their order
+
+    def place(item: pytest.Item) -> int:
+        return rank.get(item.nodeid, rank.get(item.nodeid.split("::", 1)[0], len(rank)))
+
+    items.sort(key=place)  # stable: the rest keep their order
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent without it

@@ -55,7 +55,8 @@ def drive(store, graph, bucket, seed: int, bucketed: bool) -> list[int]:
         store.record_page(nid(n), 0, links, lease=member, **kw(n))
 
 
-@pytest.mark.parametrize("ordering", ["blc", "importance", "push", "ipr"])
+@pytest.mark.parametrize("ordering", [pytest.param("blc", marks=pytest.mark.slow), pytest.param("importance", marks=pytest.mark.slow), "push",
+                                      pytest.param("ipr", marks=pytest.mark.slow)])
 def test_bucketed_crawl_fetches_every_page_with_one_servers_scores(redis_client, ordering):
     """Every reachable page is fetched once, in nearly one server's order (the exact
     mode: relay before each pop); sum orderings (blc: in-degree, importance) end with

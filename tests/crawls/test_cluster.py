@@ -204,6 +204,7 @@ def test_crawl_survives_a_master_killed_mid_crawl(graph_server, cluster, tmp_pat
           f"pauses {pauses}; {len(pages)} fetches, {len(set(pages))} pages, {len(twice)} fetched twice")
 
 
+@pytest.mark.slow  # a long real-crawl test: CI runs it (make suite ARGS="-m 'slow or data'")
 def test_crawl_behind_sentinel_survives_a_primary_killed_mid_crawl(graph_server, sentinel, tmp_path):
     """IPR_REDIS_URL=redis+sentinel://…: two processes crawl through the primary the
     sentinel names; kill -9 of that primary once 100 pages are fetched: the sentinel

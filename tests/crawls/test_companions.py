@@ -146,6 +146,7 @@ def test_httpcache_rfc2616_with_revisits(site, project, redis_client, crawl_id):
     assert latest.stat("ipr/revisit/not_modified") == 0
 
 
+@pytest.mark.slow  # a long real-crawl test: CI runs it (make suite ARGS="-m 'slow or data'")
 def test_httpcache_dummy_with_revisits(site, project, redis_client, crawl_id):
     """DummyPolicy beside revisits: a crawl without the cache, then the cache turned on
     (empty: every request a miss) at LATER, then at LATEST (every request a hit). The

@@ -56,7 +56,8 @@ def assert_exact_order(got: list, expected: list, at_least: int) -> None:
 
 @pytest.mark.parametrize(
     "ordering,pipelined",
-    [("ipr", True), ("ipr", False), ("blc", True), ("bf", True), ("ipr:ar", True), ("opic", True), ("ifs", True)],
+    [("ipr", True), ("bf", True), *(pytest.param(o, p, marks=pytest.mark.slow)  # the long ones: CI runs them
+     for o, p in [("ipr", False), ("blc", True), ("ipr:ar", True), ("opic", True), ("ifs", True)])],
 )
 def test_fetch_order_matches_simulation(ordering, pipelined, emacs, graph_server, crawl, tmp_path):
     """The exact order, with the record reply read at the next pop
@@ -83,7 +84,7 @@ def test_fetch_order_matches_simulation(ordering, pipelined, emacs, graph_server
         assert got != simulate_crawl(graph.out, [served.seed], "bf", tie, limit=len(got))
 
 
-@pytest.mark.parametrize("pipelined", [True, False])
+@pytest.mark.parametrize("pipelined", [True, pytest.param(False, marks=pytest.mark.slow)])
 def test_push_fetch_order_matches_simulation_by_url_ids(pipelined, emacs, graph_server, crawl, tmp_path):
     """The default ordering, ``push``, in exact order. Among residuals of one level it
     pushes the larger node id first, and a crawl's ids are hashes of the URLs

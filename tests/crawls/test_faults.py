@@ -234,6 +234,7 @@ def stat(log_text: str, name: str) -> int:
     return int(m.group(1)) if m else 0
 
 
+@pytest.mark.slow  # a long real-crawl test: CI runs it (make suite ARGS="-m 'slow or data'")
 def test_separate_redis_killed_and_restarted_mid_crawl(graph_server, redis_server, tmp_path):
     """kill -9 of the shared redis-server (appendfsync always) while two
     processes crawl; restarted 2 s later from its AOF: the processes retry with

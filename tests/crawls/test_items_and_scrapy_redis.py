@@ -45,6 +45,7 @@ def _wait_for_progress(db: Path, proc: subprocess.Popen, before: int, timeout: f
         time.sleep(0.1)
 
 
+@pytest.mark.slow  # a long real-crawl test: CI runs it (make suite ARGS="-m 'slow or data'")
 def test_kill_9_loops_lose_no_item(graph_server, tmp_path: Path) -> None:
     served = graph_server(HARVARD)
     root = make_project(tmp_path / "project", "http://127.0.0.1:9")
@@ -101,7 +102,7 @@ def shop_and_redis(tmp_path: Path):
         proc.communicate(timeout=10)
 
 
-@pytest.mark.parametrize("spider", ["redisshop", "redisshopcrawl"])
+@pytest.mark.parametrize("spider", ["redisshop", pytest.param("redisshopcrawl", marks=pytest.mark.slow)])
 def test_scrapy_redis_spider_and_pipeline_share_one_server(shop_and_redis, tmp_path: Path, spider: str) -> None:
     root, base, server = shop_and_redis
     client = server.client()

@@ -62,7 +62,7 @@ def _by_host(fetched: list[str]) -> list[str]:
     return [urlsplit(u).hostname for u in fetched]
 
 
-@pytest.mark.parametrize("min_ratio", [0.0, 0.5])
+@pytest.mark.parametrize("min_ratio", [pytest.param(0.0, marks=pytest.mark.slow), 0.5])
 def test_two_hosts_interleave_and_nothing_is_lost(min_ratio, hosts, crawl, tmp_path):
     """Every reachable page of both hosts is fetched exactly once (also when
     IPR_POLITE_MIN_RATIO holds back a free host's URLs that rank too low)."""
@@ -83,7 +83,7 @@ def test_two_hosts_interleave_and_nothing_is_lost(min_ratio, hosts, crawl, tmp_p
     assert set(canon) == expected
 
 
-@pytest.mark.parametrize("ordering", ["ipr", "bf"])
+@pytest.mark.parametrize("ordering", ["ipr", pytest.param("bf", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("polite", [True, False])
 def test_delay_bound_crawl_does_not_stall_on_one_host(ordering, polite, hosts, crawl, tmp_path):
     """With a delay that binds (each host can take a request only every 50 ms),

@@ -264,6 +264,7 @@ def test_archive_prior_and_prune_on_a_redis_cluster(cluster):
         client.close()
 
 
+@pytest.mark.slow  # a long real-crawl test: CI runs it (make suite ARGS="-m 'slow or data'")
 def test_processes_started_together_on_a_finished_crawl_start_it_afresh_once(graph_server, tmp_path):
     """Three processes of a finished crawl start at once (a shared crawl's next day):
     one archives it and starts it afresh, the others join that new crawl; together

@@ -261,7 +261,7 @@ def _budget_year(emacswiki, tmp_path, change_server, redis_client, crawl_id, pol
     return pages, index.rsplit("/_ipr/", 1)[0], parse_time(YEAR_START), parse_time(YEAR_END), log
 
 
-@pytest.mark.parametrize("policy", ["harmonic:8/y", "harmonic:8/y:pool=directory", "harmonic:8/y:prior=gamma",
+@pytest.mark.parametrize("policy", ["harmonic:8/y", "harmonic:8/y:pool=directory", pytest.param("harmonic:8/y:prior=gamma", marks=pytest.mark.slow),
                                     "harmonic:8/y:new=learn", "harmonic:8/y:new=learn:young=0.5"])
 def test_a_simulated_year_under_a_budget(emacswiki, tmp_path, change_server, redis_client, crawl_id, policy):
     """harmonic:8/y end to end: the crawl's refresher solves the budget's multiplier from
@@ -398,7 +398,7 @@ def test_a_sitemaps_lastmod_makes_changed_pages_due(emacswiki, tmp_path, change_
     assert got[True]["accesses"] <= got[False]["accesses"] * 1.05
 
 
-@pytest.mark.parametrize("lastmod", ["frozen", "build", pytest.param("partial", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("lastmod", [pytest.param("frozen", marks=pytest.mark.slow), "build", pytest.param("partial", marks=pytest.mark.slow)])
 def test_a_sitemap_whose_lastmod_is_wrong_costs_nothing(emacswiki, tmp_path, change_server, redis_client, lastmod):
     """The same year and pages as above, the sitemap read daily (the default), but its
     ``<lastmod>`` wrong as sites publish it: ``frozen`` (each page's first version:

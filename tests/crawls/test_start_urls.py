@@ -36,7 +36,7 @@ def nodes_fetched(graph, served, logs):
     return [back[canonical_url(u)] for log in logs for u in fetched(log)]
 
 
-@pytest.mark.parametrize("kind", ["list", "set", "zset"])
+@pytest.mark.parametrize("kind", ["list", "set", pytest.param("zset", marks=pytest.mark.slow)])
 def test_start_urls_from_a_redis_key(kind, graph_server, redis_server, tmp_path):
     """URLs and JSON entries pushed to ipr:{crawl}:start_urls start the crawl;
     each entry is read once, bad entries are dropped with a stat."""
@@ -69,6 +69,7 @@ def test_start_urls_from_a_redis_key(kind, graph_server, redis_server, tmp_path)
     assert len(got) == len(set(got)) and set(got) == set(reachable(graph, served.seed))
 
 
+@pytest.mark.slow  # a long real-crawl test: CI runs it (make suite ARGS="-m 'slow or data'")
 def test_two_processes_wait_for_start_urls_and_share_the_crawl(graph_server, redis_server, tmp_path):
     """Two processes start with an empty key and wait (IPR_START_URLS_IDLE_SECS);
     one URL is pushed: one process reads it, both crawl (the other learns the

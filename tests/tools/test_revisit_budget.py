@@ -210,6 +210,7 @@ def test_per_host_caps_split_the_budget_by_water_filling():
         solve_nu_hosts(hosts, total, 0)
 
 
+@pytest.mark.slow  # a long real-crawl test: CI runs it (make suite ARGS="-m 'slow or data'")
 def test_revisit_sim_with_a_host_delay_keeps_every_host_under_it():
     """--host-delay: the sample is one host (www.emacswiki.org); at one revisit per 2 h
     no day has more than 12 revisits, the budget above that is reported unplaced, and
@@ -222,6 +223,7 @@ def test_revisit_sim_with_a_host_delay_keeps_every_host_under_it():
     assert held["accesses"] < free["accesses"] and held["coverage"] < free["coverage"]
 
 
+@pytest.mark.slow  # a long real-crawl test: CI runs it (make suite ARGS="-m 'slow or data'")
 def test_a_sitemap_with_lastmod_catches_what_it_lists_and_its_reads_are_spent():
     """``harmonic+sitemap``: a listed page is visited when a read of the sitemap shows it
     changed, within what the budget has left: every visit catches a new version, the
@@ -363,6 +365,7 @@ def test_the_gamma_prior_is_fitted_to_the_counts_and_carried_by_the_state():
             parse_policy(bad)
 
 
+@pytest.mark.slow  # a long real-crawl test: CI runs it (make suite ARGS="-m 'slow or data'")
 def test_revisit_sim_with_the_gamma_prior_on_the_shipped_sample():
     """prior=gamma through revisit-sim on the shipped EmacsWiki sample (1,100 pages):
     it spends the budget as the fixed prior does, and differs from it."""
@@ -462,6 +465,7 @@ def test_young_weight_is_parsed_kept_in_the_state_and_ends_at_the_fourth_access(
     assert len(sy.to_list()) <= 14
 
 
+@pytest.mark.slow  # a long real-crawl test: CI runs it (make suite ARGS="-m 'slow or data'")
 def test_young_weight_in_revisit_sim_keeps_the_spend():
     """On the shipped EmacsWiki sample: the young weight enters the budget's histogram,
     so harmonic:4/y:new=learn:young=0.5 still spends its budget within 10 %, and gives
@@ -485,6 +489,7 @@ def test_young_weight_in_revisit_sim_keeps_the_spend():
     assert early(young) > early(learn)
 
 
+@pytest.mark.slow  # a long real-crawl test: CI runs it (make suite ARGS="-m 'slow or data'")
 def test_revisit_sim_reports_what_new_learn_learned():
     """equal_budget keeps, per new=learn run, the explored first revisits and the rate
     learned from them (the counts revisit-sim saw: the explored pages' first intervals),
