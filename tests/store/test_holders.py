@@ -88,10 +88,11 @@ def test_settling_forgets_the_holder_of_a_lease(redis_client, crawl_id):
 def test_release_modes(redis_client, crawl_id):
     store = _store(redis_client, crawl_id, 8)
     store.beat("live", 60)
-    store.beat("gone", 0.01)
+    store.beat("gone", 60)
     store.pop(2, 600, holder="live")
     store.pop(2, 600, holder="gone")
     store.pop(2, 600)  # no holder: bounded by the lease time only
+    store.beat("gone", 0.01)  # its heartbeat stops now (not before the pops: a pop would reclaim it)
     time.sleep(0.05)
     n, forgotten = store.release("dead")
     assert (n, forgotten) == (4, ["gone"])
