@@ -61,7 +61,20 @@ VPY = VENV / "bin" / "python"
 RESULTS = HERE / "results.json"
 README = HERE / "README.md"
 
-SCRAPY_SPEC = "scrapy==2.19.*"
+#: The Scrapy release whose tests judge (``--scrapy``): the newest the add-on supports.
+#: Another release gets a cache and a venv of its own (``.cache-<release>``, ``.venv-<release>``).
+DEFAULT_SCRAPY = "2.19.*"
+SCRAPY_SPEC = f"scrapy=={DEFAULT_SCRAPY}"
+
+
+def use_scrapy(release: str) -> None:
+    """Judge with the tests of Scrapy ``release`` (e.g. ``2.13.*``)."""
+    global CACHE, VENV, VPY, SCRAPY_SPEC
+    SCRAPY_SPEC = f"scrapy=={release}"
+    if release != DEFAULT_SCRAPY:
+        tag = release.replace("*", "x")
+        CACHE, VENV = HERE / f".cache-{tag}", HERE / f".venv-{tag}"
+        VPY = VENV / "bin" / "python"
 #: The files asked for, in this order; those missing from the sdist are reported as such.
 FILES = [
     "test_crawl.py",
@@ -125,9 +138,17 @@ def ensure_sdist() -> Path:
 
 
 # -- 2. the venv --------------------------------------------------------------------
-def ensure_venv() -> None:
+def test_deps(sdist: Path) -> list[str]:
+    """:data:`TEST_DEPS` less those the sdist's ``tox.ini`` does not name (Scrapy 2.13's
+    tests do not use pytest-twisted, and its ``--reactor`` option clashes with them)."""
+    tox = (sdist / "tox.ini").read_text(encoding="utf-8") if (sdist / "tox.ini").exists() else ""
+    return [d for d in TEST_DEPS if not d.startswith("pytest-twisted") or "pytest-twisted" in tox]
+
+
+def ensure_venv(sdist: Path) -> None:
+    deps = test_deps(sdist)
     marker = VENV / ".installed"
-    want = json.dumps({"repo": str(REPO), "deps": TEST_DEPS})
+    want = json.dumps({"repo": str(REPO), "deps": deps, "scrapy": SCRAPY_SPEC})
     if marker.exists() and marker.read_text() == want:
         return
     log(f"creating {VENV} (pip install -e {REPO} + Scrapy's test deps) ...")
@@ -135,7 +156,7 @@ def ensure_venv() -> None:
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
     CACHE.mkdir(parents=True, exist_ok=True)
     with open(CACHE / "pip.log", "w", encoding="utf-8") as pip_log:
-        for extra in (["--upgrade", "pip"], ["-e", str(REPO), *TEST_DEPS]):
+        for extra in (["--upgrade", "pip"], ["-e", str(REPO), SCRAPY_SPEC, *deps]):
             if subprocess.run([str(VPY), "-m", "pip", "install", "-q", *extra], stdout=pip_log, stderr=pip_log).returncode:
                 sys.exit(f"pip install {' '.join(extra)} failed: see {CACHE / 'pip.log'}")
     marker.write_text(want)
@@ -363,7 +384,7 @@ def run_file(sdist: Path, mode: str, targets: list[str], args: argparse.Namespac
         mismatch = {k: (first[k], counts[k]) for k in counts if first[k] != counts[k]}
         if mismatch:  # e.g. a test that passed and then errored in teardown counts twice in pytest's line
             log(f"    note: pytest's summary and the per-test outcomes differ: {mismatch}")
-    log_copy = HERE / ".cache" / "logs" / f"{label}.{mode}.log"
+    log_copy = CACHE / "logs" / f"{label}.{mode}.log"
     log_copy.parent.mkdir(parents=True, exist_ok=True)
     log_copy.write_text("\n\n######## next pytest process (reruns) ########\n\n".join(logs), encoding="utf-8")
     if args.keep_tmp:
@@ -455,11 +476,15 @@ def main() -> int:
     ap.add_argument("--keep-tmp", action="store_true", help="keep each run's temporary folder")
     ap.add_argument("--no-readme", action="store_true", help="do not rewrite the table in README.md")
     ap.add_argument("--output", default=str(RESULTS), help="results file (default %(default)s)")
+    ap.add_argument("--scrapy", default=DEFAULT_SCRAPY,
+                    help="the Scrapy release whose tests run (default %(default)s, the newest supported; "
+                         "2.13.* is the oldest)")
     args = ap.parse_args()
+    use_scrapy(args.scrapy)
 
     t0 = time.monotonic()
-    ensure_venv()
     sdist = ensure_sdist()
+    ensure_venv(sdist)
     version = installed_scrapy()
     sdist_version = sdist.name.split("-", 1)[1]
     if version != sdist_version:
@@ -541,7 +566,7 @@ def main() -> int:
         len(entry[m]["leftover_redis_servers"]) for entry in results["files"].values() for m in modes if m in entry
     )
     log(f"\nleftover redis-servers killed: {leftovers}; total {results['total_seconds']} s; results in {args.output}")
-    if not args.no_readme and args.output == str(RESULTS):
+    if not args.no_readme and args.output == str(RESULTS) and args.scrapy == DEFAULT_SCRAPY:
         stamp = (f"Scrapy {sdist_version} sdist, {results['started']}, per-test timeout {args.test_timeout} s; "
                  "p/f/s/e = passed/failed/skipped/errors; seconds = wall time of each run.")
         update_readme(f"{stamp}\n\n{text}")
