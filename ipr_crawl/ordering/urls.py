@@ -92,7 +92,7 @@ def bucket_of(url: str, buckets: int) -> int:
 
 
 #: The tie rule: what the record's ``tie`` field holds under each ordering that has one
-#: (``lua/_prelude.lua`` reads it): ``url``, the BLC tie key of the URL (:func:`tie_key`);
+#: (``store/lua/_frontier.lua`` reads it): ``url``, the BLC tie key of the URL (:func:`tie_key`);
 #: ``site``, the hash of its site (:func:`site_hash`). Other orderings: 0.
 TIE_BY = {"blc": "url", "importance": "site", "larger-sites-first": "site", "lsf": "site"}
 
@@ -109,7 +109,7 @@ def tie_by(ordering: str) -> str:
 
 
 def tie_for(ordering: str, url: str) -> int:
-    """The record's ``tie`` field for ``url`` under ``ordering`` (``lua/_prelude.lua``;
+    """The record's ``tie`` field for ``url`` under ``ordering`` (``store/lua/_frontier.lua``;
     :func:`tie_by`): the BLC tie key of the canonical URL for ``blc``, the site hash for
     ``importance`` and ``larger-sites-first``, 0 otherwise."""
     by = TIE_BY.get(ordering)

@@ -1,7 +1,7 @@
 """The frontier of one crawl in Redis: enqueue, lease, record, settle.
 
-Methods map one-to-one to the scripts in ``lua/`` (registered once, EVALSHA,
-reloaded on NOSCRIPT) and cost one round trip each. Key names are in
+Methods map one-to-one to the scripts in ``lua/`` (built by
+:mod:`ipr_crawl.store.lua_loader`, registered once, EVALSHA, reloaded on NOSCRIPT) and cost one round trip each. Key names are in
 :mod:`ipr_crawl.store.keys`, the node record in :mod:`ipr_crawl.store.record`, the
 ordering's parameters in :class:`ipr_crawl.ordering.OrderingParams`. The record
 call's pipelining is in :mod:`ipr_crawl.store.pipelined`, the read side (sizes,
@@ -11,7 +11,6 @@ records, the collected graph) in :mod:`ipr_crawl.store.reads`; both are parts of
 
 from __future__ import annotations
 
-import importlib.resources
 import json
 import logging
 import time
@@ -20,37 +19,17 @@ from typing import Any
 
 import redis
 
-from ipr_crawl.ordering.params import LUA_ARGS, OrderingParams
+from ipr_crawl.ordering.params import OrderingParams
 from ipr_crawl.ordering.reference import resid_level
 from ipr_crawl.store.keys import SCHEMA_VERSION, crawl_keys
+from ipr_crawl.store.lua_loader import script_source
 from ipr_crawl.store.pipelined import PipelinedRecord
 from ipr_crawl.store.reads import FrontierReads
-from ipr_crawl.store.record import ID_SIZE, lua_definitions, parse_record
+from ipr_crawl.store.record import ID_SIZE, parse_record
 
 __all__ = ["FrontierStore", "IncompatibleCrawl", "script_source"]
 
 logger = logging.getLogger(__name__)
-
-
-def _lua_params_from() -> str:
-    """``params_from(argv, i)``: the ordering arguments of :data:`LUA_ARGS` as a table
-    (the first two are strings, the rest numbers)."""
-    fields = []
-    for k, name in enumerate(LUA_ARGS):
-        value = f"argv[i + {k}]" if k else "argv[i]"
-        fields.append(f"{name} = {value if k < 2 else f'tonumber({value})'}")
-    return (
-        f"local N_ORDERING_ARGS = {len(LUA_ARGS)}\n"
-        "local function params_from(argv, i)\n  return {" + ", ".join(fields) + "}\nend\n"
-    )
-
-
-def script_source(name: str, shared: Sequence[str] = ("_prelude.lua", "_record.lua")) -> str:
-    """A script of ``lua/`` with the record format, the ordering arguments and the
-    shared definitions (``_prelude.lua``, ``_record.lua``) in front."""
-    lua = importlib.resources.files("ipr_crawl.store") / "lua"
-    parts = [lua_definitions(), _lua_params_from(), *((lua / part).read_text() for part in shared)]
-    return "\n".join([*parts, (lua / f"{name}.lua").read_text()])
 
 
 class IncompatibleCrawl(RuntimeError):

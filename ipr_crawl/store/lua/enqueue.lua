@@ -8,13 +8,15 @@
 -- is a duplicate unless dont_filter, then it joins the forced queue (FIFO,
 -- served before the frontier) under a token 'F' .. 8-byte counter.
 -- Returns 1 (new), 2 (forced) or 0 (duplicate, dropped). Cost: O(log F).
+--! include _records.lua
+--! include _forced.lua
+--! include _prior.lua
+--! include _leases.lua
+--! include _frontier.lua
 local meta, node, frontier, lease, req, forced = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local ordering, id, payload = ARGV[1], ARGV[2], ARGV[4]
 local lease_member = ARGV[6]
-if lease_member ~= '' then
-  lease_settle(lease, lease_member)
-  if is_token(lease_member) then redis.call('HDEL', req, lease_member) end
-end
+if lease_member ~= '' then lease_ack(lease, req, lease_member) end
 local r = rec_get(node, id)
 if not r then
   r = new_record(meta, tonumber(ARGV[3]))
@@ -26,10 +28,7 @@ if not r then
   return 1
 end
 if ARGV[5] == '1' then
-  local fseq = redis.call('HINCRBY', meta, 'forced_seq', 1)
-  local token = 'F' .. struct.pack('>I4I4', math.floor(fseq / TWO32), fseq % TWO32)
-  redis.call('HSET', req, token, payload)
-  redis.call('ZADD', forced, fseq, token)
+  forced_add(meta, req, forced, payload)
   return 2
 end
 return 0
