@@ -17,22 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ipr_crawl.ordering.rules import LUA_NAMES, ORDERINGS
+
 __all__ = ["ORDERINGS", "LUA_NAMES", "LUA_ARGS", "TIE_RULES", "OrderingParams", "parse_ordering"]
 
-#: Orderings of this release and their cut-offs.
-ORDERINGS: dict[str, tuple[str, ...]] = {
-    "ipr": ("dl1", "pl", "vr", "ar"),
-    "push": (),
-    "blc": (),
-    "ifs": (),
-    "importance": (),
-    "pr": (),
-    "opic": (),
-    "larger-sites-first": (),
-    "bf": (),
-}
-#: Short names used inside Redis (``store/lua/``) for orderings with long names.
-LUA_NAMES = {"larger-sites-first": "lsf"}
+# ORDERINGS (each ordering and its cut-offs) and LUA_NAMES (short names used inside
+# Redis for orderings with long names) are the registry's: ipr_crawl.ordering.rules.
 #: Tie rule among URLs found on the same page (Yamada et al. 2004, §4.2).
 TIE_RULES = ("same-site", "other-site", "none")
 #: Names of the ordering arguments every record script reads first, in order

@@ -66,7 +66,7 @@ class FrontierStore(PipelinedRecord, FrontierReads):
         # The constant head of the record scripts' ARGV (LUA_ARGS).
         self._record_head: list[Any] = params.lua_args()
         self._scripts = {
-            name: client.register_script(script_source(name))
+            name: client.register_script(script_source(name, ordering=self._lua_ordering))
             for name in (
                 "record_page", "enqueue", "pop", "ack", "set_scores", "replay", "replay_record",
                 "release_holder", "sample", "relay",

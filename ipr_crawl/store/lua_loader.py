@@ -7,11 +7,14 @@ on lines of its own::
 
 and :func:`script_source` builds it: each include in front, once, after what it
 includes itself (depth first, in the order written), then the script. An include
-is a file of ``store/lua/`` (the shared parts, named ``_*.lua``) or one of the
-:data:`GENERATED` ones, written from Python: ``_record_format.lua`` (``REC``,
-``REC_SIZE``: :mod:`ipr_crawl.store.record`) and ``_ordering_args.lua``
-(``params_from``, ``N_ORDERING_ARGS``: :data:`ipr_crawl.ordering.params.LUA_ARGS`).
-A missing include or a cycle raises :class:`LuaIncludeError` naming the chain.
+is a file of ``store/lua/`` (the shared parts, named ``_*.lua``), an ordering's rule
+``rule:<name>`` (``ipr_crawl/ordering/rules/<name>.lua``, beside its Python twin) or
+one of the :data:`GENERATED` ones, written from Python: ``_record_format.lua``
+(``REC``, ``REC_SIZE``: :mod:`ipr_crawl.store.record`), ``_ordering_args.lua``
+(``params_from``, ``N_ORDERING_ARGS``: :data:`ipr_crawl.ordering.params.LUA_ARGS`) and
+``_orderings.lua`` (every registered ordering's rule, or the one a script is built
+for, and ``rule_of``: :mod:`ipr_crawl.ordering.rules`). A missing include or a cycle
+raises :class:`LuaIncludeError` naming the chain.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from ipr_crawl.ordering.params import LUA_ARGS
+from ipr_crawl.ordering.rules import RULES, lua_source
 from ipr_crawl.store.record import lua_definitions
 
 __all__ = ["GENERATED", "LuaIncludeError", "include_order", "includes_of", "script_source", "script_text"]
@@ -47,22 +51,45 @@ def ordering_args() -> str:
     )
 
 
+def orderings(only: str | None = None) -> str:
+    """``_orderings.lua``: an include line for each registered ordering's rule (or for
+    ``only``'s, a Lua name), then ``rule_of(name)``: its rule table, or an empty one
+    for a name no rule has (the frontier's defaults: priority s, no score update)."""
+    names = list(RULES) if only is None else [only] if only in RULES else []
+    return "--! include _rules.lua\n" + "".join(f"--! include rule:{name}\n" for name in names) + (
+        "local NO_RULE = {}\n"
+        "local function rule_of(ordering) return RULES[ordering] or NO_RULE end\n"
+    )
+
+
 #: Includes written from Python definitions, not files: name -> its text.
 GENERATED: dict[str, Callable[[], str]] = {
     "_record_format.lua": lua_definitions,
     "_ordering_args.lua": ordering_args,
+    "_orderings.lua": orderings,
 }
 
 
 @functools.cache
-def script_text(name: str) -> str:
-    """The text of one script or include as written (``name`` with its ``.lua``)."""
-    if name in GENERATED:
-        return GENERATED[name]()
+def _file(name: str) -> str:
     path = importlib.resources.files("ipr_crawl.store") / "lua" / name
     if not path.is_file():
         raise LuaIncludeError(f"Lua include {name!r}: no such file in ipr_crawl/store/lua/")
     return path.read_text()
+
+
+def script_text(name: str, ordering: str | None = None) -> str:
+    """The text of one script or include as written (``name`` with its ``.lua``, or
+    ``rule:<ordering>``); ``ordering``: the one ordering ``_orderings.lua`` includes."""
+    if name == "_orderings.lua":
+        return orderings(ordering)
+    if name in GENERATED:
+        return GENERATED[name]()
+    if name.startswith("rule:"):
+        if name[5:] not in RULES:
+            raise LuaIncludeError(f"Lua include {name!r}: no such ordering in ipr_crawl.ordering.rules")
+        return lua_source(name[5:])
+    return _file(name)
 
 
 def includes_of(text: str) -> list[str]:
@@ -70,9 +97,10 @@ def includes_of(text: str) -> list[str]:
     return INCLUDE.findall(text)
 
 
-def include_order(name: str, extra: Sequence[str] = ()) -> list[str]:
+def include_order(name: str, extra: Sequence[str] = (), ordering: str | None = None) -> list[str]:
     """Every file script ``name`` (with ``.lua``) is built from, each once, an include
-    after what it includes, the script last. ``extra``: includes put first."""
+    after what it includes, the script last. ``extra``: includes put first;
+    ``ordering``: the only ordering whose rule it gets (default: every one)."""
     done: list[str] = []
     seen: set[str] = set()
 
@@ -82,7 +110,7 @@ def include_order(name: str, extra: Sequence[str] = ()) -> list[str]:
         if part in seen:
             return
         try:
-            text = script_text(part)
+            text = script_text(part, ordering)
         except LuaIncludeError as exc:
             raise LuaIncludeError(f"{exc} (included by {' -> '.join(chain) or 'the caller'})") from None
         for inc in includes_of(text):
@@ -95,7 +123,8 @@ def include_order(name: str, extra: Sequence[str] = ()) -> list[str]:
     return done
 
 
-def script_source(name: str, shared: Sequence[str] = ()) -> str:
+def script_source(name: str, shared: Sequence[str] = (), ordering: str | None = None) -> str:
     """Script ``name`` of ``store/lua/`` (without ``.lua``) with its includes in front
-    (see the module doc); ``shared``: further includes, put first."""
-    return "\n".join(script_text(part) for part in include_order(f"{name}.lua", shared))
+    (see the module doc); ``shared``: further includes, put first; ``ordering`` (a Lua
+    name): the script carries that ordering's rule only, not every one."""
+    return "\n".join(script_text(part, ordering) for part in include_order(f"{name}.lua", shared, ordering))

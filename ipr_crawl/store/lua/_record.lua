@@ -4,7 +4,6 @@
 --! include _outbox.lua
 --! include _record_ctx.lua
 --! include _leases.lua
---! include _push.lua
 -- record(K, P, lease_member, pid, ptie, n, lids, lties, lpay): the rule of
 -- record_page.lua (see its header), shared with replay.lua. K: key names
 -- {meta, node, frontier, lease, req}; P: {ordering, cutoff, initial, param,
@@ -19,13 +18,13 @@
 -- being scored here.
 local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, shared, bk)
   local meta, frontier, lease, req = K.meta, K.frontier, K.lease, K.req
-  local ordering, cutoff, param, cap, initial = P.ordering, P.cutoff, P.param, P.cap, P.initial
+  local ordering = P.ordering
 
   if lease_member ~= '' then lease_ack(lease, req, lease_member) end
 
   local X = record_ctx(K, P, shared)
   X.bucketed = bk ~= nil
-  local get, touch, cache = X.get, X.touch, X.cache
+  local get, touch, cache, rule = X.get, X.touch, X.cache, X.rule
 
   local p = get(pid)
   if not p then
@@ -42,7 +41,7 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
   -- queued or in flight, keeps its place and its payload, as Scrapy still fetches it (the
   -- page is recorded now, and again as a refetch when that one comes)
 
-  local share, same_share, other_share = 0, 0, 0
+  local share, link_gain = 0, nil
   if first then
     p.st = 2
     p.a = 0  -- an unfetched node's a is its prior
@@ -50,133 +49,36 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
     -- the fetch order, 8 bytes per page (`order`, store/keys.py): the report's
     -- PageRank-over-time curve
     redis.call('APPEND', string.sub(meta, 1, -5) .. 'order', pid)
-    if ordering == 'ipr' then
-      p.s = p.s + initial
-      if n > 0 then share = p.s / n end
-      p.a = 0
-    elseif ordering == 'blc' or ordering == 'ifs' then
-      share = 1
-    elseif ordering == 'opic' then
-      if n > 0 then share = p.s / n end
-      p.a = p.a + p.s
-      p.s = 0
-    elseif ordering == 'push' then
-      -- the page's mass m (received + start mass) is pushed at once: (1 - d) m
-      -- stays as its estimate, d m / n goes to each out-link; a = its residual
-      local m = p.s + initial
-      p.s = (1 - P.damping) * m
-      if n > 0 then share = P.damping * m / n end
-      p.a = 0
-    elseif ordering == 'importance' then
-      local same = 0
-      for k = 0, n - 1 do
-        if lties[k + 1] == p.tie then same = same + 1 end
-      end
-      local f = math.log(P.ia * same + P.ib * (n - same) + 1) / math.log(2)
-      same_share, other_share = P.ic * f, P.id * f
-    end
+    -- the ordering's rule at a first fetch (ordering/rules/<name>.lua)
+    if rule.first then share, link_gain = rule.first(p, n, P, lties) end
   end
   p.od = n
 
   local added = 0
   local ids = {}
-  local queue = {}   -- propagation entries {id, amount}; amount -1: take a_q (ar)
-  local queued = {}  -- ar: nodes with an entry waiting in `queue`
+  -- the rule's state of this page (ipr: its propagation queue)
+  local E = {queue = {}, queued = {}}
+  local on_link = rule.on_link
   for k = 0, n - 1 do
     local tid, ttie, payload = lids[k + 1], lties[k + 1], lpay[k + 1]
     ids[#ids + 1] = tid
     local gain = share
-    if ordering == 'importance' and first then
-      if ttie == p.tie then gain = same_share else gain = other_share end
-    end
+    if link_gain then gain = link_gain(ttie) end
     local c = bk and string.byte(bk.of, k + 1)
     if c and c ~= bk.own then
       out_add(X.box, c, tid, ttie, gain, payload, 0)
     else
       local new, r, before = X.gain_to(tid, ttie, payload, gain)
       added = added + new
-      if new == 0 and ordering == 'ipr' and gain ~= 0 and r.st == 2 and tid ~= pid then
-        if cutoff == 'pl' then
-          queue[#queue + 1] = {tid, gain}
-        elseif cutoff == 'vr' then
-          if before == 0 or gain / before >= param then queue[#queue + 1] = {tid, gain} end
-        elseif cutoff == 'ar' then
-          r.a = r.a + gain
-          if r.a / r.s > param and not queued[tid] then
-            queued[tid] = true
-            queue[#queue + 1] = {tid, -1}
-          end
-        end
-      end
+      if new == 0 and on_link then on_link(E, P, pid, tid, r, gain, before) end
     end
   end
   p.links = table.concat(ids)
   if bk then p.lbk = bk.of else p.lbk = nil end
 
-  -- Propagation beyond the direct targets (ipr pl / vr / ar), at most `cap` updates.
+  -- the rule's work beyond the direct targets (ipr's cut-offs, push's push phase)
   local updates, dropped = 0, 0
-  if ordering == 'ipr' and first and cutoff ~= 'dl1' then
-    local limit = cap
-    if cutoff == 'pl' and param < limit then limit = param end
-    local head = 1
-    while head <= #queue do
-      local qid, amount = queue[head][1], queue[head][2]
-      local q = get(qid)
-      if updates >= limit then break end
-      head = head + 1
-      if cutoff == 'ar' then
-        amount = q.a
-        q.a = 0
-        queued[qid] = nil
-        touch(qid)
-      end
-      local links = q.links
-      local od = #links / 8
-      if od > 0 and amount > 0 then
-        local part = amount / od
-        for i = 0, od - 1 do
-          if updates >= limit then break end
-          local rid = string.sub(links, 8 * i + 1, 8 * i + 8)
-          local r = get(rid)
-          if r then
-            local before = r.s
-            if cutoff == 'vr' then
-              if before == 0 or part / before >= param then
-                r.s = r.s + part
-                touch(rid)
-                updates = updates + 1
-                if r.st == 2 then queue[#queue + 1] = {rid, part} end
-              end
-            else
-              r.s = r.s + part
-              touch(rid)
-              updates = updates + 1
-              if r.st == 2 then
-                if cutoff == 'pl' then
-                  queue[#queue + 1] = {rid, part}
-                else
-                  r.a = r.a + part
-                  if r.a / r.s > param and not queued[rid] then
-                    queued[rid] = true
-                    queue[#queue + 1] = {rid, -1}
-                  end
-                end
-              end
-            end
-          end
-        end
-      end
-    end
-    dropped = #queue - head + 1
-  end
-
-  if ordering == 'push' then
-    -- the page's own residual (a self-loop) or a re-record that changed its out-degree
-    X.resid_index(pid, p)
-    if first then
-      updates, dropped = push_residuals(P, X.pushing, cache, get, X.push_gain, X.resid_index, touch, X.resid_top, X.resid_left, shared)
-    end
-  end
+  if rule.after then updates, dropped = rule.after(X, E, P, pid, p, first, shared) end
 
   return added, first, X.flush(pid), updates, dropped
 end

@@ -2,24 +2,28 @@
 --! include _prior.lua
 --! include _frontier.lua
 --! include _outbox.lua
---! include _push.lua
+--! include _orderings.lua
 -- The record cache of one call and the score rules that do not depend on the
 -- page being recorded, shared by record and receive (relay.lua). Returns a table:
+--   rule: the ordering's rule (_rules.lua); wide: records carry push's index slots;
 --   get(id) -> record or nil; touch(id): mark written back at the end;
---   push_gain(id, r, gain, c) (push): `gain` reaches node id (r its record, or nil: a
---     node of bucket c, known from the linking page's record, gets it through the outbox);
---   resid_index(id, r) (push); gain_to(id, tie, payload, gain) -> 1 if a new node was
---     made (s = gain, a = its prior, into the frontier), else 0 and the record and
---     its score before (ipr, blc, ifs, opic, importance: s += gain; push: push_gain);
+--   gain_to(id, tie, payload, gain) -> 1 if a new node was made (s = gain, a = its
+--     prior, into the frontier), else 0 and the record and its score before (s += gain,
+--     or the rule's gain: push's push_gain);
 --   flush(pid) -> frontier entries re-scored (write-back and ZADD XX of the dirty
---     records, pid excepted); box: outbox entries (out_add).
+--     records, pid excepted, unless the rule says rescore = false); box: outbox
+--     entries (out_add);
+--   and what the rule's setup adds (push, _push.lua's push_index: push_gain,
+--     resid_index, resid_top, resid_left, resid_flush).
 -- K: key names; P: ordering parameters; shared: replay.lua's cache kept across pages.
 local function record_ctx(K, P, shared)
   local meta, node, frontier, req, ordering = K.meta, K.node, K.frontier, K.req, P.ordering
   local cache, written, dirty, order = {}, {}, {}, {}
   if shared then cache, written = shared.cache, shared.dirty end
   local X = {cache = cache, box = {}, bucketed = false}
-  local wide = ordering == 'push'
+  local rule = rule_of(ordering)
+  X.rule = rule
+  local wide = rule.wide == true
   X.wide = wide
   local base = string.sub(meta, 1, -5)
   local level  -- push: X.level, set below
@@ -35,7 +39,7 @@ local function record_ctx(K, P, shared)
   function X.touch(id)
     if not dirty[id] then dirty[id] = true; order[#order + 1] = id; written[id] = true end
   end
-  if wide then level = push_index(X, P, shared, base) end
+  if rule.setup then level = rule.setup(X, P, shared, base) end
   local pc  -- prior_conf, read at the first new URL (false: none)
   function X.gain_to(id, tie, payload, gain)
     local r = X.get(id)
@@ -51,11 +55,13 @@ local function record_ctx(K, P, shared)
       return 1
     end
     local before = r.s
-    if ordering == 'push' then
-      if gain ~= 0 then X.push_gain(id, r, gain) end
-    elseif gain ~= 0 then
-      r.s = r.s + gain
-      X.touch(id)
+    if gain ~= 0 then
+      if rule.gain then
+        rule.gain(X, id, r, gain)
+      else
+        r.s = r.s + gain
+        X.touch(id)
+      end
     end
     return 0, r, before
   end
@@ -66,7 +72,7 @@ local function record_ctx(K, P, shared)
     end
     -- one ZADD XX for all re-scored entries (in chunks): a call per entry costs
     -- more than the entries do
-    local rescore = ordering ~= 'bf' and ordering ~= 'lsf' and ordering ~= 'pr'
+    local rescore = rule.rescore ~= false
     local zargs = {'XX', 'CH'}
     for _, id in ipairs(order) do
       local r = cache[id]

@@ -27,7 +27,7 @@
 -- polite scan: + O(S) payload reads.
 --! include _reclaim.lua
 --! include _lease_keys.lua
---! include _sites.lua
+--! include _orderings.lua
 local meta, node, frontier, lease, req, forced = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local ordering = ARGV[1]
 local now = tonumber(ARGV[2])
@@ -77,9 +77,10 @@ local function lease_it(m)
   result[#result + 1] = redis.call('HGET', req, string.sub(m, 9))
   taken = taken + 1
 end
-if ordering == 'lsf' then
+local rule = rule_of(ordering)
+if rule.pop then
   while taken < count do
-    local m = site_pop(meta, frontier)
+    local m = rule.pop(meta, frontier)
     if m == nil then break end
     if m then lease_it(m) end
   end

@@ -24,8 +24,8 @@ local function receive(K, P, list)
     local id, tie, gain, payload, kind = list[i], list[i + 1], list[i + 2], list[i + 3], list[i + 4]
     if kind == 0 then
       added = added + X.gain_to(id, tie, payload, gain)
-    elseif P.ordering == 'push' then
-      X.push_gain(id, X.get(id), gain)
+    elseif X.rule.gain then
+      X.rule.gain(X, id, X.get(id), gain)
     else
       local r = X.get(id)
       if r then r.s = r.s + gain; X.touch(id) end

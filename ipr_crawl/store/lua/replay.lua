@@ -11,7 +11,7 @@
 -- Returns {pages recorded first, propagation updates, propagation drops, id1, id2, ...}
 -- (ids in fetch order). Cost: O(count * (outdegree + cap) log F).
 --! include _record.lua
---! include _sites.lua
+--! include _orderings.lua
 --! include _graph.lua
 --! include _ordering_args.lua
 local K = {meta = KEYS[1], node = KEYS[2], frontier = KEYS[3], lease = KEYS[4], req = KEYS[5]}
@@ -20,10 +20,11 @@ local P = params_from(ARGV, 1)
 local count = tonumber(ARGV[N_ORDERING_ARGS + 1])
 local result = {0, 0, 0}
 local shared = {cache = {}, dirty = {}}
+local rule = rule_of(P.ordering)
 for _ = 1, count do
   local m
-  if P.ordering == 'lsf' then
-    m = site_pop(K.meta, K.frontier)
+  if rule.pop then
+    m = rule.pop(K.meta, K.frontier)
     if m == nil then break end
   else
     local popped = redis.call('ZPOPMIN', K.frontier, 1)
