@@ -21,6 +21,7 @@ import redis
 
 from ipr_crawl.ordering.params import OrderingParams
 from ipr_crawl.ordering.reference import resid_level
+from ipr_crawl.ordering.rules import rule_of
 from ipr_crawl.store.keys import SCHEMA_VERSION, crawl_keys
 from ipr_crawl.store.lua_loader import script_source
 from ipr_crawl.store.pipelined import PipelinedRecord
@@ -63,6 +64,9 @@ class FrontierStore(PipelinedRecord, FrontierReads):
         self.ordering = params.ordering
         self.cutoff = params.cutoff
         self._lua_ordering = params.lua_name
+        start = getattr(rule_of(params.lua_name), "start_score", None)
+        #: enqueue.lua's ARGV[7]: the score of a URL from outside a page (opic: its cash)
+        self._start_score = repr(float(start(params))) if start is not None else "0"
         # The constant head of the record scripts' ARGV (LUA_ARGS).
         self._record_head: list[Any] = params.lua_args()
         self._scripts = {
@@ -191,11 +195,10 @@ class FrontierStore(PipelinedRecord, FrontierReads):
 
     def enqueue(self, id_: bytes, tie: int, payload: bytes, dont_filter: bool, lease: bytes = b"") -> int:
         """Add one request (enqueue.lua): 1 new, 2 forced (dont_filter), 0 duplicate."""
-        cash = repr(float(self.params.opic_initial_cash)) if self._lua_ordering == "opic" else "0"
         return int(
             self._scripts["enqueue"](
                 keys=self._k("meta", "node", "frontier", "lease", "req", "forced"),
-                args=[self._lua_ordering, id_, tie, payload, "1" if dont_filter else "0", lease, cash],
+                args=[self._lua_ordering, id_, tie, payload, "1" if dont_filter else "0", lease, self._start_score],
             )
         )
 

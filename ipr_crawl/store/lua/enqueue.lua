@@ -3,7 +3,7 @@
 -- KEYS[1] meta  KEYS[2] node  KEYS[3] frontier  KEYS[4] lease  KEYS[5] req  KEYS[6] forced
 -- ARGV[1] ordering  ARGV[2] id (8 bytes)  ARGV[3] tie key  ARGV[4] payload
 -- ARGV[5] '1' if dont_filter  ARGV[6] lease member to acknowledge (a retry), or ''
--- ARGV[7] initial cash of a new URL (opic; other orderings 0)
+-- ARGV[7] score of a new URL (its rule's start_score: opic, its initial cash; others 0)
 -- A new URL joins the frontier (score 0, opic: its initial cash; a: its prior). A known URL
 -- is a duplicate unless dont_filter, then it joins the forced queue (FIFO,
 -- served before the frontier) under a token 'F' .. 8-byte counter.
