@@ -2,7 +2,9 @@
 
 :class:`ReferenceFrontier` is the same rule as the Lua scripts of ``lua/``,
 written plainly: tests check the scripts against it on random graphs, and
-:func:`simulate_crawl` uses it to predict the fetch order of a crawl.
+:func:`simulate_crawl` uses it to predict the fetch order of a crawl. Each
+ordering's own rule is its module of :mod:`ipr_crawl.ordering.rules` (beside its
+Lua twin); this frontier dispatches through that registry.
 
 Rules (Yamada, Takahashi, Taura, Chikayama 2004):
 
@@ -30,34 +32,22 @@ Rules (Yamada, Takahashi, Taura, Chikayama 2004):
 
 from __future__ import annotations
 
-import math
 import struct
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ipr_crawl.ordering.params import OrderingParams
+from ipr_crawl.ordering.rules import RULES, rule_of
+from ipr_crawl.ordering.rules import push as push_rule
+from ipr_crawl.ordering.rules.push import resid_level
 
 __all__ = ["ReferenceFrontier", "Node", "priority", "resid_level", "simulate_crawl", "tie_rule_order", "LUA_ORDERINGS"]
 
 QUEUED, FETCHED, FAILED = 0, 2, 3
-#: Orderings as the Lua scripts name them.
-LUA_ORDERINGS = ("ipr", "push", "blc", "ifs", "bf", "opic", "importance", "pr", "lsf")
-
-
-def resid_level(x: float) -> int:
-    """push: the level of a residual per out-link ``x = a / outdeg`` (> 0) by which the
-    push phase picks the next node: ``4 e + floor(8 (m - 1/2))`` with ``x = m 2**e``,
-    ``1/2 <= m < 1`` (C ``frexp``), i.e. a quarter of an octave, so levels differ by a
-    factor of at most 1.25. Exact in floating point, the same in Lua (``math.frexp``);
-    the ``resid`` ZSET keeps it as the score, and a residual that grows within its level
-    costs no write to the index (store schema 5).
-
-    >>> [resid_level(x) for x in (1.0, 1.2, 1.25, 1.99, 2.0, 0.001)]
-    [4, 4, 5, 7, 8, -36]
-    """
-    m, e = math.frexp(x)
-    return 4 * e + math.floor((m - 0.5) * 8)
+#: Orderings of this release as the Lua scripts name them (the registry:
+#: :data:`ipr_crawl.ordering.rules.RULES`).
+LUA_ORDERINGS = tuple(RULES)
 
 
 @dataclass
@@ -97,11 +87,8 @@ def priority(ordering: str, node: Node) -> float:
     33554427.0
     """
     s = node.s + node.a if node.state == QUEUED else node.s  # a queued node's a: its prior
-    if ordering == "blc":
-        return s * 16777216 - node.tie
-    if ordering in ("bf", "lsf", "larger-sites-first"):
-        return 0.0
-    return s
+    rule = getattr(rule_of(ordering), "priority", None)
+    return float(rule(node, s)) if rule else s
 
 
 class ReferenceFrontier:
@@ -121,9 +108,11 @@ class ReferenceFrontier:
         elif kwargs:
             raise TypeError("ReferenceFrontier: give an OrderingParams or keywords, not both")
         ordering = params.lua_name
-        if ordering not in LUA_ORDERINGS:
+        if ordering not in RULES:
             raise ValueError(f"unknown ordering {params.ordering!r}")
         self.params = params
+        #: the ordering's rule (ipr_crawl.ordering.rules)
+        self.rule = RULES[ordering]
         self.ordering = ordering
         self.cutoff = params.cutoff or "dl1"
         self.initial = float(params.initial_score)
@@ -158,8 +147,9 @@ class ReferenceFrontier:
         if key in self.nodes:
             return 0
         node = self._new(key, tie)
-        if self.ordering == "opic":
-            node.s = self.cash
+        start_score = getattr(self.rule, "start_score", None)
+        if start_score is not None:
+            node.s = start_score(self.params)
         return 1
 
     def record_page(self, key: Hashable, tie: int, links: Sequence[tuple[Hashable, int]]) -> int:
@@ -171,159 +161,43 @@ class ReferenceFrontier:
         self.in_flight.discard(key)
         page = self.nodes.get(key) or self._new(key, tie)
         first = page.state != FETCHED
-        n = len(links)
-        share = same_share = other_share = 0.0
+        rule = self.rule
+        share: float = 0.0
+        link_gain = None
         if first:
             page.state = FETCHED
             page.a = 0.0  # an unfetched node's a is its prior
-            if self.ordering == "ipr":
-                page.s = page.s + self.initial
-                if n > 0:
-                    share = page.s / n
-                page.a = 0.0
-            elif self.ordering == "push":
-                m = page.s + self.initial
-                page.s = (1 - self.damping) * m
-                if n > 0:
-                    share = self.damping * m / n
-                page.a = 0.0
-            elif self.ordering in ("blc", "ifs"):
-                share = 1.0
-            elif self.ordering == "opic":
-                if n > 0:
-                    share = page.s / n
-                page.a = page.a + page.s
-                page.s = 0.0
-            elif self.ordering == "importance":
-                a, b, c, d = self.importance
-                same = sum(1 for _, t in links if t == page.tie)
-                f = math.log(a * same + b * (n - same) + 1) / math.log(2)
-                same_share, other_share = c * f, d * f
-        page.outdeg = n
+            if hasattr(rule, "first"):
+                share, link_gain = rule.first(self, page, links)
+        page.outdeg = len(links)
         page.out = [t for t, _ in links]
         added = 0
-        queue: list[list[Any]] = []
-        queued: set[Hashable] = set()
+        state: dict[str, Any] = {"queue": [], "queued": set()}  # the rule's, for this page
+        gain_rule = getattr(rule, "gain", None)
+        on_link = getattr(rule, "on_link", None)
         for target, ttie in links:
-            gain = share
-            if self.ordering == "importance" and first:
-                gain = same_share if ttie == page.tie else other_share
+            gain = share if link_gain is None else link_gain(ttie)
             node = self.nodes.get(target)
             if node is None:
                 node = self._new(target, ttie)
                 node.s = gain
                 added += 1
-            elif self.ordering == "push":
-                if gain != 0:
-                    self._push_gain(node, gain)
             elif gain != 0:
                 before = node.s
-                node.s = node.s + gain
-                if self.ordering == "ipr" and node.state == FETCHED and target != key:
-                    if self.cutoff == "pl":
-                        queue.append([target, gain])
-                    elif self.cutoff == "vr":
-                        if before == 0 or gain / before >= self.param:
-                            queue.append([target, gain])
-                    elif self.cutoff == "ar":
-                        node.a = node.a + gain
-                        if node.a / node.s > self.param and target not in queued:
-                            queued.add(target)
-                            queue.append([target, -1.0])
+                if gain_rule is not None:
+                    gain_rule(node, gain)
+                else:
+                    node.s = node.s + gain
+                if on_link is not None:
+                    on_link(self, state, key, target, node, gain, before)
         self.last_propagated = self.last_dropped = 0
-        if self.ordering == "ipr" and first and self.cutoff != "dl1":
-            self._propagate(queue, queued)
-        if self.ordering == "push" and first:
-            self._push_residuals()
+        if first and hasattr(rule, "after"):
+            rule.after(self, state)
         return added
 
-    @staticmethod
-    def _push_gain(node: Node, gain: float) -> None:
-        if node.state == FETCHED:
-            node.a = node.a + gain
-        else:
-            node.s = node.s + gain
-
     def _indexed(self, node: Node) -> bool:
-        """push: the node's residual is one the push phase may pick."""
-        return node.state == FETCHED and node.outdeg > 0 and node.a > 0 and node.a >= self.epsilon
-
-    def _push_residuals(self) -> None:
-        left, updates = self.budget, 0
-        while left > 0:
-            if self.pushing is not None:
-                qid, part, start = self.pushing
-                q = self.nodes[qid]
-            else:
-                waiting = [(resid_level(n.a / n.outdeg), k) for k, n in self.nodes.items() if self._indexed(n)]
-                if not waiting:
-                    break
-                qid = max(waiting)[1]
-                q = self.nodes[qid]
-                r = q.a
-                q.s = q.s + (1 - self.damping) * r
-                q.a = 0.0
-                part, start = self.damping * r / len(q.out), 0
-            od = len(q.out)
-            end = min(od, start + left)
-            for rid in q.out[start:end]:
-                target = self.nodes.get(rid)
-                if target is not None:
-                    self._push_gain(target, part)
-            if end > start:
-                left -= end - start
-                updates += end - start
-            self.pushing = (qid, part, end) if end < od else None
-        self.last_propagated = updates
-        self.last_dropped = int(
-            left <= 0 and (self.pushing is not None or any(self._indexed(n) for n in self.nodes.values()))
-        )
-
-    def _propagate(self, queue: list[list[Any]], queued: set[Hashable]) -> None:
-        limit: float = self.cap
-        if self.cutoff == "pl" and self.param < limit:
-            limit = self.param
-        updates = 0
-        head = 0
-        while head < len(queue):
-            qid, amount = queue[head]
-            q = self.nodes[qid]
-            if updates >= limit:
-                break
-            head += 1
-            if self.cutoff == "ar":
-                amount = q.a
-                q.a = 0.0
-                queued.discard(qid)
-            od = len(q.out) if q.state == FETCHED else 0
-            if od > 0 and amount > 0:
-                part = amount / od
-                for rid in q.out:
-                    if updates >= limit:
-                        break
-                    r = self.nodes.get(rid)
-                    if r is None:
-                        continue
-                    before = r.s
-                    if self.cutoff == "vr":
-                        if before == 0 or part / before >= self.param:
-                            r.s = r.s + part
-                            updates += 1
-                            if r.state == FETCHED:
-                                queue.append([rid, part])
-                    else:
-                        r.s = r.s + part
-                        updates += 1
-                        if r.state == FETCHED:
-                            if self.cutoff == "pl":
-                                queue.append([rid, part])
-                            else:
-                                r.a = r.a + part
-                                if r.a / r.s > self.param and rid not in queued:
-                                    queued.add(rid)
-                                    queue.append([rid, -1.0])
-        self.last_propagated = updates
-        self.last_dropped = len(queue) - head
+        """push: the node's residual is one the push phase may pick (its rule's)."""
+        return push_rule.indexed(self, node)
 
     def fail(self, key: Hashable) -> None:
         """A final failure: the node is not fetched again."""
@@ -345,13 +219,8 @@ class ReferenceFrontier:
         ]
         if not queued:
             return None
-        if self.ordering == "lsf":
-            pending: dict[str, int] = {}
-            for _, node in queued:
-                site = f"{node.tie:.0f}"
-                pending[site] = pending.get(site, 0) + 1
-            best_site = min(pending, key=lambda site: (-pending[site], site))
-            key = min((n.seq, k) for k, n in queued if f"{n.tie:.0f}" == best_site)[1]
+        if hasattr(self.rule, "pop"):
+            key = self.rule.pop(self, queued)
         else:
             key = min(queued, key=lambda kn: (-priority(self.ordering, kn[1]), kn[1].seq))[0]
         self.in_flight.add(key)

@@ -13,6 +13,8 @@ from urllib.parse import urlsplit
 
 from w3lib.url import canonicalize_url
 
+from ipr_crawl.ordering.rules import TIE_BY
+
 __all__ = ["canonical_url", "canonical_id", "node_id", "tie_key", "site_of", "site_hash", "tie_for", "tie_by", "TIE_BY", "bucket_of"]
 
 
@@ -91,10 +93,10 @@ def bucket_of(url: str, buckets: int) -> int:
     return site_hash((urlsplit(url).hostname or "").lower()) % buckets
 
 
-#: The tie rule: what the record's ``tie`` field holds under each ordering that has one
-#: (``lua/_prelude.lua`` reads it): ``url``, the BLC tie key of the URL (:func:`tie_key`);
-#: ``site``, the hash of its site (:func:`site_hash`). Other orderings: 0.
-TIE_BY = {"blc": "url", "importance": "site", "larger-sites-first": "site", "lsf": "site"}
+# TIE_BY, the tie rule: what the record's ``tie`` field holds under each ordering that
+# has one (its rule's TIE, registry ipr_crawl.ordering.rules): ``url``, the BLC tie key
+# of the URL (:func:`tie_key`); ``site``, the hash of its site (:func:`site_hash`).
+# Other orderings: 0.
 
 
 def tie_by(ordering: str) -> str:
@@ -109,7 +111,7 @@ def tie_by(ordering: str) -> str:
 
 
 def tie_for(ordering: str, url: str) -> int:
-    """The record's ``tie`` field for ``url`` under ``ordering`` (``lua/_prelude.lua``;
+    """The record's ``tie`` field for ``url`` under ``ordering`` (the ordering's rule, ``ordering/rules/``;
     :func:`tie_by`): the BLC tie key of the canonical URL for ``blc``, the site hash for
     ``importance`` and ``larger-sites-first``, 0 otherwise."""
     by = TIE_BY.get(ordering)

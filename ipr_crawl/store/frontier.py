@@ -1,7 +1,7 @@
 """The frontier of one crawl in Redis: enqueue, lease, record, settle.
 
-Methods map one-to-one to the scripts in ``lua/`` (registered once, EVALSHA,
-reloaded on NOSCRIPT) and cost one round trip each. Key names are in
+Methods map one-to-one to the scripts in ``lua/`` (built by
+:mod:`ipr_crawl.store.lua_loader`, registered once, EVALSHA, reloaded on NOSCRIPT) and cost one round trip each. Key names are in
 :mod:`ipr_crawl.store.keys`, the node record in :mod:`ipr_crawl.store.record`, the
 ordering's parameters in :class:`ipr_crawl.ordering.OrderingParams`. The record
 call's pipelining is in :mod:`ipr_crawl.store.pipelined`, the read side (sizes,
@@ -11,7 +11,6 @@ records, the collected graph) in :mod:`ipr_crawl.store.reads`; both are parts of
 
 from __future__ import annotations
 
-import importlib.resources
 import json
 import logging
 import time
@@ -20,37 +19,18 @@ from typing import Any
 
 import redis
 
-from ipr_crawl.ordering.params import LUA_ARGS, OrderingParams
+from ipr_crawl.ordering.params import OrderingParams
 from ipr_crawl.ordering.reference import resid_level
+from ipr_crawl.ordering.rules import rule_of
 from ipr_crawl.store.keys import SCHEMA_VERSION, crawl_keys
+from ipr_crawl.store.lua_loader import script_source
 from ipr_crawl.store.pipelined import PipelinedRecord
 from ipr_crawl.store.reads import FrontierReads
-from ipr_crawl.store.record import ID_SIZE, lua_definitions, parse_record
+from ipr_crawl.store.record import ID_SIZE, parse_record
 
 __all__ = ["FrontierStore", "IncompatibleCrawl", "script_source"]
 
 logger = logging.getLogger(__name__)
-
-
-def _lua_params_from() -> str:
-    """``params_from(argv, i)``: the ordering arguments of :data:`LUA_ARGS` as a table
-    (the first two are strings, the rest numbers)."""
-    fields = []
-    for k, name in enumerate(LUA_ARGS):
-        value = f"argv[i + {k}]" if k else "argv[i]"
-        fields.append(f"{name} = {value if k < 2 else f'tonumber({value})'}")
-    return (
-        f"local N_ORDERING_ARGS = {len(LUA_ARGS)}\n"
-        "local function params_from(argv, i)\n  return {" + ", ".join(fields) + "}\nend\n"
-    )
-
-
-def script_source(name: str, shared: Sequence[str] = ("_prelude.lua", "_record.lua")) -> str:
-    """A script of ``lua/`` with the record format, the ordering arguments and the
-    shared definitions (``_prelude.lua``, ``_record.lua``) in front."""
-    lua = importlib.resources.files("ipr_crawl.store") / "lua"
-    parts = [lua_definitions(), _lua_params_from(), *((lua / part).read_text() for part in shared)]
-    return "\n".join([*parts, (lua / f"{name}.lua").read_text()])
 
 
 class IncompatibleCrawl(RuntimeError):
@@ -84,10 +64,13 @@ class FrontierStore(PipelinedRecord, FrontierReads):
         self.ordering = params.ordering
         self.cutoff = params.cutoff
         self._lua_ordering = params.lua_name
+        start = getattr(rule_of(params.lua_name), "start_score", None)
+        #: enqueue.lua's ARGV[7]: the score of a URL from outside a page (opic: its cash)
+        self._start_score = repr(float(start(params))) if start is not None else "0"
         # The constant head of the record scripts' ARGV (LUA_ARGS).
         self._record_head: list[Any] = params.lua_args()
         self._scripts = {
-            name: client.register_script(script_source(name))
+            name: client.register_script(script_source(name, ordering=self._lua_ordering))
             for name in (
                 "record_page", "enqueue", "pop", "ack", "set_scores", "replay", "replay_record",
                 "release_holder", "sample", "relay",
@@ -212,11 +195,10 @@ class FrontierStore(PipelinedRecord, FrontierReads):
 
     def enqueue(self, id_: bytes, tie: int, payload: bytes, dont_filter: bool, lease: bytes = b"") -> int:
         """Add one request (enqueue.lua): 1 new, 2 forced (dont_filter), 0 duplicate."""
-        cash = repr(float(self.params.opic_initial_cash)) if self._lua_ordering == "opic" else "0"
         return int(
             self._scripts["enqueue"](
                 keys=self._k("meta", "node", "frontier", "lease", "req", "forced"),
-                args=[self._lua_ordering, id_, tie, payload, "1" if dont_filter else "0", lease, cash],
+                args=[self._lua_ordering, id_, tie, payload, "1" if dont_filter else "0", lease, self._start_score],
             )
         )
 

@@ -18,7 +18,7 @@ the best when that history exists. Here:
    ``prior_weight`` / ``prior_buckets`` into its ``meta`` last.
 3. The record and enqueue scripts give a new URL the prior knows ``a = weight x
    value``; an unfetched URL's priority is its ordering's score ``s + a``
-   (``prior_conf`` in ``store/lua/_prelude.lua``; twin: ``ReferenceFrontier(prior=)``).
+   (``prior_conf`` in ``store/lua/_prior.lua``; twin: ``ReferenceFrontier(prior=)``).
 
 A bucket is the id's last 4 bytes (big-endian uint32) modulo the bucket count, a
 power of two.

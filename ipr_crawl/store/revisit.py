@@ -9,13 +9,12 @@ Keys (all under the crawl's hash tag, listed in :mod:`ipr_crawl.store.frontier`)
 The virtual clock of a simulated crawl is the ``revisit_clock`` field of ``meta``.
 
 Scripts: ``lua/revisit_record.lua`` (one per response) and
-``lua/revisit_refresh.lua`` (the refresher). :func:`format_history` is what ``ipr-crawl history URL``
+``lua/revisit_refresh.lua`` (the refresher), built by :mod:`ipr_crawl.store.lua_loader`. :func:`format_history` is what ``ipr-crawl history URL``
 prints.
 """
 
 from __future__ import annotations
 
-import importlib.resources
 import json
 import logging
 import math
@@ -30,6 +29,7 @@ import redis
 from ipr_crawl.ordering.urls import canonical_url
 from ipr_crawl.revisit.policy import DAY, RevisitState, estimated_rate
 from ipr_crawl.store.keys import crawl_keys
+from ipr_crawl.store.lua_loader import script_source
 
 logger = logging.getLogger(__name__)
 #: unreadable revisit states logged one by one, per process; the rest are only counted
@@ -86,10 +86,6 @@ def lastmod_verdict(state: RevisitState, lastmod: float, span: float = 0.0) -> i
     return -1 if lastmod > prev and end <= state.last else 0
 
 
-def _script(name: str) -> str:
-    return (importlib.resources.files("ipr_crawl.store") / "lua" / f"{name}.lua").read_text()
-
-
 @dataclass(frozen=True)
 class ChangeEvent:
     """One entry of the change stream: stream id, URL and the event's fields."""
@@ -108,8 +104,8 @@ class RevisitStore:
         self.events_maxlen = int(events_maxlen)
         #: stored states :meth:`load` could not read (the crawl's stat ``ipr/revisit/unreadable_states``)
         self.unreadable = 0
-        self._record = client.register_script(_script("revisit_record"))
-        self._refresh = client.register_script(_script("revisit_refresh"))
+        self._record = client.register_script(script_source("revisit_record"))
+        self._refresh = client.register_script(script_source("revisit_refresh"))
 
     # -- state -----------------------------------------------------------------------
     @staticmethod

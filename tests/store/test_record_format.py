@@ -29,10 +29,17 @@ def test_no_script_defines_the_record_format_itself() -> None:
 
 
 def test_every_script_gets_the_generated_definitions() -> None:
-    for name in ("record_page", "enqueue", "pop", "ack", "set_scores", "replay", "replay_record"):
+    """The record format heads every script that reads records; the ordering arguments
+    come with every script that reads them (tests/store/test_lua_loader.py: and with
+    no other)."""
+    for name in ("record_page", "enqueue", "pop", "ack", "set_scores", "replay", "replay_record", "relay",
+                 "release_holder"):
         src = script_source(name)
         assert src.startswith(lua_definitions())
+    for name in ("record_page", "replay", "replay_record", "relay"):
+        src = script_source(name)
         assert f"local N_ORDERING_ARGS = {len(LUA_ARGS)}" in src
+        assert src.count("local function params_from(") == 1
 
 
 def test_python_and_numpy_formats_agree() -> None:

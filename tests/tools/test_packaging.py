@@ -42,7 +42,7 @@ def test_pip_wheel_builds_the_whole_library(tmp_path: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     for needed in (
         "ipr_crawl/__init__.py", "ipr_crawl/py.typed", "ipr_crawl/store/lua/record_page.lua",
-        "ipr_crawl/store/lua/_prelude.lua", "ipr_crawl/middlewares/linkgraph.py",
+        "ipr_crawl/store/lua/_records.lua", "ipr_crawl/ordering/rules/ipr.lua", "ipr_crawl/middlewares/linkgraph.py",
         "ipr_crawl/scheduler/core.py", "ipr_crawl/data/emacswiki.tsv.gz", "ipr_crawl/data/SOURCES.md",
     ):
         assert needed in names, needed

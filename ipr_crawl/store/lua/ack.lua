@@ -5,6 +5,10 @@
 -- ARGV[1] ordering  ARGV[2] 'fail' | 'release'
 -- ARGV[3 + 2k], ARGV[4 + 2k]: lease member k and the id of the node it fetches
 -- Returns the number of leases settled. Cost: O(k log F).
+--! include _records.lua
+--! include _forced.lua
+--! include _leases.lua
+--! include _frontier.lua
 local meta, node, frontier, lease, req, forced = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local ordering, mode = ARGV[1], ARGV[2]
 local settled = 0
@@ -14,8 +18,7 @@ for i = 3, #ARGV, 2 do
     settled = settled + 1
     if is_token(m) then
       if mode == 'release' then
-        local hi, lo = struct.unpack('>I4I4', string.sub(m, 2))
-        redis.call('ZADD', forced, hi * TWO32 + lo, m)
+        forced_return(forced, m)
       else
         redis.call('HDEL', req, m)
       end

@@ -3,18 +3,20 @@
 -- KEYS[1] meta  KEYS[2] node  KEYS[3] frontier  KEYS[4] lease  KEYS[5] req  KEYS[6] forced
 -- ARGV[1] ordering  ARGV[2] id (8 bytes)  ARGV[3] tie key  ARGV[4] payload
 -- ARGV[5] '1' if dont_filter  ARGV[6] lease member to acknowledge (a retry), or ''
--- ARGV[7] initial cash of a new URL (opic; other orderings 0)
+-- ARGV[7] score of a new URL (its rule's start_score: opic, its initial cash; others 0)
 -- A new URL joins the frontier (score 0, opic: its initial cash; a: its prior). A known URL
 -- is a duplicate unless dont_filter, then it joins the forced queue (FIFO,
 -- served before the frontier) under a token 'F' .. 8-byte counter.
 -- Returns 1 (new), 2 (forced) or 0 (duplicate, dropped). Cost: O(log F).
+--! include _records.lua
+--! include _forced.lua
+--! include _prior.lua
+--! include _leases.lua
+--! include _frontier.lua
 local meta, node, frontier, lease, req, forced = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local ordering, id, payload = ARGV[1], ARGV[2], ARGV[4]
 local lease_member = ARGV[6]
-if lease_member ~= '' then
-  lease_settle(lease, lease_member)
-  if is_token(lease_member) then redis.call('HDEL', req, lease_member) end
-end
+if lease_member ~= '' then lease_ack(lease, req, lease_member) end
 local r = rec_get(node, id)
 if not r then
   r = new_record(meta, tonumber(ARGV[3]))
@@ -26,10 +28,7 @@ if not r then
   return 1
 end
 if ARGV[5] == '1' then
-  local fseq = redis.call('HINCRBY', meta, 'forced_seq', 1)
-  local token = 'F' .. struct.pack('>I4I4', math.floor(fseq / TWO32), fseq % TWO32)
-  redis.call('HSET', req, token, payload)
-  redis.call('ZADD', forced, fseq, token)
+  forced_add(meta, req, forced, payload)
   return 2
 end
 return 0

@@ -25,6 +25,9 @@
 -- (store/buckets.py) keep the buckets' best scores without asking.
 -- Cost: O((count + cap) log F); a lost holder: + O(leases in flight), once;
 -- polite scan: + O(S) payload reads.
+--! include _reclaim.lua
+--! include _lease_keys.lua
+--! include _orderings.lua
 local meta, node, frontier, lease, req, forced = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local ordering = ARGV[1]
 local now = tonumber(ARGV[2])
@@ -74,20 +77,12 @@ local function lease_it(m)
   result[#result + 1] = redis.call('HGET', req, string.sub(m, 9))
   taken = taken + 1
 end
-if ordering == 'lsf' then
-  local sites = sites_key(meta)
+local rule = rule_of(ordering)
+if rule.pop then
   while taken < count do
-    local top = redis.call('ZRANGE', sites, 0, 0)
-    if #top == 0 then break end
-    local skey = site_key(meta, top[1])
-    local popped = redis.call('ZPOPMIN', skey, 1)
-    if #popped == 0 or tonumber(redis.call('ZINCRBY', sites, 1, top[1])) >= 0 then
-      redis.call('ZREM', sites, top[1])
-    end
-    if #popped > 0 then
-      redis.call('ZREM', frontier, popped[1])
-      lease_it(popped[1])
-    end
+    local m = rule.pop(meta, frontier)
+    if m == nil then break end
+    if m then lease_it(m) end
   end
 elseif scan > 0 and taken < count then
   local busy = {}

@@ -39,6 +39,8 @@
 --          propagation updates done, propagation entries dropped by the cap
 --          (push: edge updates of the push phase, 1 if its budget ran out with work left)}.
 -- Cost: O(n + cap) node updates, each O(log F) in the frontier.
+--! include _record.lua
+--! include _ordering_args.lua
 local K = {meta = KEYS[1], node = KEYS[2], frontier = KEYS[3], lease = KEYS[4], req = KEYS[5]}
 local n = tonumber(ARGV[16])
 local lids, lties, lpay = {}, {}, {}

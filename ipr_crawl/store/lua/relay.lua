@@ -9,6 +9,31 @@
 --   (entry: the cmsgpack list written by out_flush in the source bucket)
 -- Returns {entries applied, entries skipped (applied before), new nodes, re-scored}.
 -- Cost: O(links in the entries), each O(log F) in the frontier.
+--! include _record_ctx.lua
+--! include _ordering_args.lua
+
+-- receive(K, P, list): apply one outbox entry's list (out_add's flat layout) on this
+-- bucket: a link makes its node if new (with its payload) and gives it its gain as a
+-- link of a page recorded here would; a gain only (kind 1) reaches a known node.
+-- Returns new nodes, frontier entries re-scored.
+local function receive(K, P, list)
+  local X = record_ctx(K, P, nil)
+  X.bucketed = true
+  local added = 0
+  for i = 1, #list, 5 do
+    local id, tie, gain, payload, kind = list[i], list[i + 1], list[i + 2], list[i + 3], list[i + 4]
+    if kind == 0 then
+      added = added + X.gain_to(id, tie, payload, gain)
+    elseif X.rule.gain then
+      X.rule.gain(X, id, X.get(id), gain)
+    else
+      local r = X.get(id)
+      if r then r.s = r.s + gain; X.touch(id) end
+    end
+  end
+  return added, X.flush('')
+end
+
 local K = {meta = KEYS[1], node = KEYS[2], frontier = KEYS[3], lease = KEYS[4], req = KEYS[5]}
 local P = params_from(ARGV, 1)
 local hwm = string.sub(K.meta, 1, -5) .. 'hwm'

@@ -7,6 +7,8 @@
 --         'dead': holders whose heartbeat is gone, and leases without a live holder;
 --         'all': every lease in flight (every crawler of the crawl is stopped).
 -- Returns {leases moved back, {holders forgotten}}. Cost: O(leases in flight).
+--! include _reclaim.lua
+--! include _lease_keys.lua
 local meta, node, frontier, lease, req, forced = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local ordering, now, mode = ARGV[1], ARGV[2], ARGV[3]
 local holders = holders_key(lease)

@@ -10,26 +10,22 @@
 -- ARGV[1..12] ordering parameters as record_page.lua ARGV[1..12]  ARGV[13] count
 -- Returns {pages recorded first, propagation updates, propagation drops, id1, id2, ...}
 -- (ids in fetch order). Cost: O(count * (outdegree + cap) log F).
+--! include _record.lua
+--! include _orderings.lua
+--! include _graph.lua
+--! include _ordering_args.lua
 local K = {meta = KEYS[1], node = KEYS[2], frontier = KEYS[3], lease = KEYS[4], req = KEYS[5]}
 local graph = KEYS[6]
 local P = params_from(ARGV, 1)
 local count = tonumber(ARGV[N_ORDERING_ARGS + 1])
 local result = {0, 0, 0}
-local sites = sites_key(K.meta)
 local shared = {cache = {}, dirty = {}}
+local rule = rule_of(P.ordering)
 for _ = 1, count do
   local m
-  if P.ordering == 'lsf' then
-    local top = redis.call('ZRANGE', sites, 0, 0)
-    if #top == 0 then break end
-    local popped = redis.call('ZPOPMIN', site_key(K.meta, top[1]), 1)
-    if #popped == 0 or tonumber(redis.call('ZINCRBY', sites, 1, top[1])) >= 0 then
-      redis.call('ZREM', sites, top[1])
-    end
-    if #popped > 0 then
-      m = popped[1]
-      redis.call('ZREM', K.frontier, m)
-    end
+  if rule.pop then
+    m = rule.pop(K.meta, K.frontier)
+    if m == nil then break end
   else
     local popped = redis.call('ZPOPMIN', K.frontier, 1)
     if #popped == 0 then break end

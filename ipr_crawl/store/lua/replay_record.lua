@@ -3,6 +3,9 @@
 -- under the `bf` ordering (Yamada et al. 2004, Fig. 10), timed by `ipr-crawl simulate`.
 -- KEYS as replay.lua; ARGV[1..12] ordering parameters; ARGV[13..] page ids.
 -- Returns the number of pages recorded. Cost: O(sum of out-degrees).
+--! include _record.lua
+--! include _graph.lua
+--! include _ordering_args.lua
 local K = {meta = KEYS[1], node = KEYS[2], frontier = KEYS[3], lease = KEYS[4], req = KEYS[5]}
 local graph = KEYS[6]
 local P = params_from(ARGV, 1)

@@ -24,6 +24,7 @@
 --   added to the fields new:n, new:x, new:e of rate_pool
 -- ARGV[14 + 2k], ARGV[15 + 2k]: field and value k of the change event (none: no event)
 -- Returns 1 if a lease was settled, else 0. Cost: O(log D) plus O(fields).
+--! include _leases.lua
 local revisit, due, revisit_req, changes, lease, req = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local id = ARGV[1]
 redis.call('ZREM', KEYS[7], id)
@@ -37,12 +38,7 @@ end
 if ARGV[4] ~= '' then redis.call('HSET', revisit_req, id, ARGV[4]) end
 local settled = 0
 local m = ARGV[5]
-if m ~= '' then
-  settled = redis.call('ZREM', lease, m)
-  redis.call('HDEL', lease .. '_by', m)  -- its holder (_prelude.lua's lease_by_key)
-  -- a forced-queue token ('F' .. 8 bytes) owns its payload in `req`
-  if #m == 9 then redis.call('HDEL', req, m) end
-end
+if m ~= '' then settled = lease_ack(lease, req, m) end
 local new_bin, spend = ARGV[8], true
 if string.sub(new_bin, 1, 1) == '!' then new_bin, spend = string.sub(new_bin, 2), false end
 if new_bin ~= '' and spend then redis.call('HINCRBY', KEYS[8], 'accesses', 1) end  -- the budget's spend

@@ -13,8 +13,8 @@
 -- ARGV[4] now (s): entries of revisit_out older than this go back to `due`
 -- Returns {URLs moved, earliest instant (string) in due or revisit_out, or false}.
 -- Cost: O(cap log D).
+--! include _forced.lua
 local meta, req, forced, due, revisit_req, out = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local TWO32 = 4294967296
 local cap = tonumber(ARGV[2])
 local lost = redis.call('ZRANGEBYSCORE', out, '-inf', ARGV[4], 'LIMIT', 0, cap)
 for _, id in ipairs(lost) do
@@ -27,10 +27,7 @@ for _, id in ipairs(ids) do
   redis.call('ZREM', due, id)
   local payload = redis.call('HGET', revisit_req, id)
   if payload then  -- without a payload the URL cannot be revisited: dropped
-    local fseq = redis.call('HINCRBY', meta, 'forced_seq', 1)
-    local token = 'F' .. struct.pack('>I4I4', math.floor(fseq / TWO32), fseq % TWO32)
-    redis.call('HSET', req, token, payload)
-    redis.call('ZADD', forced, fseq, token)
+    forced_add(meta, req, forced, payload)
     redis.call('ZADD', out, ARGV[3], id)
     moved = moved + 1
   end

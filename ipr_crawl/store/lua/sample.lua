@@ -5,6 +5,7 @@
 -- KEYS[6] due (revisits)  KEYS[7] timeline
 -- ARGV[1] now (ms)  ARGV[2] interval (ms)  ARGV[3] approximate cap of the stream (XADD MAXLEN ~)
 -- Returns 1 if a sample was written, else 0. Cost: O(log H) (H: holders).
+--! include _lease_keys.lua
 local meta = KEYS[1]
 local now = tonumber(ARGV[1])
 local last = tonumber(redis.call('HGET', meta, 'sampled_at') or '0') or 0

@@ -4,6 +4,8 @@
 -- KEYS[1] meta  KEYS[2] node  KEYS[3] frontier
 -- ARGV[1] ordering  ARGV[2k], ARGV[2k+1]: node id (8 bytes), new score (17 digits)
 -- Returns the number of frontier entries whose score changed. Cost: O(k log F).
+--! include _records.lua
+--! include _frontier.lua
 local meta, node, frontier = KEYS[1], KEYS[2], KEYS[3]
 local ordering = ARGV[1]
 local changed = 0

@@ -1,0 +1,37 @@
+--! include _orderings.lua
+-- The frontier: ZSET of member_of(record, id) (8-byte big-endian seq .. 8-byte id),
+-- score = -priority, so ZPOPMIN pops the highest priority and, among equals, the
+-- lowest seq; an ordering may keep more beside it (its rule's queued / unqueued:
+-- lsf's site queues).
+
+-- An unfetched node's a is its prior (0 without one), see prior_conf.
+local function priority(ordering, r)
+  local s = r.s
+  if r.st == 0 then s = s + r.a end
+  local rule = rule_of(ordering).priority
+  if rule then return rule(r, s) end
+  return s
+end
+
+-- ZSET score of a frontier entry, formatted with 17 significant digits: Lua's own
+-- number-to-string keeps only 14, which would merge close scores (redis-server 6.2
+-- formats a number argument of redis.call with 17 itself; the format here does not
+-- depend on the server's version).
+local function zscore(ordering, r)
+  return string.format('%.17g', -priority(ordering, r))
+end
+
+-- Put a queued node into the frontier (and, lsf, its site queue).
+local function frontier_add(meta_key, frontier, ordering, r, m)
+  redis.call('ZADD', frontier, zscore(ordering, r), m)
+  local queued = rule_of(ordering).queued
+  if queued then queued(meta_key, r, m) end
+end
+
+-- Take a node out of the frontier (and, lsf, its site queue); 1 if it was there.
+local function frontier_remove(meta_key, frontier, ordering, r, m)
+  local removed = redis.call('ZREM', frontier, m)
+  local unqueued = rule_of(ordering).unqueued
+  if unqueued and removed == 1 then unqueued(meta_key, r, m) end
+  return removed
+end

@@ -1,0 +1,4 @@
+-- Keys beside `lease` (same hash tag): `lease_by` (lease member -> holder id) and
+-- `holders` (holder id -> heartbeat deadline, ms), store/keys.py.
+local function lease_by_key(lease) return lease .. '_by' end
+local function holders_key(lease) return string.sub(lease, 1, -6) .. 'holders' end

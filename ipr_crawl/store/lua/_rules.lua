@@ -1,0 +1,17 @@
+-- The orderings' rules, by the name the scripts get in ARGV (RULES[name]), one include
+-- each: ipr_crawl/ordering/rules/<name>.lua beside its Python twin <name>.py, listed
+-- by ipr_crawl/ordering/rules/__init__.py (the loader's generated _orderings.lua
+-- includes them and defines rule_of). Every field is optional:
+--   priority(r, s) -> the frontier priority (s: the score, + the prior if unfetched;
+--     default s); rescore = false: a record call leaves frontier scores alone;
+--   queued(meta, r, m) / unqueued(meta, r, m): r (member m) joined / left the
+--     frontier; pop(meta, frontier) -> the next member to pop, false (try again) or
+--     nil (none), instead of the frontier's best;
+--   wide = true: records get push's index slots; setup(X, P, shared, base) -> level,
+--     the record context's extra parts (record_ctx);
+--   first(p, n, P, lties) -> share, link_gain: at p's first fetch, p updated, what
+--     every target gets (link_gain(tie), if given: a target's own);
+--   gain(X, id, r, gain): a known node gets `gain` (default: r.s += gain);
+--   on_link(E, P, pid, tid, r, gain, before): a known target got its gain;
+--   after(X, E, P, pid, p, first, shared) -> updates, dropped: after the links.
+local RULES = {}
