@@ -257,7 +257,7 @@ class IprScheduler(BaseScheduler):
         if self._logstats is not None and self._logstats.running:
             self._logstats.stop()
         if self.heartbeat is not None:
-            self.heartbeat.stop()
+            self.heartbeat.stop(timeout=0.2 if self.redis_down else 5.0)
         io = self.io
         if io is None or not io.alive:
             buffered = list(self.leases.buffer)

@@ -82,12 +82,14 @@ class Heartbeat:
         self._thread = threading.Thread(target=self._run, name=f"ipr-heartbeat-{self.holder}", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
-        """Stop beating (the holder's entry stays until :meth:`FrontierStore.release`)."""
+    def stop(self, timeout: float = 0.2) -> None:
+        """Stop beating (the holder's entry stays until :meth:`FrontierStore.release`),
+        waiting up to ``timeout`` s for a beat in progress: one that lands after the
+        release would register the holder again. Short while Redis is away: a beat retried
+        then must not hold the close (a daemon thread)."""
         self._stop.set()
         if self._thread is not None:
-            # a beat retried while Redis is away must not hold the close (a daemon thread)
-            self._thread.join(timeout=0.2)
+            self._thread.join(timeout=timeout)
             self._thread = None
 
     def _run(self) -> None:
