@@ -114,6 +114,7 @@ def versions(r) -> dict[str, str]:
     return {json.loads(i)["url"]: json.loads(i)["version"] for i in r.items}
 
 
+@pytest.mark.slow  # a long real-crawl test: CI runs it (make suite ARGS="-m 'slow or data'")
 def test_httpcache_rfc2616_with_revisits(site, project, redis_client, crawl_id):
     """RFC2616Policy beside revisits. The first crawl is the same as without the add-on.
     The cache's copy is from FIRST, the crawl's last fetch from LATER (a crawl without

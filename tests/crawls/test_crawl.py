@@ -125,6 +125,7 @@ def test_one_request_at_a_time_is_the_exact_order_at_the_default_pop_batch(emacs
     assert_exact_order(got, expected, 100)
 
 
+@pytest.mark.slow  # a long real-crawl test: CI runs it (make suite ARGS="-m 'slow or data'")
 def test_wait_for_parse_one_request_at_a_time_is_the_exact_order_without_scraper_backout(emacs, graph_server, crawl,
                                                                                       tmp_path):
     """IPR_WAIT_FOR_PARSE with CONCURRENT_REQUESTS=1 and Scrapy's scraper left as it is
@@ -146,6 +147,7 @@ def test_wait_for_parse_one_request_at_a_time_is_the_exact_order_without_scraper
     assert_exact_order(got, expected, 100)
 
 
+@pytest.mark.slow  # a long real-crawl test: CI runs it (make suite ARGS="-m 'slow or data'")
 def test_polite_pop_one_request_at_a_time_is_the_exact_order_on_many_hosts(graph_server, crawl, tmp_path):
     """IPR_POLITE_POP on, CONCURRENT_REQUESTS=1, IPR_POP_BATCH_SIZE at its default, the
     polblogs graph served on 16 loopback hosts: with no download delay every host is
@@ -201,6 +203,7 @@ def test_unknown_ordering_fails_the_crawl(graph_server, crawl, tmp_path):
     assert not run.fetched
 
 
+@pytest.mark.slow  # a long real-crawl test: CI runs it (make suite ARGS="-m 'slow or data'")
 def test_crawl_from_redirecting_seed(graph_server, crawl, tmp_path):
     """``/_ipr/seed`` 302-redirects to the seed page: the redirect is recorded
     as a page with one out-link and the whole graph is fetched once."""
@@ -217,6 +220,7 @@ def test_crawl_from_redirecting_seed(graph_server, crawl, tmp_path):
     assert set(got) == set(reachable(graph, served.seed))
 
 
+@pytest.mark.slow  # a long real-crawl test: CI runs it (make suite ARGS="-m 'slow or data'")
 def test_resume_with_another_ordering_is_refused(graph_server, crawl, tmp_path):
     served = graph_server(HARVARD)
     data = tmp_path / "data"

@@ -427,6 +427,7 @@ def test_embedded_redis_killed_in_a_grown_store_restarts_once_and_loses_nothing(
 
 
 # -- two crawls, one Redis -------------------------------------------------------------
+@pytest.mark.slow  # a long real-crawl test: CI runs it (make suite ARGS="-m 'slow or data'")
 def test_two_crawls_in_one_redis_never_see_each_others_keys(graph_server, redis_server, tmp_path):
     """Two crawls of two graphs at once on one Redis, one of them with a crawl
     id holding spaces: every key lives under its crawl's hash tag, each crawl's

@@ -136,7 +136,7 @@ def crawl_figures(redis_client, crawl_id: str, base: str, pages: list[Page], sta
 
 @pytest.mark.parametrize(
     "policy, use_lm",
-    [("mle-mix:0.1-10:15d", False), ("aimd:1d:0.5", False), ("mle-min:0.1-10:15d", True)],
+    [("mle-mix:0.1-10:15d", False), pytest.param("aimd:1d:0.5", False, marks=pytest.mark.slow), ("mle-min:0.1-10:15d", True)],
 )
 def test_a_simulated_year_matches_revisit_sim(emacswiki, tmp_path, change_server, redis_client, crawl_id, policy, use_lm):
     pages = pick(emacswiki, changed=30, still=10, start=YEAR_START, end=YEAR_END)

@@ -97,6 +97,7 @@ def test_revisit_sim_spends_the_budget_on_the_shipped_sample():
           f"fixed:91.25d spends {f['accesses_per_page_year']:.2f}, coverage {f['coverage']:.3f}")
 
 
+@pytest.mark.slow  # a long real-crawl test: CI runs it (make suite ARGS="-m 'slow or data'")
 def test_equal_budget_rows_spend_what_they_say_and_the_oracle_bounds_them():
     pages = load_log(*SAMPLE)
     result = equal_budget(pages, ["fixed:30d", "harmonic"], [parse_budget("2/y")])
