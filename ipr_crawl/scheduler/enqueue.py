@@ -41,6 +41,9 @@ class Enqueuer:
 
     spider: Spider
     heartbeat_on = False
+    #: ``dropped(request)``: a request found a duplicate after ``enqueue`` returned True
+    #: (the pipelined connection): sends Scrapy's ``request_dropped``, as the engine does
+    dropped: Callable[[Request], Any] | None = None
 
     def __init__(
         self, config: FrontierConfig, calls: RedisCalls, leases: Leases, identity: RequestIdentity, settings: Any,
@@ -70,6 +73,11 @@ class Enqueuer:
         lease and goes to the forced queue; a redirect records the redirecting page
         as fetched with one out-link, its target. A request that cannot be stored
         without pickle stays in this process's memory (:meth:`keep_local`).
+
+        Through the pipelined connection (:attr:`RedisCalls.on_pipe`) nothing is waited
+        for: it returns True, and a request the reply finds to be a duplicate is
+        reported as Scrapy's engine reports a False: ``request_dropped``
+        (:attr:`dropped`).
         """
         try:
             payload, _ = encode_request(request, self.spider)
@@ -83,7 +91,8 @@ class Enqueuer:
             if source_id == rid and not request.dont_filter:
                 # A page redirecting to itself (Scrapy's dupefilter would drop the
                 # redirect): settled as failed, so that it does not stay half-queued.
-                self.calls.sync(self.calls.store.ack, "fail", [(lease, rid)])
+                self.calls.submit(self.calls.store.ack, "fail", [(lease, rid)],
+                                  call=self.calls.call_of("ack", "fail", [(lease, rid)]))
                 self.leases.held.pop(lease, None)
                 self.stats_inc("ipr/frontier/redirect_loop")
                 logger.info("ipr-crawl: %s redirects to itself; marked failed", request.url)
@@ -92,20 +101,32 @@ class Enqueuer:
                 source = redirected[-1]
                 order = self.config.ordering
                 link = Link(rid, tie_for(order, request.url), payload, bucket_of(request.url, self.config.cluster_buckets))
-                added = self.calls.sync(functools.partial(
-                    self.calls.store.record_page, source_id, tie_for(order, source), [link], lease, **self.bucket(source),
-                )).added
+                args = (source_id, tie_for(order, source), [link], lease)
+                where = self.bucket(source)
                 self.leases.held.pop(lease, None)
                 self.stats_inc("ipr/frontier/redirects")
-                if link.bucket != self.bucket(source).get("bucket", 0) and not request.dont_filter:
-                    # bucket mode, a target on another host's bucket: it went to the outbox
-                    # (queued there unless that bucket knows it already)
-                    self.count_enqueued(1, "redis")
-                    return True
-                if added or not request.dont_filter:
-                    self.count_enqueued(added, "redis")
-                    return bool(added)
-                lease = b""
+                other_bucket = link.bucket != where.get("bucket", 0) and not request.dont_filter
+
+                def redirect_recorded(added: int) -> bool:
+                    if other_bucket:
+                        # bucket mode, a target on another host's bucket: it went to the outbox
+                        # (queued there unless that bucket knows it already)
+                        self.count_enqueued(1, "redis")
+                        return True
+                    if added or not request.dont_filter:
+                        self.count_enqueued(added, "redis")
+                        return bool(added)
+                    # a dont_filter target the crawl knows: to the forced queue
+                    return self._store(request, rid, payload, b"")
+
+                return self._now_or_later(
+                    request, functools.partial(self.calls.store.record_page, *args, **where),
+                    self.calls.call_of("record", *args, **where), lambda result: redirect_recorded(result.added),
+                )
+        return self._store(request, rid, payload, lease)
+
+    def _store(self, request: Request, rid: bytes, payload: bytes, lease: bytes) -> bool:
+        """enqueue.lua for ``request`` (see :meth:`enqueue`)."""
         tie = tie_for(self.config.ordering, request.url)
         force = request.dont_filter
         # A start request (dont_filter, as Scrapy's start_urls make it) in a crawl other live
@@ -113,22 +134,43 @@ class Enqueuer:
         start_known = force and not lease and request.meta.get("is_start_request") and self.shared_now()
         if start_known:
             force = False
-        result = self.calls.sync(functools.partial(
-            self.calls.store.enqueue, rid, tie, payload, force, lease, **self.bucket(request.url)
-        ))
         if lease:
             self.leases.held.pop(lease, None)
-        if start_known and not result:
-            self.stats_inc("ipr/frontier/start_known")
-            if "start_known" not in self.warned:
-                self.warned.add("start_known")
-                logger.info("ipr-crawl: start URLs the crawl already knows are not fetched again by this "
-                            "process: other processes share the crawl (first: %s)", request.url)
-            return False
-        self.stats_inc(("ipr/frontier/duplicate", "ipr/frontier/new", "ipr/frontier/forced")[result])
-        if result:
-            self.count_enqueued(1, "redis")
-        return result != 0
+
+        def stored(result: int) -> bool:
+            if start_known and not result:
+                self.stats_inc("ipr/frontier/start_known")
+                if "start_known" not in self.warned:
+                    self.warned.add("start_known")
+                    logger.info("ipr-crawl: start URLs the crawl already knows are not fetched again by this "
+                                "process: other processes share the crawl (first: %s)", request.url)
+                return False
+            self.stats_inc(("ipr/frontier/duplicate", "ipr/frontier/new", "ipr/frontier/forced")[result])
+            if result:
+                self.count_enqueued(1, "redis")
+            return result != 0
+
+        args = (rid, tie, payload, force, lease)
+        where = self.bucket(request.url)
+        return self._now_or_later(
+            request, functools.partial(self.calls.store.enqueue, *args, **where),
+            self.calls.call_of("enqueue", *args, **where), stored,
+        )
+
+    def _now_or_later(
+        self, request: Request, fn: Callable[[], Any], call: Any, then: Callable[[Any], bool],
+    ) -> bool:
+        """``then(fn())`` now, or, through the pipelined connection (``call`` given), True now
+        and ``then`` once the reply is in; a False then is reported as ``request_dropped``."""
+        if call is None:
+            return then(self.calls.sync(fn))
+
+        def answered(result: Any) -> None:
+            if not then(result) and self.dropped is not None:
+                self.dropped(request)
+
+        self.calls.submit(fn, then=answered, call=call)
+        return True
 
     def shared_now(self) -> bool:
         """Whether another process of the crawl is alive (its heartbeat ahead); looked

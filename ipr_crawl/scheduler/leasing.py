@@ -10,6 +10,7 @@ again soon while requests in flight elsewhere keep the crawl open.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 import time
@@ -106,7 +107,8 @@ class Leases:
         """Hand buffered requests back to the frontier (their leases settled)."""
         for member, _ in items:
             self.held.pop(member, None)
-        self.calls.submit(self.store.ack, "release", [(m, self.id_of(m, r)) for m, r in items],
+        leases = [(m, self.id_of(m, r)) for m, r in items]
+        self.calls.submit(self.store.ack, "release", leases, call=self.calls.call_of("ack", "release", leases),
                           then=lambda released: self.stats_inc("ipr/lease/released", released))
 
     def refill(
@@ -123,6 +125,9 @@ class Leases:
             return 0  # the last pop found nothing and nothing was recorded since
         gen = self.calls.gen
         args = (count or self.pacing.pop_batch(), scan, list(busy or ()), offset, min_ratio)
+        if self.calls.on_pipe and self.revisits is None:
+            self.pipe_pop(gen, *args)
+            return 0
         if self.calls.on_loop:
             ok, result = self.calls.loop_call(self.pop_now, *args)
             if ok:
@@ -137,9 +142,44 @@ class Leases:
             self.calls.failed(exc)
 
         self.popping = True
+        if self.calls.on_pipe:  # with revisits: in the pipelined calls' order, on the Redis thread
+            self.calls.submit(self.pop_now, *args, then=lambda result: self.popped(result, gen), failed=failed,
+                              adds=False)
+            return 0
         self.calls.io.submit(self.pop_now, *args, failed=failed,
                              then=self.calls.then_caught_up(lambda result: self.popped(result, gen)))
         return 0
+
+    def pipe_pop(self, gen: int, count: int, scan: int, busy: list[str], offset: int, min_ratio: float) -> None:
+        """A pop written to the pipelined connection (after this process's record calls, in
+        the same write when made in the same turn of the loop); its answer wakes the engine.
+        A pop that finds nothing is followed by a look at what is pending."""
+        cfg = self.config
+        self.popping = True
+        pop_args = (count, cfg.lease_secs, cfg.requeue_batch_size, scan, busy, offset, min_ratio)
+
+        def answered(result: tuple[int, list[tuple[bytes, bytes | None]]]) -> None:
+            expired, items = result
+            if items:
+                self.popped((0, 0.0, 0, expired, self.store.last_lost, items, True), gen)
+                return
+            lost = self.store.last_lost
+
+            def counted(pending: int) -> None:
+                self.popped((0, 0.0, 0, expired, lost, items, pending > 0), gen)
+                if pending and time.monotonic() - self.last_wait_log > 30:
+                    self.last_wait_log = time.monotonic()
+                    self.calls.submit(log_wait, self.store, self.holder, cfg.lease_secs, adds=False)
+
+            self.calls.submit(self.store.pending, then=counted, adds=False, call=self.store.pending_call(),
+                              failed=failed)
+
+        def failed(exc: BaseException) -> None:
+            self.popping = False
+            self.calls.failed(exc)
+
+        self.calls.submit(functools.partial(self.store.pop, holder=self.holder), *pop_args, then=answered,
+                          failed=failed, call=self.store.pop_call(*pop_args, holder=self.holder), adds=False)
 
     def pop_now(self, count: int, scan: int, busy: list[str], offset: int, min_ratio: float) -> _Popped:
         """On the Redis thread: due revisits into the forced queue, then one pop."""
@@ -200,7 +240,7 @@ class Leases:
             request.meta[LEASE_META] = member.hex()
             self.buffer.append((member, request))
         if undecodable:
-            self.calls.submit(self.store.ack, "fail", undecodable)
+            self.calls.submit(self.store.ack, "fail", undecodable, call=self.calls.call_of("ack", "fail", undecodable))
         if not self.closing and (wake or (items and not self.buffer)):
             # the engine asks again (after a pop whose requests were all undecodable, or
             # none: is the crawl over?), else it would wait for its 5 s heartbeat
@@ -264,6 +304,17 @@ class Leases:
             if seen[2]:
                 self.recheck_soon()
             return seen[2]
+        if self.calls.on_pipe:
+            if not self.checking:
+                self.checking = True
+                gen = self.calls.gen
+                if self.revisits is None:
+                    self.calls.submit(self.store.pending, then=lambda n: self.pending_checked(gen, n > 0), adds=False,
+                                      call=self.store.pending_call(), failed=self.check_failed)
+                else:
+                    self.calls.submit(self.pending_now, then=lambda p: self.pending_checked(gen, p), adds=False,
+                                      failed=self.check_failed)
+            return True
         if self.calls.on_loop:
             ok, pending = self.calls.loop_call(self.pending_now)
             if ok:
@@ -324,7 +375,9 @@ class Leases:
         First every call queued on the Redis thread before now has its answer handled (a
         pop retried across the restart leased with the time of its first attempt: its
         requests must be in :attr:`held` before the look)."""
-        if self.calls.io is not None and self.calls.io.alive:
+        if self.calls.on_pipe:
+            self.calls.submit(lambda: None, then=lambda _: self.release_stale(at), adds=False)
+        elif self.calls.io is not None and self.calls.io.alive:
             self.calls.io.submit(lambda: None, then=lambda _: self.release_stale(at), failed=self.calls.failed)
         else:
             self.release_stale(at)

@@ -23,6 +23,7 @@ import redis
 
 from ipr_crawl.scheduler.redis_thread import RedisThread
 from ipr_crawl.store import Link, RecordResult
+from ipr_crawl.store.pipe import Call, RedisPipe, async_connection_factory
 from ipr_crawl.store.retry import RedisRetry
 
 __all__ = ["CLOSE_WITHOUT_REDIS_SECS", "REDIS_DOWN", "SYNC_WHILE_AWAY_SECS", "RedisCalls"]
@@ -69,6 +70,9 @@ class RedisCalls:
         self.gen = 0
         #: Python's thread switch interval before IPR_GIL_SWITCH_SECS replaced it
         self._switch_interval: float | None = None
+        #: the pipelined connection on the asyncio event loop (store/pipe.py): the steady
+        #: state's calls while Redis answers (IPR_REDIS_THREAD=auto, one server)
+        self.pipe: RedisPipe | None = None
 
     def start_thread(self, name: str, gil_switch_secs: float) -> None:
         """Start the Redis thread (none without an event loop to hand results to: a
@@ -81,7 +85,12 @@ class RedisCalls:
             return
         self.io = io
         io.start()
-        if gil_switch_secs > 0:
+        self._gil_switch_secs = gil_switch_secs
+
+    def _shorten_switch_interval(self) -> None:
+        """``IPR_GIL_SWITCH_SECS``, for a crawl whose steady-state calls are on the Redis thread."""
+        gil_switch_secs = getattr(self, "_gil_switch_secs", 0.0)
+        if gil_switch_secs > 0 and self._switch_interval is None:
             # The crawler keeps the interpreter busy; each time the Redis thread's
             # socket call returns it waits for it, by default up to 5 ms (CPython's
             # switch interval): a pop's reply would reach the engine that late.
@@ -90,10 +99,69 @@ class RedisCalls:
 
     def enter_loop_mode(self, wanted: bool) -> None:
         """The crawl's steady state begins: with ``wanted`` (``IPR_REDIS_THREAD=auto`` on one
-        server) and a Redis thread, calls are made on the event loop, one attempt each."""
+        server) and a Redis thread, calls are pipelined on the asyncio event loop
+        (:meth:`start_pipe`); without an asyncio loop (another ``TWISTED_REACTOR``) they are
+        made on the event loop, one attempt each."""
+        if wanted and self.io is not None and self.start_pipe():
+            self.loop_mode = False
+            return
         self.loop_mode = self.io is not None and wanted
+        if self.io is not None:
+            self._shorten_switch_interval()
         if self.loop_mode and self.retry is not None:
             self.retry.loop_thread = threading.get_ident()
+
+    def start_pipe(self) -> bool:
+        """Open the pipelined connection (:class:`~ipr_crawl.store.pipe.RedisPipe`) on the
+        running asyncio loop; False (nothing done) without one, or for a client whose
+        connections have no asyncio twin (Sentinel, a Redis Cluster)."""
+        import asyncio
+
+        if not hasattr(self.store, "pipe_scripts"):
+            return False
+        factory = async_connection_factory(self.store.client)
+        if factory is None:
+            return False
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        io = self.io
+        assert io is not None
+
+        def run_job(fn: Callable[[], Any], done: Callable[[bool, Any], None]) -> None:
+            io.submit(fn, then=lambda value: done(True, value), failed=lambda exc: done(False, exc))
+
+        self.pipe = RedisPipe(factory, self.store.pipe_scripts(), run_job, self._pipe_broken, loop)
+        return True
+
+    def call_of(self, name: str, *args: Any, **kwargs: Any) -> Call | None:
+        """The store's ``<name>_call(*args, **kwargs)`` (a :class:`~ipr_crawl.store.pipe.Call`)
+        while :attr:`on_pipe`, else None (the blocking function is used)."""
+        if not self.on_pipe:
+            return None
+        return getattr(self.store, f"{name}_call")(*args, **kwargs)
+
+    @property
+    def on_pipe(self) -> bool:
+        """Whether calls go through the pipelined connection now: it is open and Redis answers."""
+        return self.pipe is not None and not self.away and not self.down
+
+    def _pipe_broken(self, items: list[tuple[Callable[[], Any], Any, Any]], exc: BaseException) -> None:
+        """The pipelined connection broke (Redis away): its calls not answered, in order, and
+        every call from now on go to the Redis thread, which retries (``IPR_REDIS_RETRY_SECS``),
+        until it has caught up; then a new connection."""
+        if not self.away:
+            self.away = True
+            self.stats_inc("ipr/redis/handovers")
+            logger.warning("ipr-crawl: the pipelined Redis connection failed (%s); %d calls and every call "
+                           "after them go to the Redis thread, which retries for up to %.0f s "
+                           "(IPR_REDIS_RETRY_SECS) while the crawl goes on", exc, len(items), self.retry_secs)
+        assert self.io is not None
+        for fallback, then, failed in items:
+            self.io.submit(fallback, then=self.then_caught_up(then), failed=failed or self.failed)
+        if not items:
+            self.io.submit(lambda: None, then=self.then_caught_up(None), failed=self.failed)
 
     def stop_thread(self, stats_set: Callable[[str, Any], None]) -> None:
         """Stop the Redis thread, restore the switch interval; the event loop's waits
@@ -101,6 +169,15 @@ class RedisCalls:
         if self._switch_interval is not None:
             sys.setswitchinterval(self._switch_interval)
             self._switch_interval = None
+        if self.pipe is not None:
+            self.pipe.close()
+            st = self.pipe.stats
+            stats_set("ipr/redis/writes", st.writes)
+            stats_set("ipr/redis/pipelined_calls", st.calls)
+            stats_set("ipr/redis/pipelined_commands", st.commands)
+            stats_set("ipr/redis/pipe_jobs", st.jobs)
+            stats_set("ipr/redis/pipe_breaks", st.breaks)
+            stats_set("ipr/redis/rtt_ms", round(st.rtt_secs * 1000, 3))
         if self.io is not None:
             self.io.stop()
             stats_set("ipr/redis/loop_wait_secs", round(self.io.blocked.total_secs, 6))
@@ -133,7 +210,11 @@ class RedisCalls:
             else:
                 logger.error("ipr-crawl: %s: %s", what, exc, exc_info=(type(exc), exc, exc.__traceback__))
 
-        self.io.submit(fn, *args, then=finished, failed=failed)
+        if self.on_pipe:
+            assert self.pipe is not None
+            self.pipe.job(functools.partial(fn, *args), then=finished, failed=failed)
+        else:
+            self.io.submit(fn, *args, then=finished, failed=failed)
 
         def poll() -> None:
             if state["finished"]:
@@ -195,19 +276,34 @@ class RedisCalls:
             self.retry is None or self.retry.failing_for() == 0
         ):
             self.away = False
+            if self.pipe is not None:
+                self.pipe.reset()
             logger.info("ipr-crawl: Redis answers again; its calls are back on the event loop")
 
     def submit(
-        self, fn: Callable[..., Any], *args: Any, then: Callable[[Any], Any] | None = None, adds: bool = True
+        self, fn: Callable[..., Any], *args: Any, then: Callable[[Any], Any] | None = None, adds: bool = True,
+        call: Call | None = None, failed: Callable[[BaseException], Any] | None = None,
     ) -> None:
-        """``fn(*args)`` (a store call), then ``then(result)`` on the event loop: at once while
-        :attr:`on_loop`, else queued on the Redis thread. A Redis that stays unreachable
-        stops the crawl (``on_down``); another error is logged. ``adds``: the call may add
-        requests (what ``has_pending_requests`` saw before is stale)."""
+        """``fn(*args)`` (a store call), then ``then(result)`` on the event loop: written to
+        the pipelined connection while :attr:`on_pipe` (``call``: the same call as commands,
+        e.g. :meth:`FrontierStore.pop_call`; without it ``fn`` runs on the Redis thread in
+        the calls' order), at once while :attr:`on_loop`, else queued on the Redis thread.
+        A Redis that stays unreachable stops the crawl (``on_down``); another error goes to
+        ``failed`` (default: logged). ``adds``: the call may add requests (what
+        ``has_pending_requests`` saw before is stale)."""
         if self.down:
             return
         if adds:
             self.gen += 1
+        failed = failed or self.failed
+        if self.on_pipe:
+            assert self.pipe is not None
+            blocking = functools.partial(fn, *args)
+            if call is not None:
+                self.pipe.send(call, blocking, then=then, failed=failed)
+            else:
+                self.pipe.job(blocking, then=then, failed=failed)
+            return
         if self.io is None:  # no event loop to hand results to: at once
             result = self.guard(fn, *args)
             if then is not None and not self.down:
@@ -219,7 +315,7 @@ class RedisCalls:
                 if then is not None:
                     then(result)
                 return
-        self.io.submit(fn, *args, then=self.then_caught_up(then), failed=self.failed)
+        self.io.submit(fn, *args, then=self.then_caught_up(then), failed=failed)
 
     def loop_call(self, fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
         """``fn(*args)`` on the event loop, its wait counted in ``ipr/redis/loop_wait_*``:
@@ -251,7 +347,7 @@ class RedisCalls:
         self.gen += 1
         if self.io is None:
             return fn(*args)
-        if self.on_loop:
+        if self.on_loop or self.on_pipe:
             ok, result = self.loop_call(fn, *args)
             if ok:
                 return result
@@ -264,7 +360,17 @@ class RedisCalls:
         """A page's record call. On the event loop it is sent without waiting and its reply
         read when the next page is recorded or before the next pop
         (:meth:`FrontierStore.send_record_page`): the crawler parses the next page while
-        Redis runs the script."""
+        Redis runs the script. Through the pipelined connection it travels with the calls
+        made in the same turn of the loop (the lease's settling is in the same script)."""
+        if self.on_pipe:
+            assert self.pipe is not None
+            self.gen += 1
+            self.pipe.send(
+                self.store.record_call(page_id, tie, links, lease, **where),
+                functools.partial(self.store.record_page, page_id, tie, links, lease, **where),
+                then=then, failed=self.failed,
+            )
+            return
         if self.on_loop and hasattr(self.store, "take_outstanding"):
             self.gen += 1
             # the send, and the last page's reply read

@@ -24,9 +24,10 @@ from ipr_crawl.ordering.reference import resid_level
 from ipr_crawl.ordering.rules import rule_of
 from ipr_crawl.store.keys import SCHEMA_VERSION, crawl_keys
 from ipr_crawl.store.lua_loader import script_source
+from ipr_crawl.store.pipe import Call, evalsha
 from ipr_crawl.store.pipelined import PipelinedRecord
 from ipr_crawl.store.reads import FrontierReads
-from ipr_crawl.store.record import ID_SIZE, parse_record
+from ipr_crawl.store.record import ID_SIZE, Link, RecordResult, parse_record, record_result
 
 __all__ = ["FrontierStore", "IncompatibleCrawl", "script_source"]
 
@@ -195,12 +196,62 @@ class FrontierStore(PipelinedRecord, FrontierReads):
 
     def enqueue(self, id_: bytes, tie: int, payload: bytes, dont_filter: bool, lease: bytes = b"") -> int:
         """Add one request (enqueue.lua): 1 new, 2 forced (dont_filter), 0 duplicate."""
-        return int(
-            self._scripts["enqueue"](
-                keys=self._k("meta", "node", "frontier", "lease", "req", "forced"),
-                args=[self._lua_ordering, id_, tie, payload, "1" if dont_filter else "0", lease, self._start_score],
-            )
-        )
+        keys, args = self._enqueue_argv(id_, tie, payload, dont_filter, lease)
+        return int(self._scripts["enqueue"](keys=keys, args=args))
+
+    def _enqueue_argv(
+        self, id_: bytes, tie: int, payload: bytes, dont_filter: bool, lease: bytes
+    ) -> tuple[list[str], list[Any]]:
+        return (self._k("meta", "node", "frontier", "lease", "req", "forced"),
+                [self._lua_ordering, id_, tie, payload, "1" if dont_filter else "0", lease, self._start_score])
+
+    # -- the hot calls as commands, for the pipelined connection (store/pipe.py) ----------
+    def pipe_scripts(self) -> list[Any]:
+        """The scripts the pipelined calls use (loaded at the head of its connection)."""
+        return [self._scripts[n] for n in ("record_page", "enqueue", "pop", "ack")]
+
+    def enqueue_call(self, id_: bytes, tie: int, payload: bytes, dont_filter: bool, lease: bytes = b"") -> Call:
+        """:meth:`enqueue` as a :class:`~ipr_crawl.store.pipe.Call` (same value)."""
+        keys, args = self._enqueue_argv(id_, tie, payload, dont_filter, lease)
+        return Call([evalsha(self._scripts["enqueue"], keys, args)], lambda r: int(r[0]))
+
+    def pop_call(
+        self, count: int, lease_secs: float, requeue_cap: int = 100, scan: int = 0, busy: Sequence[str] = (),
+        offset: int = 0, min_ratio: float = 0.0, holder: str = "",
+    ) -> Call:
+        """:meth:`pop` as a :class:`~ipr_crawl.store.pipe.Call` (same value; sets
+        :attr:`last_lost` and :attr:`last_head` when its reply is parsed)."""
+        keys, args = self._pop_argv(count, lease_secs, requeue_cap, scan, busy, offset, min_ratio, holder)
+        return Call([evalsha(self._scripts["pop"], keys, args)], lambda r: self._popped(r[0]))
+
+    def ack_call(self, mode: str, leases: Sequence[tuple[bytes, bytes]]) -> Call:
+        """:meth:`ack` as a :class:`~ipr_crawl.store.pipe.Call` (same value)."""
+        if not leases:
+            return Call([], lambda r: 0)
+        keys, args = self._ack_argv(mode, leases)
+        return Call([evalsha(self._scripts["ack"], keys, args)], lambda r: int(r[0]))
+
+    def pending_call(self) -> Call:
+        """:meth:`pending` as a :class:`~ipr_crawl.store.pipe.Call` (same value)."""
+        return Call([("ZCARD", self.keys[n]) for n in ("frontier", "forced", "lease")], lambda r: sum(int(x) for x in r))
+
+    def record_call(
+        self, page_id: bytes, page_tie: int, links: Sequence[Link], lease: bytes = b"", bucket: int | None = None,
+    ) -> Call:
+        """:meth:`record_page` as a :class:`~ipr_crawl.store.pipe.Call` (same value), with
+        the ``WAIT`` of :meth:`wait_for_replicas` after it when one is asked."""
+        argv = self._record_argv(page_id, page_tie, links, lease, bucket)
+        commands = [evalsha(self._scripts["record_page"], self._record_keys, argv)]
+        if self._waiting():
+            assert self._wait is not None
+            commands.append(("WAIT", self._wait[0], self._wait[1]))
+
+            def parse(r: list[Any]) -> RecordResult:
+                self._waited(r[1])
+                return record_result(r[0])
+
+            return Call(commands, parse)
+        return Call(commands, lambda r: record_result(r[0]))
 
     def pop(
         self, count: int, lease_secs: float, requeue_cap: int = 100, scan: int = 0, busy: Sequence[str] = (),
@@ -221,13 +272,20 @@ class FrontierStore(PipelinedRecord, FrontierReads):
         the best entry's (when that is positive; ``IPR_POLITE_MIN_RATIO``).
         Returns ``(leases moved back, expired or lost, [(lease member, payload or None)])``.
         """
+        keys, args = self._pop_argv(count, lease_secs, requeue_cap, scan, busy, offset, min_ratio, holder)
+        return self._popped(self._scripts["pop"](keys=keys, args=args))
+
+    def _pop_argv(
+        self, count: int, lease_secs: float, requeue_cap: int, scan: int, busy: Sequence[str],
+        offset: int, min_ratio: float, holder: str,
+    ) -> tuple[list[str], list[Any]]:
         now_ms = int(time.time() * 1000)
         args: list[Any] = [self._lua_ordering, now_ms, int(lease_secs * 1000), count, requeue_cap, holder]
         if scan > 0:
             args += [scan, offset, repr(float(min_ratio)), *busy]
-        res = self._scripts["pop"](
-            keys=self._k("meta", "node", "frontier", "lease", "req", "forced"), args=args,
-        )
+        return self._k("meta", "node", "frontier", "lease", "req", "forced"), args
+
+    def _popped(self, res: Any) -> tuple[int, list[tuple[bytes, bytes | None]]]:
         reclaimed = int(res[1])
         self.last_lost = (reclaimed, [h.decode() for h in res[2]])
         head, forced = res[3]
@@ -366,12 +424,14 @@ class FrontierStore(PipelinedRecord, FrontierReads):
         """
         if not leases:
             return 0
+        keys, argv = self._ack_argv(mode, leases)
+        return int(self._scripts["ack"](keys=keys, args=argv))
+
+    def _ack_argv(self, mode: str, leases: Sequence[tuple[bytes, bytes]]) -> tuple[list[str], list[Any]]:
         argv: list[Any] = [self._lua_ordering, mode]
         for member, id_ in leases:
             argv += [member, id_]
-        return int(
-            self._scripts["ack"](keys=self._k("meta", "node", "frontier", "lease", "req", "forced"), args=argv)
-        )
+        return self._k("meta", "node", "frontier", "lease", "req", "forced"), argv
 
     def drop(self) -> int:
         """Delete every key of this crawl (``ipr:{<crawl id>}:*``, SCAN + DEL in

