@@ -18,11 +18,18 @@ Every Scrapy of the async ``start()`` era (2.13+) runs the add-on; what differs:
   crawl of another ordering). 2.14+ handles that failure. On 2.13 the add-on adds an
   errback to that Deferred (:func:`on_crawl_failure`) that settles its own refusals:
   one ``ERROR`` line, exit status 1, as on 2.14+.
-- **Scrapy's reactor-less mode** (``TWISTED_REACTOR_ENABLED=False``, 2.15+): the
-  scheduler needs a Twisted reactor (its heartbeat's and the embedded server's
-  wake-ups, its periodic frontier log, its close), so the add-on refuses that
-  mode at start (:func:`reactorless_refusal`). On 2.13 and 2.14 the setting does
-  not exist and Scrapy ignores it; so does the add-on.
+- **Timers and wake-ups from other threads.** 2.14 added
+  ``scrapy.utils.asyncio.create_looping_call`` (asyncio's loop when available, else
+  Twisted's ``LoopingCall``): :func:`looping_call` uses it, and Twisted's
+  ``LoopingCall`` on 2.13. A wake-up from the heartbeat thread or the embedded server's
+  restart goes through :func:`loop_deliverer` (the running asyncio loop's
+  ``call_soon_threadsafe``, or the reactor's ``callFromThread`` under another reactor).
+  The add-on never imports ``twisted.internet.reactor`` where none is installed (that
+  import installs one).
+- **Scrapy's reactor-less mode** (``TWISTED_REACTOR_ENABLED=False``, 2.15+) runs the
+  add-on on asyncio alone (:func:`reactorless_refusal` refuses nothing any more; its
+  name is kept). On 2.13 and 2.14 the setting does not exist and Scrapy ignores it;
+  so does the add-on.
 
 Nothing else the add-on uses changed between them (checked against each release's
 source): the scheduler interface (``open(spider)``, ``close(reason)``,
@@ -46,7 +53,10 @@ if TYPE_CHECKING:
 
     from scrapy.crawler import Crawler
 
-__all__ = ["SCRAPY_VERSION", "SpiderArg", "close_spider", "on_crawl_failure", "reactorless_refusal"]
+__all__ = [
+    "SCRAPY_VERSION", "SpiderArg", "close_spider", "loop_deliverer", "looping_call", "on_crawl_failure",
+    "reactorless_refusal",
+]
 
 #: Scrapy's (major, minor) version, e.g. ``(2, 13)``.
 SCRAPY_VERSION: tuple[int, int] = tuple(int(part) for part in scrapy.__version__.split(".")[:2])  # type: ignore[assignment]
@@ -74,24 +84,42 @@ def close_spider(crawler: Crawler, reason: str) -> None:
 
 
 def reactorless_refusal(settings: Any) -> str | None:
-    """Why the add-on cannot run with these settings' Twisted choice, or None when it can.
+    """Why the add-on cannot run with these settings' Twisted choice, or None when it can:
+    always None now. Scrapy 2.15+'s reactor-less mode (``TWISTED_REACTOR_ENABLED=False``)
+    runs the scheduler on asyncio alone (:func:`looping_call`, :func:`loop_deliverer`,
+    the pipelined Redis connection)."""
+    return None
 
-    Scrapy 2.15+ runs without a Twisted reactor when ``TWISTED_REACTOR_ENABLED`` is
-    False; the scheduler needs the reactor (see the module docstring), so that mode is
-    refused with a message naming the setting and the ways out. On Scrapy 2.13 and
-    2.14, which have no such setting and always run a reactor, None."""
-    from scrapy.settings import default_settings
 
-    if not hasattr(default_settings, "TWISTED_REACTOR_ENABLED"):  # Scrapy < 2.15
-        return None
-    if settings.getbool("TWISTED_REACTOR_ENABLED", True):
-        return None
-    return (
-        "TWISTED_REACTOR_ENABLED=False (Scrapy's reactor-less mode) is not supported: the "
-        "scheduler's heartbeat, close and Redis hand-overs run on the Twisted reactor. Remove "
-        "the setting (the default asyncio reactor runs asyncio code as well), or turn the "
-        "add-on off with IPR_ENABLED=False"
-    )
+def looping_call(fn: Callable[..., Any], *args: Any) -> Any:
+    """A looping call of ``fn(*args)`` with ``start(interval, now=)``, ``stop()`` and
+    ``running``: Scrapy 2.14+'s ``create_looping_call`` (on asyncio's loop when one is
+    available, which the reactor-less mode needs), Twisted's ``LoopingCall`` on 2.13."""
+    from twisted.internet.task import LoopingCall
+
+    try:
+        from scrapy.utils.asyncio import create_looping_call
+    except ImportError:  # Scrapy 2.13
+        return LoopingCall(fn, *args)
+    try:
+        return create_looping_call(fn, *args)
+    except RuntimeError:  # neither a reactor nor a loop yet (a scheduler driven by hand)
+        return LoopingCall(fn, *args)
+
+
+def loop_deliverer() -> Callable[..., Any]:
+    """``f(callable, *args)`` that runs ``callable(*args)`` on the event loop from any
+    thread: the running Twisted reactor's ``callFromThread`` (any reactor), else the
+    running asyncio loop's ``call_soon_threadsafe`` (Scrapy's reactor-less mode). Call it
+    on the event loop's thread. Raises :class:`RuntimeError` when neither runs."""
+    if "twisted.internet.reactor" in sys.modules:  # never imported here: that installs one
+        from twisted.internet import reactor
+
+        if reactor.running:
+            return reactor.callFromThread
+    import asyncio
+
+    return asyncio.get_running_loop().call_soon_threadsafe
 
 
 def on_crawl_failure(errback: Callable[[Any, Crawler], Any]) -> bool:

@@ -31,7 +31,7 @@ from scrapy.http import Response
 from ipr_crawl.config import FrontierConfig, RevisitConfig
 from ipr_crawl.meta import lease_of
 from ipr_crawl.scheduler.bootstrap import Bootstrap, scrapy_redis_settings
-from ipr_crawl.scheduler.compat import close_spider
+from ipr_crawl.scheduler.compat import close_spider, loop_deliverer, looping_call
 from ipr_crawl.scheduler.enqueue import Enqueuer
 from ipr_crawl.scheduler.heartbeat import Heartbeat, new_holder_id
 from ipr_crawl.scheduler.identity import RequestIdentity
@@ -170,24 +170,23 @@ class IprScheduler(BaseScheduler):
             )
             self.revisit_observer = RevisitObserver(self.revisits, self.revisit_config, spider)
         self.calls.start_thread(f"ipr-redis-{cfg.crawl_id}", cfg.gil_switch_secs)
-        if not cfg.redis_url and not scrapy_redis_settings(self.crawler):
-            from twisted.internet import reactor
-
-            retry.on_revived = lambda: reactor.callFromThread(self.leases.revived, time.time())
+        if not cfg.redis_url and not scrapy_redis_settings(self.crawler) and self.io is not None:
+            deliver = loop_deliverer()
+            retry.on_revived = lambda: deliver(self.leases.revived, time.time())
         self._start_heartbeat(spider)
         _by_crawler[self.crawler] = self
 
     def _start_heartbeat(self, spider: Spider) -> None:
-        from twisted.internet import reactor, task
-
         # From here on (the crawl's steady state) the event loop makes one attempt per Redis
         # call and never sits in a retry: IPR_REDIS_THREAD=auto on one server.
         self.calls.enter_loop_mode(
             self.config.redis_thread == "auto" and self.config.cluster_buckets == 1 and not is_cluster(self.store.client)
         )
 
+        deliver = loop_deliverer() if self.io is not None else (lambda fn: fn())
+
         def lost_holder() -> None:
-            reactor.callFromThread(self.wake)
+            deliver(self.wake)
 
         cfg = self.config
         self.heartbeat = Heartbeat(
@@ -200,13 +199,12 @@ class IprScheduler(BaseScheduler):
         if cfg.timeline_secs > 0:
             self.store.sample(cfg.timeline_secs)  # the timeline starts with the crawl
         if cfg.logstats_interval > 0:
-            self._logstats = task.LoopingCall(lambda: self.calls.submit(self.log_frontier, adds=False))
+            self._logstats = looping_call(lambda: self.calls.submit(self.log_frontier, adds=False))
             self._logstats.start(cfg.logstats_interval, now=False)
 
     # -- Redis calls: on the event loop while Redis answers, else on the Redis thread ---------
     @property
-    def io(self) -> RedisThread | None:
-        """The thread that makes the Redis calls of the steady state (redis_thread.py)."""
+    def io(self) -> RedisThread | None:  # the Redis thread (redis_thread.py)
         return self.calls.io
 
     @property
@@ -229,12 +227,10 @@ class IprScheduler(BaseScheduler):
         return self.calls.sync(functools.partial(self.store.record_page, page_id, tie, links, lease, **where))
 
     @property
-    def concurrency(self) -> int:
-        """``CONCURRENT_REQUESTS`` (at least 1)."""
+    def concurrency(self) -> int:  # CONCURRENT_REQUESTS (at least 1)
         return self._concurrency
 
-    def settled(self, lease: bytes) -> None:
-        """A lease of this process was settled (its page recorded)."""
+    def settled(self, lease: bytes) -> None:  # a lease of this process was settled (its page recorded)
         if lease:
             self.leases.held.pop(lease, None)
 
@@ -255,7 +251,9 @@ class IprScheduler(BaseScheduler):
         if self._logstats is not None and self._logstats.running:
             self._logstats.stop()
         if self.heartbeat is not None:
-            self.heartbeat.stop(timeout=0.2 if self.redis_down else 5.0)
+            # a beat in progress cannot register the holder again after its release (it only
+            # renews, FrontierStore.beat's renew_only): no need to wait for it
+            self.heartbeat.stop(timeout=0.2)
         io = self.io
         if io is None or not io.alive:
             buffered = list(self.leases.buffer)
@@ -428,16 +426,20 @@ class IprScheduler(BaseScheduler):
         else:
             # slow start: lease no more than may leave now (a request leased ahead
             # would be chosen before the pages now in progress are recorded)
+            ahead = self.pacing.ahead(self.calls.pipe_rtt_secs)  # pipelined pops: a few more
             if not self.leases.buffer:
                 room = self.pacing.lease_room() if self.pacing.active else self.pacing.pop_batch()
                 if room > 0:
-                    self._refill(room)  # on the event loop: done now; on the Redis thread: later
+                    self._refill(room + ahead)  # on the event loop: done now; else later
                 if not self.leases.buffer:
                     return None
             member, request = self.leases.buffer.popleft()
             if not self.pacing.active and len(self.leases.buffer) <= self.pacing.pop_batch() // 2:
                 self._refill(self.pacing.pop_batch())  # ahead of need: the next ones come while this one downloads
+            elif ahead and len(self.leases.buffer) < (ahead + 1) // 2:
+                self._refill(ahead)
         self.leases.handed_out(member, request)
+        self.pacing.took()
         self._stats_inc("ipr/frontier/popped")
         self._stats_inc("scheduler/dequeued")
         self._stats_inc("scheduler/dequeued/redis")
@@ -450,8 +452,7 @@ class IprScheduler(BaseScheduler):
         return self.leases.refill(count, scan, busy, offset, min_ratio)
 
     @property
-    def _buffer(self) -> deque[tuple[bytes, Request]]:
-        """The leased requests not handed out yet (:attr:`Leases.buffer`)."""
+    def _buffer(self) -> deque[tuple[bytes, Request]]:  # Leases.buffer, the leased requests not handed out
         return self.leases.buffer
 
     def wake(self) -> None:

@@ -160,9 +160,12 @@ class Enqueuer:
     def _now_or_later(
         self, request: Request, fn: Callable[[], Any], call: Any, then: Callable[[Any], bool],
     ) -> bool:
-        """``then(fn())`` now, or, through the pipelined connection (``call`` given), True now
-        and ``then`` once the reply is in; a False then is reported as ``request_dropped``."""
-        if call is None:
+        """``then(fn())`` now (calls made in place: another reactor while Redis answers, a
+        scheduler driven by hand), or True now and ``then`` once the reply is in: through the
+        pipelined connection (``call`` given), or queued on the Redis thread (while Redis is
+        away, ``IPR_REDIS_THREAD=always``), so that it never waits. A False then is
+        reported as ``request_dropped``."""
+        if call is None and (self.calls.io is None or self.calls.on_loop):
             return then(self.calls.sync(fn))
 
         def answered(result: Any) -> None:
@@ -179,7 +182,10 @@ class Enqueuer:
             return False
         now = time.monotonic()
         if self._shared_seen is None or now - self._shared_seen[0] > 1.0:
-            alive, _ = self.calls.sync(self.calls.store.holder_counts)
+            try:
+                alive, _ = self.calls.sync(self.calls.store.holder_counts)
+            except TimeoutError:  # Redis away: as last seen (alone, if never)
+                return self._shared_seen is not None and self._shared_seen[1]
             self._shared_seen = (now, alive > 1)
         return self._shared_seen[1]
 

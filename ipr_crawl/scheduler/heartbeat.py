@@ -118,7 +118,13 @@ class Heartbeat:
     def beat_once(self) -> None:
         """One beat: renew, note a lapse, write a timeline sample when due, and look for
         holders whose heartbeat is gone."""
-        was_alive = self.store.beat(self.holder, 2 * self.interval, self.info)
+        # Renewed only while registered: the close releases the holder after stopping this
+        # thread, and a beat in progress then must not register it again.
+        was_alive = self.store.beat(self.holder, 2 * self.interval, self.info, renew_only=True)
+        if not was_alive:
+            if self._stop.is_set():  # closing: released, or about to be
+                return
+            self.store.beat(self.holder, 2 * self.interval, self.info)
         self.beats += 1
         if not was_alive:
             self.lapses += 1

@@ -9,6 +9,7 @@ state as its ``spider_is_idle`` does.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -31,6 +32,10 @@ class Pacing:
         self.concurrency = concurrency
         self.sent = sent
         self.stats_inc = stats_inc
+        #: requests the engine took per second over the last whole second (ahead)
+        self.rate = 0.0
+        self._window = 0.0
+        self._taken = 0
 
     def _engine(self) -> Any:
         """Scrapy's engine, or None before the crawl starts (Scrapy 2.19's ``Crawler.engine``
@@ -94,6 +99,22 @@ class Pacing:
         allowance = max(1, self.sent()) if ramping else self.concurrency
         in_progress = len(getattr(self._slot(), "inprogress", ()) or ())
         return min(self.pop_batch(), max(0, allowance - in_progress))
+
+    def ahead(self, rtt_secs: float) -> int:
+        """How many requests to lease ahead of need with pipelined pops: those the engine
+        takes during one pop's round trip (``rtt_secs``, from a call's write to its reply
+        handled) at the rate it has been taking them (requests per second, over the last
+        second), with half again for the variance, rounded; at most :meth:`pop_batch`, so
+        that the order stays the ordering's (0 on loopback at a few hundred pages/s)."""
+        return min(self.pop_batch(), int(self.rate * rtt_secs * 1.5 + 0.5))
+
+    def took(self) -> None:
+        """The engine took a request (:attr:`rate`)."""
+        now = time.monotonic()
+        self._taken += 1
+        if now - self._window >= 1.0:
+            self.rate = self._taken / (now - self._window) if self._window else 0.0
+            self._window, self._taken = now, 0
 
     def pop_batch(self) -> int:
         """Requests leased per pop: ``IPR_POP_BATCH_SIZE``, at most half of

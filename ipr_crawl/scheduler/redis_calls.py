@@ -143,6 +143,11 @@ class RedisCalls:
         return getattr(self.store, f"{name}_call")(*args, **kwargs)
 
     @property
+    def pipe_rtt_secs(self) -> float:
+        """The pipelined calls' round trip (s, a moving average; 0 off the pipe)."""
+        return self.pipe.stats.rtt_secs if self.pipe is not None and self.on_pipe else 0.0
+
+    @property
     def on_pipe(self) -> bool:
         """Whether calls go through the pipelined connection now: it is open and Redis answers."""
         return self.pipe is not None and not self.away and not self.down
@@ -194,7 +199,9 @@ class RedisCalls:
         :data:`CLOSE_WITHOUT_REDIS_SECS` after Redis was found unreachable
         (``without_redis(error)`` then); ``closed()`` is called before it fires.
         ``what``: for the log line of another error."""
-        from twisted.internet import defer, task
+        from twisted.internet import defer
+
+        from ipr_crawl.scheduler.compat import looping_call
 
         assert self.io is not None
         done: defer.Deferred[None] = defer.Deferred()
@@ -231,7 +238,7 @@ class RedisCalls:
             closed()
             done.callback(None)
 
-        watch = task.LoopingCall(poll)
+        watch = looping_call(poll)
         watch.start(0.05, now=False)
         return done
 

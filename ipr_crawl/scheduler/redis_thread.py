@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import logging
 import queue
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -77,17 +76,10 @@ class BlockedTime:
 
 
 def _loop_deliverer() -> Callable[..., Any]:
-    """``f(callable, *args)`` that runs ``callable(*args)`` on the event loop from any thread.
-    Raises :class:`RuntimeError` when neither a Twisted reactor nor an asyncio loop runs."""
-    if "twisted.internet.reactor" in sys.modules:
-        from twisted.internet import reactor
+    """:func:`ipr_crawl.scheduler.compat.loop_deliverer`."""
+    from ipr_crawl.scheduler.compat import loop_deliverer
 
-        if reactor.running:
-            return reactor.callFromThread
-    import asyncio
-
-    loop = asyncio.get_running_loop()
-    return loop.call_soon_threadsafe
+    return loop_deliverer()
 
 
 class RedisThread:

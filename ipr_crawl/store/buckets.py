@@ -359,10 +359,11 @@ class BucketedFrontier:
         return moved, items
 
     # -- holders ------------------------------------------------------------------
-    def beat(self, holder: str, ttl_secs: float, info: dict[str, Any] | None = None) -> bool:
+    def beat(self, holder: str, ttl_secs: float, info: dict[str, Any] | None = None, renew_only: bool = False) -> bool:
         """Renew ``holder``'s heartbeat in every bucket (each bucket's pop hands back the
-        leases of its own lost holders). False when bucket 0 did not know it."""
-        return [store.beat(holder, ttl_secs, info) for store in self.stores][0]
+        leases of its own lost holders). False when bucket 0 did not know it.
+        ``renew_only``: as :meth:`FrontierStore.beat`."""
+        return [store.beat(holder, ttl_secs, info, renew_only) for store in self.stores][0]
 
     def holder_counts(self) -> tuple[int, int]:
         return self.stores[0].holder_counts()

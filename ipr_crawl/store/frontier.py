@@ -295,13 +295,20 @@ class FrontierStore(PipelinedRecord, FrontierReads):
         return int(res[0]) + reclaimed, items
 
     # -- holders: processes that lease, and their heartbeats -----------------------
-    def beat(self, holder: str, ttl_secs: float, info: dict[str, Any] | None = None) -> bool:
+    def beat(self, holder: str, ttl_secs: float, info: dict[str, Any] | None = None, renew_only: bool = False) -> bool:
         """Renew ``holder``'s heartbeat: it counts as alive for ``ttl_secs`` more
         (``info``, JSON-able, is stored beside it). Returns False when the holder was
         not registered, i.e. on its first beat or after it was declared lost (its
-        leases then went to others)."""
+        leases then went to others) or released. ``renew_only``: a holder that is not
+        registered stays so (``ZADD XX``; its info is not written): a beat that lands
+        after the holder's release at close does not bring it back."""
         pipe = self.client.pipeline(transaction=False)
-        pipe.zadd(self.keys["holders"], {holder: int((time.time() + ttl_secs) * 1000)})
+        deadline = {holder: int((time.time() + ttl_secs) * 1000)}
+        if renew_only:
+            pipe.zadd(self.keys["holders"], deadline, xx=True)
+            pipe.zscore(self.keys["holders"], holder)
+            return pipe.execute()[1] is not None
+        pipe.zadd(self.keys["holders"], deadline)
         if info is not None:
             pipe.hset(self.keys["holders_info"], holder, json.dumps(info))
         return not int(pipe.execute()[0])

@@ -223,3 +223,14 @@ def test_a_timeline_interval_below_the_heartbeats_is_honoured(redis_client, craw
     samples = store.timeline()
     assert 7 <= len(samples) <= 11, len(samples)
     assert beat.beats == 1
+
+
+def test_a_renewing_beat_after_the_release_does_not_register_the_holder_again(redis_client, crawl_id):
+    """The close releases the holder while its heartbeat thread may be in a beat: a
+    renew-only beat (what the thread sends) landing after the release leaves it gone."""
+    store = _store(redis_client, crawl_id)
+    assert store.beat("closing", 60, {"pid": 1}) is False
+    assert store.beat("closing", 60, renew_only=True) is True  # registered: renewed
+    store.release("holder", "closing")
+    assert store.beat("closing", 60, renew_only=True) is False
+    assert [h["holder"] for h in store.holders()] == []
