@@ -183,16 +183,14 @@ class IprScheduler(BaseScheduler):
             self.config.redis_thread == "auto" and self.config.cluster_buckets == 1 and not is_cluster(self.store.client)
         )
 
-        deliver = loop_deliverer() if self.io is not None else (lambda fn: fn())
-
-        def lost_holder() -> None:
-            deliver(self.wake)
+        # the heartbeat thread's wake-up (Pacing.wake hands it to the event loop)
+        self.pacing.on_loop(loop_deliverer() if self.io is not None else None)
 
         cfg = self.config
         self.heartbeat = Heartbeat(
             self.store, self.holder, cfg.heartbeat_secs,
             {"host": self.holder.rsplit(":", 2)[0], "pid": os.getpid(), "spider": spider.name, "started": time.time()},
-            on_lost_holder=lost_holder, timeline_secs=cfg.timeline_secs,
+            on_lost_holder=self.wake, timeline_secs=cfg.timeline_secs,
         )
         self.heartbeat.start()
         self.enqueuer.heartbeat_on = True
@@ -431,12 +429,13 @@ class IprScheduler(BaseScheduler):
                 room = self.pacing.lease_room() if self.pacing.active else self.pacing.pop_batch()
                 if room > 0:
                     self._refill(room + ahead)  # on the event loop: done now; else later
-                if not self.leases.buffer:
+                if not self.leases.buffer:  # the engine waits for a pop's round trip (if one is on its way)
+                    self._stats_inc("ipr/redis/pop_waits", int(self.leases.popping))
                     return None
             member, request = self.leases.buffer.popleft()
             if not self.pacing.active and len(self.leases.buffer) <= self.pacing.pop_batch() // 2:
                 self._refill(self.pacing.pop_batch())  # ahead of need: the next ones come while this one downloads
-            elif ahead and len(self.leases.buffer) < (ahead + 1) // 2:
+            elif ahead >= 2 and len(self.leases.buffer) < (ahead + 1) // 2:  # far from Redis: keep a few
                 self._refill(ahead)
         self.leases.handed_out(member, request)
         self.pacing.took()

@@ -9,6 +9,7 @@ state as its ``spider_is_idle`` does.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -32,6 +33,9 @@ class Pacing:
         self.concurrency = concurrency
         self.sent = sent
         self.stats_inc = stats_inc
+        #: wake() from another thread goes through deliver (on_loop)
+        self.loop_thread = 0
+        self.deliver: Callable[..., Any] | None = None
         #: requests the engine took per second over the last whole second (ahead)
         self.rate = 0.0
         self._window = 0.0
@@ -128,6 +132,18 @@ class Pacing:
         new requests in Redis instead of passing them to the engine, whose ``crawl()``
         would do this; without it an engine that found the frontier empty while pages
         were being parsed waits for the next download or its 5 s heartbeat."""
+        if self.deliver is not None and threading.get_ident() != self.loop_thread:
+            # a callback off the event loop (a reply handled on the Redis thread at close):
+            # the engine's timers belong to the loop's thread
+            self.deliver(self.wake)
+            return
         nextcall = getattr(self._slot(), "nextcall", None)
         if nextcall is not None:
             nextcall.schedule()
+
+    def on_loop(self, deliver: Callable[..., Any] | None) -> None:
+        """Called on the event loop's thread at open: :meth:`wake` from another thread
+        goes through ``deliver(fn)`` (:func:`~ipr_crawl.scheduler.compat.loop_deliverer`;
+        None: a scheduler driven by hand, woken where it is called)."""
+        self.loop_thread = threading.get_ident()
+        self.deliver = deliver
