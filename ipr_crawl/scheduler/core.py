@@ -428,7 +428,7 @@ class IprScheduler(BaseScheduler):
             if not self.leases.buffer:
                 room = self.pacing.lease_room() if self.pacing.active else self.pacing.pop_batch()
                 if room > 0:
-                    self._refill(room + ahead)  # on the event loop: done now; else later
+                    self._refill(min(room + ahead, self.pacing.pop_batch()))  # now, or later (pipe, thread)
                 if not self.leases.buffer:  # the engine waits for a pop's round trip (if one is on its way)
                     self._stats_inc("ipr/redis/pop_waits", int(self.leases.popping))
                     return None
