@@ -19,14 +19,18 @@ import redis
 from ipr_crawl.config import FrontierConfig
 from ipr_crawl.redis_location import embedded_data_dir as project_data_dir
 from ipr_crawl.redis_location import scrapy_redis_settings as project_uses_scrapy_redis
+from ipr_crawl.scheduler.refresher import Refresher
+from ipr_crawl.scheduler.revisits import RevisitObserver
 from ipr_crawl.store import adopt, connect, redact
+from ipr_crawl.store.buckets import open_frontier
 from ipr_crawl.store.connection import is_cluster
 from ipr_crawl.store.retry import RedisRetry
+from ipr_crawl.store.revisit import RevisitStore
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
-__all__ = ["Bootstrap", "embedded_data_dir", "scrapy_redis_client", "scrapy_redis_settings"]
+__all__ = ["Bootstrap", "embedded_data_dir", "open_crawl", "scrapy_redis_client", "scrapy_redis_settings"]
 
 # the scheduler's log lines keep their logger's name
 logger = logging.getLogger("ipr_crawl.scheduler.core")
@@ -283,3 +287,25 @@ class Bootstrap:
             ("PageRank computed and installed" if info["computed"] else "installed") if info["installed"]
             else "kept from this crawl's start", time.monotonic() - t0,
         )
+
+
+def open_crawl(sched: Any, spider: Any, retry: RedisRetry) -> None:
+    """``IprScheduler.open``'s blocking part, on a worker thread (or in place when no event
+    loop runs): connect, open (or resume) the crawl, its revisit store; sets the
+    scheduler's ``where``, ``store``, ``revisits`` and ``revisit_observer``. Raises what
+    :meth:`Bootstrap.connect` and :meth:`Bootstrap.open_crawl` raise."""
+    cfg = sched.config
+    boot = Bootstrap(sched.crawler, cfg, sched.revisit_config is not None, sched.holder, sched._stats_set)
+    client, where, _ = boot.connect(retry)
+    sched.where = where
+    store = open_frontier(client, cfg.crawl_id, cfg.params, cfg.cluster_buckets, exact=cfg.pop_batch_size == 1)
+    if cfg.redis_wait_replicas:
+        store.wait_for_replicas(cfg.redis_wait_replicas, cfg.redis_wait_ms,
+                                on_short=lambda: sched._stats_inc("ipr/redis/wait_short"))
+    boot.open_crawl(client, store, where)
+    if sched.revisit_config is not None:
+        sched.revisits = sched.leases.revisits = Refresher(
+            RevisitStore(client, cfg.crawl_id, sched.revisit_config.events_maxlen), store, sched.revisit_config
+        )
+        sched.revisit_observer = RevisitObserver(sched.revisits, sched.revisit_config, spider)
+    sched.store = sched.calls.store = store

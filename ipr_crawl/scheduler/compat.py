@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
 __all__ = [
-    "SCRAPY_VERSION", "SpiderArg", "close_spider", "loop_deliverer", "looping_call", "on_crawl_failure",
+    "SCRAPY_VERSION", "SpiderArg", "close_spider", "loop_deliverer", "looping_call", "off_loop", "on_crawl_failure",
     "reactorless_refusal",
 ]
 
@@ -105,6 +105,33 @@ def looping_call(fn: Callable[..., Any], *args: Any) -> Any:
         return create_looping_call(fn, *args)
     except RuntimeError:  # neither a reactor nor a loop yet (a scheduler driven by hand)
         return LoopingCall(fn, *args)
+
+
+def off_loop(fn: Callable[[], Any], then: Callable[[Any], Any]) -> Any:
+    """``then(fn())`` with ``fn`` run on a worker thread, so that the event loop goes on:
+    a Deferred of ``then``'s result (the running asyncio loop's default executor, or the
+    Twisted reactor's thread pool under another reactor), or, when no event loop runs (a
+    scheduler driven by hand), ``fn`` and ``then`` run in place and None is returned
+    (their exceptions raised)."""
+    import asyncio
+
+    from twisted.internet import defer
+
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+    if loop is not None:
+        d: Any = defer.Deferred.fromFuture(asyncio.ensure_future(loop.run_in_executor(None, fn)))
+    elif "twisted.internet.reactor" in sys.modules and getattr(sys.modules["twisted.internet.reactor"], "running", False):
+        from twisted.internet import threads
+
+        d = threads.deferToThread(fn)
+    else:
+        then(fn())
+        return None
+    d.addCallback(then)
+    return d
 
 
 def loop_deliverer() -> Callable[..., Any]:

@@ -30,8 +30,8 @@ from scrapy.http import Response
 
 from ipr_crawl.config import FrontierConfig, RevisitConfig
 from ipr_crawl.meta import lease_of
-from ipr_crawl.scheduler.bootstrap import Bootstrap, scrapy_redis_settings
-from ipr_crawl.scheduler.compat import close_spider, loop_deliverer, looping_call
+from ipr_crawl.scheduler.bootstrap import open_crawl, scrapy_redis_settings
+from ipr_crawl.scheduler.compat import close_spider, loop_deliverer, looping_call, off_loop
 from ipr_crawl.scheduler.enqueue import Enqueuer
 from ipr_crawl.scheduler.heartbeat import Heartbeat, new_holder_id
 from ipr_crawl.scheduler.identity import RequestIdentity
@@ -46,10 +46,8 @@ from ipr_crawl.scheduler.redis_thread import RedisThread
 from ipr_crawl.scheduler.refresher import Refresher
 from ipr_crawl.scheduler.revisits import RevisitObserver
 from ipr_crawl.store import Link, RecordResult, redact
-from ipr_crawl.store.buckets import open_frontier
 from ipr_crawl.store.connection import is_cluster
 from ipr_crawl.store.retry import RedisRetry
-from ipr_crawl.store.revisit import RevisitStore
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -142,10 +140,13 @@ class IprScheduler(BaseScheduler):
         return cls(crawler, FrontierConfig.from_settings(settings, spider_name), revisits)
 
     # -- BaseScheduler -------------------------------------------------------------
-    def open(self, spider: Spider) -> None:
-        """Connect to the crawl's Redis and open (or resume) the crawl.
+    def open(self, spider: Spider) -> Any:
+        """Connect to the crawl's Redis and open (or resume) the crawl, off the event loop
+        (starting the embedded server, archiving a finished crawl, computing a prior take
+        seconds): a Deferred that fires once it is done, as Scrapy's ``BaseScheduler.open``
+        may return (None when no event loop runs: done in place).
 
-        Raises :class:`~ipr_crawl.store.FrontierUnavailable` when Redis cannot be
+        Fails with :class:`~ipr_crawl.store.FrontierUnavailable` when Redis cannot be
         reached, :class:`~ipr_crawl.store.IncompatibleCrawl` for a crawl written by
         another schema or ordering."""
         self.spider = self.leases.spider = self.enqueuer.spider = spider
@@ -155,20 +156,11 @@ class IprScheduler(BaseScheduler):
             on_error=lambda exc: self._stats_inc("ipr/redis/errors"),
         )
         self.calls.retry = retry
-        boot = Bootstrap(self.crawler, cfg, self.revisit_config is not None, self.holder, self._stats_set)
-        client, where, _ = boot.connect(retry)
-        self.where = where
-        self.store = self.calls.store = open_frontier(client, cfg.crawl_id, cfg.params, cfg.cluster_buckets,
-                                                      exact=cfg.pop_batch_size == 1)
-        if cfg.redis_wait_replicas:
-            self.store.wait_for_replicas(cfg.redis_wait_replicas, cfg.redis_wait_ms,
-                                         on_short=lambda: self._stats_inc("ipr/redis/wait_short"))
-        boot.open_crawl(client, self.store, where)
-        if self.revisit_config is not None:
-            self.revisits = self.leases.revisits = Refresher(
-                RevisitStore(client, cfg.crawl_id, self.revisit_config.events_maxlen), self.store, self.revisit_config
-            )
-            self.revisit_observer = RevisitObserver(self.revisits, self.revisit_config, spider)
+        return off_loop(functools.partial(open_crawl, self, spider, retry), lambda _: self._started(spider, retry))
+
+    def _started(self, spider: Spider, retry: RedisRetry) -> None:
+        """:meth:`open`'s end, on the event loop: the Redis thread, the heartbeat."""
+        cfg = self.config
         self.calls.start_thread(f"ipr-redis-{cfg.crawl_id}", cfg.gil_switch_secs)
         if not cfg.redis_url and not scrapy_redis_settings(self.crawler) and self.io is not None:
             deliver = loop_deliverer()

@@ -40,6 +40,33 @@ CLOSE_WITHOUT_REDIS_SECS = 1.0
 _T = TypeVar("_T")
 
 
+class _SwitchInterval:
+    """Python's thread switch interval, shared by every scheduler of the process: the
+    shortest asked for while any runs, Python's own again once the last has stopped
+    (two crawlers in one process stop in any order)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.asked: list[float] = []
+        self.original = 0.0
+
+    def shorten(self, secs: float) -> None:
+        with self.lock:
+            if not self.asked:
+                self.original = sys.getswitchinterval()
+            self.asked.append(secs)
+            sys.setswitchinterval(min(self.asked))
+
+    def restore(self, secs: float) -> None:
+        with self.lock:
+            if secs in self.asked:
+                self.asked.remove(secs)
+            sys.setswitchinterval(min(self.asked) if self.asked else self.original)
+
+
+_SWITCH = _SwitchInterval()
+
+
 class RedisCalls:
     """The store calls of one scheduler: on the event loop or on its Redis thread.
 
@@ -68,7 +95,7 @@ class RedisCalls:
         self.away = False
         #: bumped by every queued call that may change what is pending
         self.gen = 0
-        #: Python's thread switch interval before IPR_GIL_SWITCH_SECS replaced it
+        #: the switch interval this scheduler asked for (IPR_GIL_SWITCH_SECS), while it runs
         self._switch_interval: float | None = None
         #: the pipelined connection on the asyncio event loop (store/pipe.py): the steady
         #: state's calls while Redis answers (IPR_REDIS_THREAD=auto, one server)
@@ -94,8 +121,8 @@ class RedisCalls:
             # The crawler keeps the interpreter busy; each time the Redis thread's
             # socket call returns it waits for it, by default up to 5 ms (CPython's
             # switch interval): a pop's reply would reach the engine that late.
-            self._switch_interval = sys.getswitchinterval()
-            sys.setswitchinterval(gil_switch_secs)
+            self._switch_interval = gil_switch_secs
+            _SWITCH.shorten(gil_switch_secs)
 
     def enter_loop_mode(self, wanted: bool) -> None:
         """The crawl's steady state begins: with ``wanted`` (``IPR_REDIS_THREAD=auto`` on one
@@ -172,7 +199,7 @@ class RedisCalls:
         """Stop the Redis thread, restore the switch interval; the event loop's waits
         (``ipr/redis/loop_wait_*``) and the thread's CPU as stats."""
         if self._switch_interval is not None:
-            sys.setswitchinterval(self._switch_interval)
+            _SWITCH.restore(self._switch_interval)
             self._switch_interval = None
         if self.pipe is not None:
             self.pipe.close()

@@ -2,7 +2,7 @@
 in progress (``SCHEDULER=tests.helpers.lease_probe.LeaseProbeScheduler``, run from the
 repository): the pacing of :class:`ipr_crawl.scheduler.IprScheduler` checked in a real
 ``scrapy crawl``. Log line: ``lease-probe: count=N in_progress=N concurrency=N
-buffer=N polite=0|1``."""
+buffer=N polite=0|1 ahead=N`` (``ahead``: what the pipelined pops lease ahead of need now)."""
 
 from __future__ import annotations
 
@@ -14,14 +14,17 @@ from ipr_crawl.scheduler import IprScheduler
 
 logger = logging.getLogger(__name__)
 
-LINE = re.compile(r"lease-probe: count=(\d+) in_progress=(\d+) concurrency=(\d+) buffer=(\d+) polite=([01])")
+LINE = re.compile(
+    r"lease-probe: count=(\d+) in_progress=(\d+) concurrency=(\d+) buffer=(\d+) polite=([01]) ahead=(\d+)"
+)
 
 
 class LeaseProbeScheduler(IprScheduler):
     def _refill(self, count: int = 0, scan: int = 0, *args: Any, **kwargs: Any) -> int:
         slot = getattr(getattr(self.crawler, "engine", None), "_slot", None)
         logger.info(
-            "lease-probe: count=%d in_progress=%d concurrency=%d buffer=%d polite=%d",
+            "lease-probe: count=%d in_progress=%d concurrency=%d buffer=%d polite=%d ahead=%d",
             count, len(getattr(slot, "inprogress", ()) or ()), self._concurrency, len(self._buffer), int(scan > 0),
+            self.pacing.ahead(self.calls.pipe_rtt_secs),
         )
         return super()._refill(count, scan, *args, **kwargs)

@@ -98,3 +98,24 @@ def test_blocked_time_p99():
     assert b.calls == 100 and abs(b.total_secs - 0.599) < 1e-9
     assert b.p99_ms() == pytest.approx(500.0)
     assert BlockedTime().p99_ms() == 0.0
+
+
+def test_two_schedulers_restore_pythons_switch_interval_in_any_order():
+    """IPR_GIL_SWITCH_SECS is process-wide: the shortest asked for while any scheduler
+    runs, Python's own again once the last has stopped, whichever stops first."""
+    import sys
+
+    from ipr_crawl.scheduler.redis_calls import _SwitchInterval
+
+    own = sys.getswitchinterval()
+    switch = _SwitchInterval()
+    try:
+        switch.shorten(0.0002)  # crawler A
+        switch.shorten(0.001)  # crawler B
+        assert sys.getswitchinterval() == pytest.approx(0.0002)
+        switch.restore(0.0002)  # A stops first
+        assert sys.getswitchinterval() == pytest.approx(0.001)
+        switch.restore(0.001)
+        assert sys.getswitchinterval() == pytest.approx(own)
+    finally:
+        sys.setswitchinterval(own)
