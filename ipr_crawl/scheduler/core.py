@@ -366,7 +366,7 @@ class IprScheduler(BaseScheduler):
         close_summary(self.store, self.config.crawl_id, reason, bool(self.enqueuer.local), self._stats_set)
 
     def _closed_without_redis(self, reason: str, exc: BaseException | None) -> None:
-        held = len(self.leases.held)
+        held = len(self.leases.held) + self.leases.pops_out  # a pop written and unanswered may have leased
         self._stats_set("ipr/lease/held_at_close", held)
         closed_without_redis_line(self.config.crawl_id, reason, exc, held)
 

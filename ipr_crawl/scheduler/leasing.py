@@ -25,7 +25,7 @@ from ipr_crawl.scheduler.codec import PayloadError, decode_request
 from ipr_crawl.scheduler.identity import RequestIdentity
 from ipr_crawl.scheduler.oplog import log_wait
 from ipr_crawl.scheduler.pacing import Pacing
-from ipr_crawl.scheduler.redis_calls import RedisCalls
+from ipr_crawl.scheduler.redis_calls import REDIS_DOWN, RedisCalls
 from ipr_crawl.scheduler.refresher import Refresher
 
 __all__ = ["Leases"]
@@ -80,6 +80,9 @@ class Leases:
         self.escaped_seen: tuple[float, set[bytes]] | None = None
         #: a pop queued and not answered yet
         self.popping = False
+        #: requests asked for by pipelined pops not answered (at a close without Redis they
+        #: may be leased: a pop written before Redis went away may have run)
+        self.pops_out = 0
         #: (generation, time.monotonic(), pending?) of the last check, and whether one is queued
         self.pending_seen: tuple[int, float, bool] | None = None
         #: (generation, time.monotonic()) of the last pop that found nothing
@@ -156,9 +159,11 @@ class Leases:
         A pop that finds nothing is followed by a look at what is pending."""
         cfg = self.config
         self.popping = True
+        self.pops_out += count
         pop_args = (count, cfg.lease_secs, cfg.requeue_batch_size, scan, busy, offset, min_ratio)
 
         def answered(result: tuple[int, list[tuple[bytes, bytes | None]]]) -> None:
+            self.pops_out -= count
             expired, items = result
             if items:
                 self.popped((0, 0.0, 0, expired, self.store.last_lost, items, True), gen)
@@ -176,6 +181,8 @@ class Leases:
 
         def failed(exc: BaseException) -> None:
             self.popping = False
+            if not isinstance(exc, REDIS_DOWN):  # Redis gone: it may have run (counted at close)
+                self.pops_out -= count
             self.calls.failed(exc)
 
         self.calls.submit(functools.partial(self.store.pop, holder=self.holder), *pop_args, then=answered,
