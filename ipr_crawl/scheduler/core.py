@@ -126,6 +126,7 @@ class IprScheduler(BaseScheduler):
         #: stores requests; keeps those that cannot be stored in this process (enqueue.py)
         self.enqueuer = Enqueuer(config, self.calls, self.leases, self.identity, crawler.settings, self._stats_inc)
         # a request found a duplicate once Redis answered: Scrapy's signal, as its engine sends it for a False
+        self.calls.on_back = lambda: self.leases.revived(time.time())  # a failover, a restart
         self.enqueuer.dropped = lambda r: crawler.signals.send_catch_log(signals.request_dropped, request=r,
                                                                          spider=self.spider)
         self._closing = False

@@ -395,8 +395,8 @@ class Leases:
         def done(released: int) -> None:
             self.stats_inc("ipr/lease/released_after_restart", released)
             if released:
-                logger.warning("ipr-crawl: %d requests this process had settled before the embedded Redis "
-                               "restarted (the settling was lost with its last writes) went back to the frontier",
-                               released)
+                logger.warning("ipr-crawl: %d requests leased to this process that it does not hold (a settling "
+                               "lost with a restarted server's last writes, or a pop whose reply was lost) went "
+                               "back to the frontier", released)
 
         self.calls.submit(self.store.release_stale, self.holder, keep, at, then=done)

@@ -100,6 +100,8 @@ class RedisCalls:
         #: the pipelined connection on the asyncio event loop (store/pipe.py): the steady
         #: state's calls while Redis answers (IPR_REDIS_THREAD=auto, one server)
         self.pipe: RedisPipe | None = None
+        #: called when Redis answers again after calls failed (the scheduler's Leases.revived)
+        self.on_back: Callable[[], None] | None = None
 
     def start_thread(self, name: str, gil_switch_secs: float) -> None:
         """Start the Redis thread (none without an event loop to hand results to: a
@@ -313,6 +315,8 @@ class RedisCalls:
             if self.pipe is not None:
                 self.pipe.reset()
             logger.info("ipr-crawl: Redis answers again; its calls are back on the event loop")
+            if self.on_back is not None:  # leases a lost reply gave this process unknowingly go back
+                self.on_back()
 
     def submit(
         self, fn: Callable[..., Any], *args: Any, then: Callable[[Any], Any] | None = None, adds: bool = True,
