@@ -145,12 +145,8 @@ class Leases:
             self.calls.failed(exc)
 
         self.popping = True
-        if self.calls.on_pipe:  # with revisits: in the pipelined calls' order, on the Redis thread
-            self.calls.submit(self.pop_now, *args, then=lambda result: self.popped(result, gen), failed=failed,
-                              adds=False)
-            return 0
-        self.calls.io.submit(self.pop_now, *args, failed=failed,
-                             then=self.calls.then_caught_up(lambda result: self.popped(result, gen)))
+        # on the Redis thread, in the calls' order (pipelined with revisits: a job there)
+        self.calls.submit(self.pop_now, *args, then=lambda result: self.popped(result, gen), failed=failed, adds=False)
         return 0
 
     def pipe_pop(self, gen: int, count: int, scan: int, busy: list[str], offset: int, min_ratio: float) -> None:
@@ -311,17 +307,6 @@ class Leases:
             if seen[2]:
                 self.recheck_soon()
             return seen[2]
-        if self.calls.on_pipe:
-            if not self.checking:
-                self.checking = True
-                gen = self.calls.gen
-                if self.revisits is None:
-                    self.calls.submit(self.store.pending, then=lambda n: self.pending_checked(gen, n > 0), adds=False,
-                                      call=self.store.pending_call(), failed=self.check_failed)
-                else:
-                    self.calls.submit(self.pending_now, then=lambda p: self.pending_checked(gen, p), adds=False,
-                                      failed=self.check_failed)
-            return True
         if self.calls.on_loop:
             ok, pending = self.calls.loop_call(self.pending_now)
             if ok:
@@ -332,8 +317,12 @@ class Leases:
         if not self.checking:
             self.checking = True
             gen = self.calls.gen
-            self.calls.io.submit(self.pending_now, then=lambda pending: self.pending_checked(gen, pending),
-                                 failed=self.check_failed)
+            if self.calls.on_pipe and self.revisits is None:  # the count alone, pipelined
+                self.calls.submit(self.store.pending, then=lambda n: self.pending_checked(gen, n > 0), adds=False,
+                                  call=self.store.pending_call(), failed=self.check_failed)
+            else:  # on the Redis thread, in the calls' order
+                self.calls.submit(self.pending_now, then=lambda pending: self.pending_checked(gen, pending),
+                                  adds=False, failed=self.check_failed)
         return True
 
     def handed_out(self, member: bytes, request: Request) -> None:

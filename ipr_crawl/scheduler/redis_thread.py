@@ -40,6 +40,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ipr_crawl.scheduler.compat import loop_deliverer
+
 __all__ = ["BlockedTime", "RedisThread"]
 
 logger = logging.getLogger(__name__)
@@ -75,13 +77,6 @@ class BlockedTime:
         return 1000.0 * ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
 
 
-def _loop_deliverer() -> Callable[..., Any]:
-    """:func:`ipr_crawl.scheduler.compat.loop_deliverer`."""
-    from ipr_crawl.scheduler.compat import loop_deliverer
-
-    return loop_deliverer()
-
-
 class RedisThread:
     """A daemon thread running queued Redis calls in order (see the module docstring).
 
@@ -91,7 +86,7 @@ class RedisThread:
 
     def __init__(self, name: str = "ipr-redis", deliver: Callable[..., Any] | None = None) -> None:
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._deliver = deliver or _loop_deliverer()
+        self._deliver = deliver or loop_deliverer()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self.in_flight = 0
         self.blocked = BlockedTime()
