@@ -37,6 +37,9 @@ REDIS_DOWN = (redis.ConnectionError, redis.TimeoutError)
 SYNC_WHILE_AWAY_SECS = 0.5
 #: At close, how long to wait for a Redis found unreachable before closing without it (s).
 CLOSE_WITHOUT_REDIS_SECS = 1.0
+#: breaks of the pipelined connection in a row, each with no reply, while the Redis thread's
+#: calls succeed, after which the calls stay off the pipe (a livelock guard)
+DEAD_PIPES_LIMIT = 5
 _T = TypeVar("_T")
 
 
@@ -100,6 +103,10 @@ class RedisCalls:
         #: the pipelined connection on the asyncio event loop (store/pipe.py): the steady
         #: state's calls while Redis answers (IPR_REDIS_THREAD=auto, one server)
         self.pipe: RedisPipe | None = None
+        # breaks of the pipe with no reply since the last reconnect, in a row: the thread's
+        # client reaches Redis, the pipe's connection does not (see _pipe_broken)
+        self._dead_pipes = 0
+        self._calls_at_reset = 0
         #: called when Redis answers again after calls failed (the scheduler's Leases.revived)
         self.on_back: Callable[[], None] | None = None
 
@@ -179,12 +186,19 @@ class RedisCalls:
     @property
     def on_pipe(self) -> bool:
         """Whether calls go through the pipelined connection now: it is open and Redis answers."""
-        return self.pipe is not None and not self.away and not self.down
+        return self.pipe is not None and not self.away and not self.down and self._dead_pipes < DEAD_PIPES_LIMIT
 
     def _pipe_broken(self, items: list[tuple[Callable[[], Any], Any, Any]], exc: BaseException) -> None:
         """The pipelined connection broke (Redis away): its calls not answered, in order, and
         every call from now on go to the Redis thread, which retries (``IPR_REDIS_RETRY_SECS``),
         until it has caught up; then a new connection."""
+        if self.pipe is not None:
+            answered = self.pipe.stats.calls != self._calls_at_reset
+            self._dead_pipes = 0 if answered else self._dead_pipes + 1
+            if self._dead_pipes == DEAD_PIPES_LIMIT:
+                logger.warning("ipr-crawl: the pipelined Redis connection failed %d times in a row without a "
+                               "reply while the Redis thread's connection works (%s); this crawl's calls stay "
+                               "on the Redis thread", DEAD_PIPES_LIMIT, exc)
         if not self.away:
             self.away = True
             self.stats_inc("ipr/redis/handovers")
@@ -291,6 +305,13 @@ class RedisCalls:
     def hand_over(self, exc: BaseException) -> Any:
         """A call on the event loop failed (Redis away): from now on every call goes to the
         Redis thread, which retries (``IPR_REDIS_RETRY_SECS``), until it has caught up."""
+        if self.pipe is not None:
+            answered = self.pipe.stats.calls != self._calls_at_reset
+            self._dead_pipes = 0 if answered else self._dead_pipes + 1
+            if self._dead_pipes == DEAD_PIPES_LIMIT:
+                logger.warning("ipr-crawl: the pipelined Redis connection failed %d times in a row without a "
+                               "reply while the Redis thread's connection works (%s); this crawl's calls stay "
+                               "on the Redis thread", DEAD_PIPES_LIMIT, exc)
         if not self.away:
             self.away = True
             self.stats_inc("ipr/redis/handovers")
@@ -312,7 +333,8 @@ class RedisCalls:
             self.retry is None or self.retry.failing_for() == 0
         ):
             self.away = False
-            if self.pipe is not None:
+            if self.pipe is not None and self._dead_pipes < DEAD_PIPES_LIMIT:
+                self._calls_at_reset = self.pipe.stats.calls
                 self.pipe.reset()
             logger.info("ipr-crawl: Redis answers again; its calls are back on the event loop")
             if self.on_back is not None:  # leases a lost reply gave this process unknowingly go back

@@ -96,8 +96,9 @@ class PipeStats:
 
 def async_connection_factory(client: redis.Redis) -> Callable[[], aconn.AbstractConnection] | None:
     """A factory of asyncio connections to the same server, with the same options
-    (host/port or unix socket, TLS, password, db, timeouts), as ``client``'s pool; None
-    when the pool's connection class has no asyncio twin here (Sentinel, a cluster)."""
+    (host/port or unix socket, TLS, password, db, timeouts), as ``client``'s pool at the
+    time of each connect; None when the pool's connection class has no asyncio twin here
+    (Sentinel, a cluster)."""
     pool = getattr(client, "connection_pool", None)
     if pool is None:
         return None
@@ -115,8 +116,14 @@ def async_connection_factory(client: redis.Redis) -> Callable[[], aconn.Abstract
             accepted |= set(inspect.signature(vars(klass)["__init__"]).parameters)
     # the sync client's own objects (its retry policy, its pool) are not the asyncio ones
     skip = {"retry", "credential_provider", "event_dispatcher", "connection_pool", "maint_notifications_config"}
-    kwargs = {k: v for k, v in pool.connection_kwargs.items() if k in accepted and k not in skip}
-    return lambda: cls(**kwargs)
+
+    def connect() -> aconn.AbstractConnection:
+        # read at each connect: a restarted embedded server listens on a new socket, and
+        # the retry layer points the pool's options at it (store/retry.py)
+        kwargs = {k: v for k, v in pool.connection_kwargs.items() if k in accepted and k not in skip}
+        return cls(**kwargs)
+
+    return connect
 
 
 def _is_load(item: _Item) -> bool:

