@@ -52,7 +52,9 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request, signals
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http import Response
+from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.misc import load_object
+from twisted.python.failure import Failure
 
 from ipr_crawl.config import RevisitConfig
 from ipr_crawl.meta import DONT_REVISIT_META, NETWORK_STATUS_META, RECORDED_META, REVISIT_META
@@ -79,6 +81,25 @@ def http_cache_on(settings: Any) -> bool:
     disabled (``None``) in ``DOWNLOADER_MIDDLEWARES``."""
     return settings.getbool("HTTPCACHE_ENABLED") and settings.getwithbase("DOWNLOADER_MIDDLEWARES").get(
         CACHE_MIDDLEWARE, 900) is not None
+
+
+async def in_crawl_order(crawler: Crawler, fn: Any, *args: Any, adds: bool = True) -> Any:
+    """``fn(*args)``, a revisit store call, in the order of the crawl's Redis calls and off
+    the event loop, with their away semantics: retried while Redis is away
+    (:meth:`~ipr_crawl.scheduler.redis_calls.RedisCalls.deferred`). Its exception is raised
+    here; a Redis error settles no page as failed (the scheduler hands its lease back:
+    :meth:`~ipr_crawl.scheduler.IprScheduler.settle_failure`)."""
+    calls = getattr(scheduler_of(crawler), "calls", None)
+    if calls is None:
+        return fn(*args)
+    d = calls.deferred(fn, *args, adds=adds)
+    if d.called:  # answered at once (a scheduler driven without an event loop)
+        box: list[Any] = []
+        d.addBoth(box.append)
+        if isinstance(box[0], Failure):
+            box[0].raiseException()
+        return box[0]
+    return await maybe_deferred_to_future(d)
 
 
 class ConditionalGetMiddleware:
@@ -149,7 +170,7 @@ class ConditionalGetMiddleware:
         self.crawler.stats.inc_value(f"ipr/revisit/{key}", count)
 
     # -- Scrapy hooks -----------------------------------------------------------------
-    def process_request(self, request: Request, spider: SpiderArg = None) -> None:
+    async def process_request(self, request: Request, spider: SpiderArg = None) -> None:
         if not self._applies(request):
             return
         observer = self._observer()
@@ -161,14 +182,14 @@ class ConditionalGetMiddleware:
         if self.behind_cache:
             return  # CacheValidatorsMiddleware sets them, after the cache
         sent = False
-        for name, value in observer.validators(request).items():
+        for name, value in (await in_crawl_order(self.crawler, observer.validators, request, adds=False)).items():
             if name not in request.headers:  # a header the request carries is left alone
                 request.headers[name] = value
                 sent = True
         if sent:
             self._inc("validators_sent")
 
-    def process_response(self, request: Request, response: Response, spider: SpiderArg = None) -> Response:
+    async def process_response(self, request: Request, response: Response, spider: SpiderArg = None) -> Response:
         if not self._applies(request):
             return response
         observer = self._observer()
@@ -176,12 +197,12 @@ class ConditionalGetMiddleware:
             return response
         if "cached" in response.flags and request.meta.get(NETWORK_STATUS_META) != 304:
             # the cache's copy, without the server's say: not an access
-            seen = observer.cache_hit(request, response)
+            seen = await in_crawl_order(self.crawler, observer.cache_hit, request, response)
             if seen is not None and seen.kind == "cache_hit":
                 self._inc("cache_hit")
                 return response
         else:
-            seen = observer.observe(request, response)
+            seen = await in_crawl_order(self.crawler, observer.observe, request, response)
         if seen is None:
             return response
         kind = seen.kind
@@ -245,7 +266,7 @@ class CacheValidatorsMiddleware:
             return False
         return bool(self.policy.should_cache_response(Response(request.url, status=304), request))
 
-    def process_request(self, request: Request) -> None:
+    async def process_request(self, request: Request) -> None:
         request.meta.pop(NETWORK_STATUS_META, None)
         if not ConditionalGetMiddleware._applies(request) or any(k in request.headers for k in _VALIDATORS):
             return  # set by the cache's policy, or by the spider: left alone
@@ -256,7 +277,9 @@ class CacheValidatorsMiddleware:
             return
         else:
             observer = getattr(scheduler_of(self.crawler), "revisit_observer", None)
-            headers = dict(observer.validators(request)) if observer is not None else {}
+            headers = {}
+            if observer is not None:
+                headers = dict(await in_crawl_order(self.crawler, observer.validators, request, adds=False))
         sent = False
         for name, value in headers.items():
             if value:

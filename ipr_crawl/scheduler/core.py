@@ -320,11 +320,18 @@ class IprScheduler(BaseScheduler):
         """A leased request failed for good: mark its URL failed and settle the lease
         (once: a second call for the same lease does nothing). Counted in
         ``ipr/frontier/failed`` or, for an :class:`~scrapy.exceptions.IgnoreRequest`,
-        ``ipr/frontier/ignored``. Returns whether this call settled it."""
+        ``ipr/frontier/ignored``. A Redis error (a middleware's store call) is not the
+        page's: its lease is handed back and the URL fetched again
+        (``ipr/frontier/released_after_redis_error``). Returns whether this call settled it."""
         lease = lease_of(request)
         if not lease or self.redis_down:
             return False
-        kind = "ignored" if isinstance(exception, IgnoreRequest) else "failed"
+        if isinstance(exception, redis.RedisError):  # Redis's fault, not the page's: fetched again
+            logger.warning("ipr-crawl: <%s %s> failed on a Redis error (%s); handed back to the frontier, "
+                           "not marked failed", request.method, request.url, exception)
+            kind, mode = "released_after_redis_error", "release"
+        else:
+            kind, mode = ("ignored" if isinstance(exception, IgnoreRequest) else "failed"), "fail"
 
         def settled(count: int) -> None:
             self.leases.held.pop(lease, None)
@@ -332,7 +339,7 @@ class IprScheduler(BaseScheduler):
                 self._stats_inc(f"ipr/frontier/{kind}")
 
         leases = [(lease, self.leases.id_of(lease, request))]
-        self.calls.submit(self.store.ack, "fail", leases, then=settled, call=self.calls.call_of("ack", "fail", leases))
+        self.calls.submit(self.store.ack, mode, leases, then=settled, call=self.calls.call_of("ack", mode, leases))
         return True
 
     def guard(self, fn: Callable[..., _T], *args: Any, default: Any = None, **kwargs: Any) -> Any:

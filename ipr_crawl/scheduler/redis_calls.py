@@ -377,6 +377,37 @@ class RedisCalls:
                 return
         self.io.submit(fn, *args, then=self.then_caught_up(then), failed=failed)
 
+    def deferred(self, fn: Callable[..., Any], *args: Any, adds: bool = True) -> Any:
+        """``fn(*args)`` in the calls' order and never waited for on the event loop (while
+        :attr:`on_pipe`, a job on the Redis thread once every call before it is answered;
+        while Redis is away, queued on the Redis thread, which retries for up to
+        ``IPR_REDIS_RETRY_SECS``): a :class:`~twisted.internet.defer.Deferred` of its
+        result, fired on the event loop. It fails with the call's exception; Redis
+        unreachable for good also stops the crawl (``on_down``), and once it has, every
+        call fails with :class:`redis.ConnectionError` at once. For the middlewares'
+        store calls (the conditional-GET middleware's)."""
+        from twisted.internet.defer import Deferred
+
+        d: Any = Deferred()
+
+        def failed(exc: BaseException) -> None:
+            if isinstance(exc, REDIS_DOWN):
+                self.on_down(exc)
+            d.errback(exc)
+
+        if self.down:
+            d.errback(redis.ConnectionError("Redis is unreachable; the crawl is stopping"))
+            return d
+        try:
+            self.submit(fn, *args, then=d.callback, failed=failed, adds=adds)
+        except Exception as exc:  # raised at once (on the loop, or without a thread)
+            if not d.called:
+                failed(exc)
+            return d
+        if self.down and not d.called:  # it found Redis gone at once (guard)
+            d.errback(redis.ConnectionError("Redis is unreachable; the crawl is stopping"))
+        return d
+
     def loop_call(self, fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
         """``fn(*args)`` on the event loop, its wait counted in ``ipr/redis/loop_wait_*``:
         ``(True, result)``, or, when Redis failed, ``(False, the then of the record call

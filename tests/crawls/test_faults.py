@@ -268,6 +268,44 @@ def test_separate_redis_killed_and_restarted_mid_crawl(graph_server, redis_serve
     report("separate_redis_restarted", errors=[stat(t, "ipr/redis/errors") for t in texts], **counts)
 
 
+@pytest.mark.parametrize("reactor", [
+    "asyncio",  # Scrapy's default: the pipelined connection
+    "twisted.internet.epollreactor.EPollReactor",  # no asyncio loop: calls on the loop, one attempt each
+])
+def test_redis_restarted_under_a_revisit_crawl_marks_no_page_failed(graph_server, redis_server, tmp_path, reactor):
+    """Revisits on (the conditional-GET middleware reads and writes each page's revisit
+    state in Redis): kill -9 of the separate redis-server mid-crawl, restarted 2 s later.
+    The middleware's calls wait and retry with the crawl's, off the event loop: no page
+    the HTTP server answered is marked failed, and every page is fetched."""
+    graph = read_graph(HARVARD)
+    served = graph_server(HARVARD)
+    settings = {"IPR_REDIS_URL": redis_server.url, "IPR_CRAWL_ID": "revisit-restart", "DOWNLOAD_DELAY": 0.015,
+                "IPR_LEASE_SECS": 15, "IPR_REVISIT_ENABLED": True}
+    if reactor != "asyncio":
+        settings["TWISTED_REACTOR"] = reactor
+    log = tmp_path / "crawl.log"
+    proc = start_crawl(served.seed_url, log, settings)
+    try:
+        wait_for(lambda: count_fetched(log) >= 100, 90, "100 fetches", proc)
+        redis_server.restart(down_secs=2.0)
+        code = proc.wait(300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = read_log(log)
+    assert code == 0, text[-3000:]
+    assert "closed (finished)" in text, text[-3000:]
+    assert "Redis answers again" in text
+    assert stat(text, "ipr/frontier/failed") == 0, text[-3000:]
+    assert "Error downloading" not in text, text[text.index("Error downloading") - 300:][:3000]
+    assert "marked failed" not in text
+    counts = assert_whole_graph_once(graph, served, [log], allowed_twice=16)
+    assert set(states(redis_server.client(), "revisit-restart")) == {2}
+    report(f"revisit_crawl_redis_restarted[{reactor.rsplit('.', 1)[-1]}]", errors=stat(text, "ipr/redis/errors"),
+           released=stat(text, "ipr/frontier/released_after_redis_error"), **counts)
+
+
 def test_embedded_redis_killed_mid_crawl_is_restarted_from_its_aof(graph_server, tmp_path):
     """kill -9 of the embedded redis-server (IPR_REDIS_APPENDFSYNC=always)
     mid-crawl: the crawl's retry restarts it from the append-only file in the

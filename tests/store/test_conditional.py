@@ -66,17 +66,27 @@ class Harness:
     def fetch(self, url, body=b"", status=200, headers=None, meta=None, request=None):
         """process_request + process_response; returns (request, response or the IgnoreRequest)."""
         req = request or Request(url, callback=self.spider.parse, meta=meta or {})
-        self.mw.process_request(req)
+        done(self.mw.process_request(req))
         cls = HtmlResponse if status == 200 else Response
         kw = {"encoding": "utf-8"} if cls is HtmlResponse else {}
         resp = cls(url, status=status, body=body, headers=headers or {}, request=req, **kw)
         try:
-            return req, self.mw.process_response(req, resp)
+            return req, done(self.mw.process_response(req, resp))
         except IgnoreRequest as exc:
             return req, exc
 
     def advance(self, days):
         self.refresher.clock.advance_to(self.refresher.clock.now() + days * DAY)
+
+
+def done(coro):
+    """The value of a middleware coroutine that has nothing to wait for: the harness's
+    scheduler runs without an event loop, so its store calls are answered at once."""
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        return stop.value
+    raise AssertionError("the middleware waited with no event loop to wait on")
 
 
 @pytest.fixture
@@ -382,3 +392,29 @@ def test_sitemap_lastmods_read_urlsets_only_and_skip_bad_dates():
 
     assert sitemap_lastmods(Response("http://a.test/s.xml.gz", body=gzip.compress(body))) == got
     assert sitemap_lastmods(Response("http://a.test/s.xml.gz", body=b"\x1f\x8bnot gzip")) is None
+
+
+def test_a_redis_error_hands_the_lease_back_instead_of_failing_the_page(harness):
+    """A middleware's store call that fails on Redis (a failover, a restart, LOADING)
+    reaches the frontier middleware as the request's error: the page did nothing wrong,
+    so its lease goes back to the frontier and the URL is fetched again, not marked
+    failed for good (ack.lua ``release``, not ``fail``)."""
+    import redis
+
+    h = harness()
+    url = "http://site.test/r"
+    assert h.scheduler.enqueue_request(Request(url, callback=h.spider.parse))
+    _, items = h.scheduler.store.pop(8, 600)
+    (member, _), = items
+    req = Request(url, callback=h.spider.parse, meta={LEASE_META: member.hex()})
+    assert h.scheduler.settle_failure(req, redis.ConnectionError("Connection reset by peer"))
+    assert h.redis.zcard(h.store.keys["lease"]) == 0
+    assert h.crawler.stats.get_value("ipr/frontier/failed") is None
+    assert h.crawler.stats.get_value("ipr/frontier/released_after_redis_error") == 1
+    # queued again: the next pop hands it out
+    _, again = h.scheduler.store.pop(8, 600)
+    assert [m for m, _ in again] == [member]
+    # a failure of the page itself still marks it failed
+    req = Request(url, callback=h.spider.parse, meta={LEASE_META: member.hex()})
+    assert h.scheduler.settle_failure(req, OSError("connection refused by the site"))
+    assert h.crawler.stats.get_value("ipr/frontier/failed") == 1
