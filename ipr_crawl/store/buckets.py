@@ -45,6 +45,15 @@ __all__ = ["BucketedFrontier", "open_frontier"]
 
 logger = logging.getLogger(__name__)
 
+#: Move a bucket's forced_seq into its own range (ARGV[1] = its base), once, atomically
+#: (processes open a crawl together): _forced.lua numbers tokens from it.
+_FORCED_BASE = """
+local base = tonumber(ARGV[1])
+local c = tonumber(redis.call('HGET', KEYS[1], 'forced_seq') or '0')
+if c < base then redis.call('HSET', KEYS[1], 'forced_seq', string.format('%.0f', base + c)) end
+return 1
+"""
+
 
 def open_frontier(
     client: redis.Redis, crawl_id: str, params: OrderingParams, buckets: int = 1, exact: bool = False,
@@ -140,6 +149,9 @@ class BucketedFrontier:
         for b, store in enumerate(self.stores):
             store.open()
             self.client.hset(store.keys["meta"], "bucket", b)
+            # forced-queue tokens ('F' + forced_seq) unique across buckets: bucket b counts
+            # from (b + 1) * 2**40 (a crawl written before keeps its tokens, all below 2**40)
+            self.client.eval(_FORCED_BASE, 1, store.keys["meta"], (b + 1) << 40)
         self.client.hset(k, "schema", SCHEMA_VERSION)
         return resumed
 

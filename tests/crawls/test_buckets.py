@@ -370,3 +370,36 @@ def test_reshard_during_a_bucketed_crawl_changes_nothing(graph_server, cluster, 
     assert not in_degree_mismatches(scores, graph, back, want)[0]
     print(f"reshard of {slots} slots ({owners[owner]} of 8 buckets) during a bucketed crawl; {len(pages)} fetches")
     client.close()
+
+
+def test_forced_tokens_of_two_buckets_never_collide(redis_client):
+    """dont_filter requests of hosts in two buckets are queued under forced-queue tokens;
+    each bucket numbers its own, so a pop over both used to return two `F…01`, and the
+    record of one settled the other's lease. Tokens are unique across buckets."""
+    cid = f"t-{uuid.uuid4().hex[:10]}"
+    many = BucketedFrontier(redis_client, cid, OrderingParams(ordering="bf"), 2)
+    try:
+        many.open()
+        for n, b in ((1, 0), (2, 1)):  # fetched: a dont_filter request of a known URL is a token
+            many.enqueue(nid(n), 0, b"p", False, bucket=b)
+            _, first = many.pop(1, 600)
+            many.record_page(nid(n), 0, [], lease=first[0][0], bucket=b)
+        many.enqueue(nid(1), 0, b"pa", True, bucket=0)
+        many.enqueue(nid(2), 0, b"pb", True, bucket=1)
+        _, items = many.pop(8, 600)
+        tokens = [m for m, _ in items]
+        assert sorted(p for _, p in items) == [b"pa", b"pb"]
+        assert len(set(tokens)) == 2, tokens
+        assert all(len(m) == 9 and m[:1] == b"F" for m in tokens)
+        # the record of B (bucket 1) settles B's lease, not A's
+        b_token = tokens[[p for _, p in items].index(b"pb")]
+        many.record_page(nid(2), 0, [], lease=b_token, bucket=1)
+        assert redis_client.zcard(many.stores[0].keys["lease"]) == 1
+        assert redis_client.zcard(many.stores[1].keys["lease"]) == 0
+        # opened again (a second process, a resume): the ranges stay where they are
+        many.open()
+        many.enqueue(nid(1), 0, b"pc", True, bucket=0)
+        _, more = many.pop(8, 600)
+        assert [p for _, p in more] == [b"pc"] and more[0][0] not in tokens
+    finally:
+        many.drop()

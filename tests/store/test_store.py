@@ -449,3 +449,22 @@ def test_drop_deletes_only_this_crawls_keys(redis_client, crawl_id):
     assert store.drop() >= 3
     assert list(redis_client.scan_iter(match=f"ipr:{{{crawl_id}}}:*")) == []
     assert other.counts()["known"] == 699
+
+
+def test_a_late_record_leaves_a_requeued_tokens_payload(store):
+    """A dont_filter request's lease expires and its token is queued again; the first
+    holder's record arrives late: the page is recorded, and the queued token keeps its
+    payload (the next pop hands out the request, not ``(token, None)``)."""
+    store.enqueue(nid(1), 0, b"p0", False)
+    _, first = store.pop(1, 600)
+    store.record_page(nid(1), 0, [], lease=first[0][0])  # fetched: a dont_filter request of it is a token
+    store.enqueue(nid(1), 0, b"p1", True)
+    _, items = store.pop(1, 600)
+    (token, payload), = items
+    assert token[:1] == b"F" and payload == b"p1"
+    expired, again = store.pop(1, 0)  # lease time 0: the lease is reclaimed, the token queued and popped again
+    assert expired == 1 and again == [(token, b"p1")]
+    store.ack("release", [(token, b"")])  # the new holder hands it back unsent: queued
+    store.record_page(nid(1), 0, [], lease=token)  # the first holder's late record
+    _, third = store.pop(1, 600)
+    assert third == [(token, b"p1")]

@@ -9,9 +9,11 @@ local function lease_settle(lease, m)
 end
 
 -- Settle the lease of a request that was fetched (or is being retried): a
--- forced-queue token's payload goes with it. Returns lease_settle's answer.
+-- forced-queue token's payload goes with it, unless the lease was no longer in
+-- flight (a late record of a lease reclaimed and queued again: the queued token
+-- keeps its payload). Returns lease_settle's answer.
 local function lease_ack(lease, req, m)
   local settled = lease_settle(lease, m)
-  if is_token(m) then redis.call('HDEL', req, m) end
+  if settled == 1 and is_token(m) then redis.call('HDEL', req, m) end
   return settled
 end
