@@ -293,13 +293,17 @@ class RedisCalls:
         return self.loop_mode and not self.away
 
     def guard(self, fn: Callable[..., _T], *args: Any, default: Any = None, **kwargs: Any) -> Any:
-        """``fn(*args, **kwargs)``, or ``default`` when Redis is unreachable for good."""
+        """``fn(*args, **kwargs)``, or ``default`` when Redis is unreachable for good, or
+        away for longer than a call waited for may wait (:meth:`sync`'s
+        :class:`TimeoutError`: the call still runs later)."""
         if self.down:
             return default
         try:
             return fn(*args, **kwargs)
         except REDIS_DOWN as exc:
             self.on_down(exc)
+            return default
+        except TimeoutError:
             return default
 
     def hand_over(self, exc: BaseException) -> Any:

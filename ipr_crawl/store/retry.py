@@ -47,7 +47,8 @@ class RedisRetry(Retry):
 
     ``on_error(exc)`` is called for every failed attempt (stats), ``on_give_up(exc)``
     once when the budget is spent; after that every command gets one attempt
-    only (so a crawl that is closing does not wait again).
+    only (so a crawl that is closing does not wait again), until one succeeds: then
+    the budget is whole again.
     """
 
     def __init__(
@@ -116,10 +117,19 @@ class RedisRetry(Retry):
                     if self.on_error is not None:
                         self.on_error(exc)
                 raise
-        if getattr(self._local, "active", False) or self.gave_up:
-            # A connect() inside a command being retried (in this thread), or after
-            # giving up: one attempt, the outer loop (if any) decides.
+        if getattr(self._local, "active", False):
+            # A connect() inside a command being retried (in this thread): one attempt,
+            # the outer loop decides.
             return do()
+        if self.gave_up:
+            # After giving up: one attempt; once Redis answers, the budget is whole again
+            # (one thread's exhausted budget must not leave every later call one attempt).
+            result = do()
+            self.gave_up = False
+            self._failing_since = None
+            logger.warning("ipr-crawl: Redis answers again; calls are retried again for up to %.0f s "
+                           "(IPR_REDIS_RETRY_SECS)", self.retry_secs)
+            return result
         self._local.active = True
         started = time.monotonic()
         failures = 0

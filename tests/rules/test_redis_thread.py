@@ -119,3 +119,20 @@ def test_two_schedulers_restore_pythons_switch_interval_in_any_order():
         assert sys.getswitchinterval() == pytest.approx(own)
     finally:
         sys.setswitchinterval(own)
+
+
+def test_a_call_waited_for_while_redis_is_away_gives_the_default():
+    """len(scheduler) and the other guarded calls wait for the Redis thread while Redis
+    is away, at most SYNC_WHILE_AWAY_SECS; the TimeoutError that ends the wait gives the
+    method's default (the call still runs later) instead of escaping into Scrapy's
+    engine, and the crawl is not stopped for it."""
+    from ipr_crawl.scheduler.redis_calls import RedisCalls
+
+    downs: list[Exception] = []
+    calls = RedisCalls(60.0, downs.append, lambda name: None)
+
+    def waited() -> int:
+        raise TimeoutError("Redis call pending still running after 0.5 s")
+
+    assert calls.guard(waited, default=0) == 0
+    assert downs == [] and not calls.down

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 
 import msgpack
+import pytest
 
 from ipr_crawl.store import SCHEMA_VERSION, FrontierStore, Link
 from ipr_crawl.store.inspect import payload_summary, status, top
@@ -234,3 +235,44 @@ def test_a_renewing_beat_after_the_release_does_not_register_the_holder_again(re
     store.release("holder", "closing")
     assert store.beat("closing", 60, renew_only=True) is False
     assert [h["holder"] for h in store.holders()] == []
+
+
+def test_the_retry_budget_is_whole_again_once_redis_answers():
+    """One call spends the budget (the heartbeat thread's, say): later calls get one
+    attempt each while Redis stays away; the first that succeeds makes the budget whole
+    again, so the next outage is retried for IPR_REDIS_RETRY_SECS, not given up at once."""
+    import redis
+
+    from ipr_crawl.store.retry import RedisRetry
+
+    retry = RedisRetry(retry_secs=0.3, backoff_secs=0.05)
+    away = {"on": True}
+    attempts: list[int] = []
+
+    def call():
+        attempts.append(1)
+        if away["on"]:
+            raise redis.ConnectionError("away")
+        return "ok"
+
+    with pytest.raises(redis.ConnectionError):
+        retry.call_with_retry(call, lambda exc: None)
+    assert retry.gave_up and len(attempts) > 2
+    attempts.clear()
+    with pytest.raises(redis.ConnectionError):
+        retry.call_with_retry(call, lambda exc: None)
+    assert attempts == [1]  # given up: one attempt
+    away["on"] = False
+    assert retry.call_with_retry(call, lambda exc: None) == "ok"
+    assert not retry.gave_up
+    # the next outage is retried again: it comes back within the budget
+    attempts.clear()
+    away["on"] = True
+
+    def back_soon():
+        if len(attempts) >= 2:
+            away["on"] = False
+        return call()
+
+    assert retry.call_with_retry(back_soon, lambda exc: None) == "ok"
+    assert len(attempts) == 3
