@@ -299,13 +299,14 @@ def open_crawl(sched: Any, spider: Any, retry: RedisRetry) -> None:
     client, where, _ = boot.connect(retry)
     sched.where = where
     store = open_frontier(client, cfg.crawl_id, cfg.params, cfg.cluster_buckets, exact=cfg.pop_batch_size == 1)
+    store.holder = sched.holder  # every settle names it: a lease another process took since is left alone
     if cfg.redis_wait_replicas:
         store.wait_for_replicas(cfg.redis_wait_replicas, cfg.redis_wait_ms,
                                 on_short=lambda: sched._stats_inc("ipr/redis/wait_short"))
     boot.open_crawl(client, store, where)
     if sched.revisit_config is not None:
-        sched.revisits = sched.leases.revisits = Refresher(
-            RevisitStore(client, cfg.crawl_id, sched.revisit_config.events_maxlen), store, sched.revisit_config
-        )
+        revisit_store = RevisitStore(client, cfg.crawl_id, sched.revisit_config.events_maxlen)
+        revisit_store.holder = sched.holder
+        sched.revisits = sched.leases.revisits = Refresher(revisit_store, store, sched.revisit_config)
         sched.revisit_observer = RevisitObserver(sched.revisits, sched.revisit_config, spider)
     sched.store = sched.calls.store = store

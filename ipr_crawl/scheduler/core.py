@@ -183,7 +183,7 @@ class IprScheduler(BaseScheduler):
         self.heartbeat = Heartbeat(
             self.store, self.holder, cfg.heartbeat_secs,
             {"host": self.holder.rsplit(":", 2)[0], "pid": os.getpid(), "spider": spider.name, "started": time.time()},
-            on_lost_holder=self.wake, timeline_secs=cfg.timeline_secs,
+            on_lost_holder=self.wake, timeline_secs=cfg.timeline_secs, on_lapse=self.pacing.later(self.leases.lapsed),
         )
         self.heartbeat.start()
         self.enqueuer.heartbeat_on = True

@@ -49,7 +49,8 @@ class Heartbeat:
     """Beats for ``holder`` every ``interval`` s on a daemon thread until :meth:`stop`.
 
     ``on_lost_holder()`` is called (from the thread) when another holder's heartbeat is
-    found gone; ``timeline_secs`` > 0 also writes a timeline sample that often.
+    found gone, ``on_lapse()`` when this holder was found gone (its leases handed back by
+    another process); ``timeline_secs`` > 0 also writes a timeline sample that often.
     """
 
     def __init__(
@@ -60,12 +61,14 @@ class Heartbeat:
         info: dict[str, Any],
         on_lost_holder: Callable[[], None] | None = None,
         timeline_secs: float = 0.0,
+        on_lapse: Callable[[], None] | None = None,
     ) -> None:
         self.store = store
         self.holder = holder
         self.interval = interval
         self.info = {**info, "heartbeat_secs": interval}
         self.on_lost_holder = on_lost_holder
+        self.on_lapse = on_lapse
         self.timeline_secs = timeline_secs
         self.beats = 0
         #: times this process found itself declared lost (its leases went to others)
@@ -134,6 +137,8 @@ class Heartbeat:
                 "twice. A reactor blocked that long, or an overloaded machine? Raise IPR_HEARTBEAT_SECS",
                 2 * self.interval,
             )
+            if self.on_lapse is not None:  # the leases this process took may be others' now
+                self.on_lapse()
         if self.timeline_secs > 0:
             self.store.sample(self.timeline_secs)
         if self.on_lost_holder is not None and self.store.holder_counts()[1]:

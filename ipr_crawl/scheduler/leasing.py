@@ -114,6 +114,17 @@ class Leases:
         self.calls.submit(self.store.ack, "release", leases, call=self.calls.call_of("ack", "release", leases),
                           then=lambda released: self.stats_inc("ipr/lease/released", released))
 
+    def lapsed(self) -> None:
+        """The heartbeat of this process lapsed and another process handed its leases back: the
+        buffered requests may be leased elsewhere now. They go (not handed out here);
+        their hand-back names this holder, so only a lease still this process's returns
+        to the frontier (ack.lua), and none is fetched twice for the buffer's sake."""
+        if self.buffer:
+            items = list(self.buffer)
+            self.buffer.clear()
+            self.stats_inc("ipr/lease/dropped_after_lapse", len(items))
+            self.release(items)
+
     def refill(
         self, count: int = 0, scan: int = 0, busy: list[str] | None = None, offset: int = 0, min_ratio: float = 0.0
     ) -> int:

@@ -141,6 +141,17 @@ class Pacing:
         if nextcall is not None:
             nextcall.schedule()
 
+    def later(self, fn: Callable[[], Any]) -> Callable[[], None]:
+        """``fn`` as a callable for another thread: it runs ``fn()`` on the event loop
+        (at once where no loop runs: a scheduler driven by hand)."""
+        def on_loop() -> None:
+            if self.deliver is not None and threading.get_ident() != self.loop_thread:
+                self.deliver(fn)
+            else:
+                fn()
+
+        return on_loop
+
     def on_loop(self, deliver: Callable[..., Any] | None) -> None:
         """Called on the event loop's thread at open: :meth:`wake` from another thread
         goes through ``deliver(fn)`` (:func:`~ipr_crawl.scheduler.compat.loop_deliverer`;

@@ -37,7 +37,7 @@ from typing import Any
 import redis
 
 from ipr_crawl.ordering.params import OrderingParams
-from ipr_crawl.store.frontier import FrontierStore, IncompatibleCrawl
+from ipr_crawl.store.frontier import FrontierStore, IncompatibleCrawl, create_meta
 from ipr_crawl.store.keys import SCHEMA_VERSION, crawl_keys
 from ipr_crawl.store.record import Link, NodeRecord, RecordResult
 
@@ -120,9 +120,8 @@ class BucketedFrontier:
         every bucket. Returns True for a resume; raises :class:`IncompatibleCrawl` for
         a crawl written with another schema, ordering or bucket count."""
         k = self.keys["meta"]
-        if self.client.hsetnx(k, "schema", SCHEMA_VERSION):
-            self.client.hset(k, mapping={"ordering": self.params.label, "buckets": self.buckets,
-                                         "created": time.time()})
+        if create_meta(self.client, k, {"ordering": self.params.label, "buckets": self.buckets,
+                                         "created": time.time()}):
             resumed = False
         else:
             schema, stored, buckets = self.client.hmget(k, "schema", "ordering", "buckets")
@@ -257,6 +256,16 @@ class BucketedFrontier:
     # -- the relay -----------------------------------------------------------------
     def _outbox(self, source: int, target: int) -> str:
         return self.stores[source].keys["meta"][: -len("meta")] + f"outbox:{target}"
+
+    @property
+    def holder(self) -> str:
+        """The lease holder id of this process, named in every bucket's settles."""
+        return self.stores[0].holder
+
+    @holder.setter
+    def holder(self, value: str) -> None:
+        for store in self.stores:
+            store.holder = value
 
     def relay(self) -> int:
         """Apply up to ``relay_batch`` outbox entries per pair of buckets on their target

@@ -25,7 +25,7 @@ from ipr_crawl.ordering.rules import rule_of
 from ipr_crawl.store.keys import SCHEMA_VERSION, crawl_keys
 from ipr_crawl.store.lua_loader import script_source
 from ipr_crawl.store.pipe import Call, evalsha
-from ipr_crawl.store.pipelined import PipelinedRecord
+from ipr_crawl.store.pipelined import PipelinedRecord, settle_arg
 from ipr_crawl.store.reads import FrontierReads
 from ipr_crawl.store.record import ID_SIZE, Link, RecordResult, parse_record, record_result
 
@@ -36,6 +36,23 @@ logger = logging.getLogger(__name__)
 
 class IncompatibleCrawl(RuntimeError):
     """The crawl's keyspace was written by an incompatible version or ordering."""
+
+
+_CREATE_META = """
+if redis.call('HSETNX', KEYS[1], 'schema', ARGV[1]) == 0 then return 0 end
+for i = 2, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+return 1
+"""
+
+
+def create_meta(client: redis.Redis, key: str, fields: dict[str, Any]) -> bool:
+    """Write a new crawl's ``meta`` hash ``key``: the schema version and ``fields``, in one
+    step (processes that open a crawl together never see the schema without its ordering
+    or bucket count); False, writing nothing, when the crawl exists."""
+    args: list[Any] = [SCHEMA_VERSION]
+    for name, value in fields.items():
+        args += [name, value]
+    return bool(client.eval(_CREATE_META, 1, key, *args))
 
 
 class FrontierStore(PipelinedRecord, FrontierReads):
@@ -94,9 +111,7 @@ class FrontierStore(PipelinedRecord, FrontierReads):
         """
         k = self.keys["meta"]
         ordering = self.params.label
-        created = self.client.hsetnx(k, "schema", SCHEMA_VERSION)
-        if created:
-            self.client.hset(k, mapping={"ordering": ordering, "created": time.time()})
+        if create_meta(self.client, k, {"ordering": ordering, "created": time.time()}):
             return False
         schema, stored = self.client.hmget(k, "schema", "ordering")
         try:
@@ -203,7 +218,8 @@ class FrontierStore(PipelinedRecord, FrontierReads):
         self, id_: bytes, tie: int, payload: bytes, dont_filter: bool, lease: bytes
     ) -> tuple[list[str], list[Any]]:
         return (self._k("meta", "node", "frontier", "lease", "req", "forced"),
-                [self._lua_ordering, id_, tie, payload, "1" if dont_filter else "0", lease, self._start_score])
+                [self._lua_ordering, id_, tie, payload, "1" if dont_filter else "0", settle_arg(lease, self.holder),
+                 self._start_score])
 
     # -- the hot calls as commands, for the pipelined connection (store/pipe.py) ----------
     def pipe_scripts(self) -> list[Any]:
@@ -437,7 +453,7 @@ class FrontierStore(PipelinedRecord, FrontierReads):
     def _ack_argv(self, mode: str, leases: Sequence[tuple[bytes, bytes]]) -> tuple[list[str], list[Any]]:
         argv: list[Any] = [self._lua_ordering, mode]
         for member, id_ in leases:
-            argv += [member, id_]
+            argv += [settle_arg(member, self.holder), id_]
         return self._k("meta", "node", "frontier", "lease", "req", "forced"), argv
 
     def drop(self) -> int:

@@ -21,7 +21,17 @@ import redis
 from ipr_crawl.store.connection import is_cluster, wait_replicas
 from ipr_crawl.store.record import Link, RecordResult, record_result
 
-__all__ = ["PipelinedRecord"]
+__all__ = ["PipelinedRecord", "settle_arg"]
+
+
+def settle_arg(lease: bytes, holder: str = "") -> bytes:
+    """How a settling script is told which lease to settle (``_leases.lua``'s
+    ``lease_arg``): ``b""`` for none, else one byte (the member's length, 9 or 16), the
+    member, then ``holder`` (this process's holder id: a lease another holder took since
+    is left alone; ``""``: whoever holds it)."""
+    if not lease:
+        return b""
+    return bytes([len(lease)]) + lease + holder.encode()
 
 #: Replies of a Redis Cluster node that mean "not here, not now": the script did not run.
 _REDIRECTS = (
@@ -40,6 +50,8 @@ class PipelinedRecord:
     _scripts: dict[str, Any]
     _record_keys: list[str]
     _record_head: list[Any]
+    #: this process's lease holder id, named in every settle ("": whoever holds it)
+    holder: str = ""
 
     def _open_record_pipeline(self) -> None:
         """No call outstanding, no connection yet, no WAIT."""
@@ -56,7 +68,7 @@ class PipelinedRecord:
     def _record_argv(
         self, page_id: bytes, page_tie: int, links: Sequence[Link], lease: bytes, bucket: int | None = None
     ) -> list[Any]:
-        argv: list[Any] = [*self._record_head, lease, page_id, page_tie, len(links)]
+        argv: list[Any] = [*self._record_head, settle_arg(lease, self.holder), page_id, page_tie, len(links)]
         for link in links:
             argv += [link.id, link.tie, link.payload]
         if bucket is not None:

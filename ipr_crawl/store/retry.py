@@ -95,6 +95,32 @@ class RedisRetry(Retry):
     def __copy__(self) -> RedisRetry:
         return self
 
+    def _once(self, do: Callable[[], T], fail: Callable[..., Any], with_failure_count: bool) -> T:
+        """On the event loop, which never sits in a retry: one attempt; a failure goes to
+        the caller, which hands the call to the scheduler's Redis thread."""
+        try:
+            return do()
+        except self._supported_errors as exc:
+            if not isinstance(exc, AuthenticationError):
+                self.errors += 1
+                self.last_error = exc
+                if self._failing_since is None:
+                    self._failing_since = time.monotonic()
+                fail(exc, 1) if with_failure_count else fail(exc)
+                if self.on_error is not None:
+                    self.on_error(exc)
+            raise
+
+    def _after_giving_up(self, do: Callable[[], T]) -> T:
+        """After giving up: one attempt; once Redis answers, the budget is whole again (one
+        thread's exhausted budget must not leave every later call one attempt)."""
+        result = do()
+        self.gave_up = False
+        self._failing_since = None
+        logger.warning("ipr-crawl: Redis answers again; calls are retried again for up to %.0f s "
+                       "(IPR_REDIS_RETRY_SECS)", self.retry_secs)
+        return result
+
     def call_with_retry(
         self,
         do: Callable[[], T],
@@ -103,33 +129,13 @@ class RedisRetry(Retry):
         with_failure_count: bool = False,
     ) -> T:
         if self.loop_thread is not None and threading.get_ident() == self.loop_thread:
-            # The event loop never sits in a retry: one attempt; a failure goes to the
-            # caller, which hands the call to the scheduler's Redis thread.
-            try:
-                return do()
-            except self._supported_errors as exc:
-                if not isinstance(exc, AuthenticationError):
-                    self.errors += 1
-                    self.last_error = exc
-                    if self._failing_since is None:
-                        self._failing_since = time.monotonic()
-                    fail(exc, 1) if with_failure_count else fail(exc)
-                    if self.on_error is not None:
-                        self.on_error(exc)
-                raise
+            return self._once(do, fail, with_failure_count)
         if getattr(self._local, "active", False):
             # A connect() inside a command being retried (in this thread): one attempt,
             # the outer loop decides.
             return do()
         if self.gave_up:
-            # After giving up: one attempt; once Redis answers, the budget is whole again
-            # (one thread's exhausted budget must not leave every later call one attempt).
-            result = do()
-            self.gave_up = False
-            self._failing_since = None
-            logger.warning("ipr-crawl: Redis answers again; calls are retried again for up to %.0f s "
-                           "(IPR_REDIS_RETRY_SECS)", self.retry_secs)
-            return result
+            return self._after_giving_up(do)
         self._local.active = True
         started = time.monotonic()
         failures = 0

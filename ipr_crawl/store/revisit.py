@@ -30,6 +30,7 @@ from ipr_crawl.ordering.urls import canonical_url
 from ipr_crawl.revisit.policy import DAY, RevisitState, estimated_rate
 from ipr_crawl.store.keys import crawl_keys
 from ipr_crawl.store.lua_loader import script_source
+from ipr_crawl.store.pipelined import settle_arg
 
 logger = logging.getLogger(__name__)
 #: unreadable revisit states logged one by one, per process; the rest are only counted
@@ -102,6 +103,8 @@ class RevisitStore:
         self.client = client
         self.keys = crawl_keys(crawl_id)
         self.events_maxlen = int(events_maxlen)
+        #: this process's lease holder id, named when a record settles a lease
+        self.holder = ""
         #: stored states :meth:`load` could not read (the crawl's stat ``ipr/revisit/unreadable_states``)
         self.unreadable = 0
         self._record = client.register_script(script_source("revisit_record"))
@@ -172,7 +175,7 @@ class RevisitStore:
         group, changed, length = pool if pool is not None and pool[2] > 0 else ("", False, 0.0)
         argv: list[Any] = [
             id_, self.pack(url, state), "" if due is None else repr(float(due)),
-            payload, lease, self.events_maxlen, rate_bins[0],
+            payload, settle_arg(lease, self.holder), self.events_maxlen, rate_bins[0],
             rate_bins[1] if spend or not rate_bins[1] else "!" + rate_bins[1], group, int(changed), repr(float(length)),
             ",".join(repr(float(x)) for x in moments) if moments and any(moments) else "",
             f"{int(first[0])},{float(first[1])!r}" if first is not None and first[1] > 0 else "",

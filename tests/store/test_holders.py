@@ -276,3 +276,34 @@ def test_the_retry_budget_is_whole_again_once_redis_answers():
 
     assert retry.call_with_retry(back_soon, lambda exc: None) == "ok"
     assert len(attempts) == 3
+
+
+def test_a_lapsed_heartbeat_hands_back_only_what_is_still_this_holders(redis_client, crawl_id):
+    """A process whose heartbeat lapsed (another process handed its leases back, and took
+    one of them) is told so once (on_lapse); its buffered leases, handed back naming
+    this holder, return nothing the other process holds now."""
+    from ipr_crawl.scheduler.heartbeat import Heartbeat
+
+    store = _store(redis_client, crawl_id)
+    store.holder = "slow"
+    other = FrontierStore(redis_client, crawl_id, "ipr")
+    other.open()
+    other.holder = "other"
+    lapses: list[int] = []
+    beat = Heartbeat(store, "slow", 30, {"spider": "s"}, on_lapse=lambda: lapses.append(1))
+    store.beat("slow", 60)  # registered (what start() does)
+    beat.beat_once()
+    assert lapses == []
+    _, mine = store.pop(2, 600, holder="slow")
+    assert len(mine) == 2
+    # "slow" is silent: another process finds it gone, hands its leases back, takes one
+    redis_client.zadd(store.keys["holders"], {"slow": 0})
+    other.beat("other", 60)
+    moved, taken = other.pop(1, 600, holder="other")
+    assert len(taken) == 1 and other.last_lost[0] == 2
+    beat.beat_once()  # the lapse is noticed
+    assert lapses == [1] and beat.lapses == 1
+    # the buffer goes back naming "slow": the lease "other" took stays "other"'s
+    assert store.ack("release", [(m, m[8:]) for m, _ in mine]) == 0
+    assert redis_client.zcard(store.keys["lease"]) == 1
+    assert redis_client.hget(store.keys["lease"] + "_by", taken[0][0]) == b"other"

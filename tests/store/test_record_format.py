@@ -50,7 +50,7 @@ def test_record_headers_name_the_ordering_arguments_in_order() -> None:
     """The script headers say ARGV[1..9] are the ordering arguments and the page's
     arguments start at ARGV[10]: the same length as LUA_ARGS."""
     head = (LUA / "record_page.lua").read_text()
-    assert f"ARGV[{len(LUA_ARGS) + 1}] lease member" in head
+    assert f"ARGV[{len(LUA_ARGS) + 1}] lease to acknowledge" in head
     assert len(OrderingParams().lua_args()) == len(LUA_ARGS)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import struct
 import time
+from typing import Any
 
 import pytest
 from redis.crc import key_slot
@@ -468,3 +469,56 @@ def test_a_late_record_leaves_a_requeued_tokens_payload(store):
     store.record_page(nid(1), 0, [], lease=token)  # the first holder's late record
     _, third = store.pop(1, 600)
     assert third == [(token, b"p1")]
+
+
+def test_a_settle_changes_only_a_lease_its_holder_still_holds(redis_client, crawl_id):
+    """Process A's lease lapses and process B leases the URL again; A's late settles (a
+    record, a hand-back at close, a failure) leave B's lease alone; A's record still
+    records the page it fetched. B's own record settles it."""
+    a = FrontierStore(redis_client, crawl_id, "bf")
+    a.open()
+    b = FrontierStore(redis_client, crawl_id, "bf")
+    b.open()
+    a.holder, b.holder = "host-a:1:aa", "host-b:2:bb"
+    lease_by = a.keys["lease_by"] if "lease_by" in a.keys else a.keys["lease"] + "_by"
+    a.enqueue(nid(1), 0, b"p1", False)
+    a.enqueue(nid(2), 0, b"p2", False)
+    _, got = a.pop(2, 600, holder=a.holder)
+    assert len(got) == 2
+    expired, again = b.pop(2, 0, holder=b.holder)  # A's leases lapsed: B takes both
+    assert expired == 2 and sorted(m for m, _ in again) == sorted(m for m, _ in got)
+    m1, m2 = (m for m, _ in got)
+    assert a.ack("release", [(m1, nid(1))]) == 0  # A's close hands back what B holds: nothing
+    assert a.ack("fail", [(m2, nid(2))]) == 0  # nor is B's URL marked failed
+    assert redis_client.zcard(a.keys["lease"]) == 2
+    assert redis_client.hget(lease_by, m1) == b.holder.encode()
+    a.record_page(nid(1), 0, [], lease=m1)  # A's late record: the page is recorded ...
+    assert redis_client.zscore(a.keys["lease"], m1) is not None  # ... B's lease stays
+    assert b.record_page(nid(1), 0, [], lease=m1).first is False  # B records it again: settled
+    assert redis_client.zscore(a.keys["lease"], m1) is None
+    assert b.ack("fail", [(m2, nid(2))]) == 1  # B's own settle works
+
+
+def test_processes_opening_a_new_crawl_together_agree(redis_client, crawl_id):
+    """Two processes open the same new crawl at once (CI: one saw the schema before its
+    bucket count and refused the crawl as made with one bucket): the crawl's meta is
+    written in one step, so every opener either creates it or finds it whole."""
+    import threading
+
+    from ipr_crawl.store.frontier import create_meta
+
+    key = FrontierStore(redis_client, crawl_id, "bf").keys["meta"]
+    results: list[bool] = []
+    seen: list[Any] = []
+
+    def opener() -> None:
+        results.append(create_meta(redis_client, key, {"ordering": "bf", "buckets": 8}))
+        seen.append(redis_client.hmget(key, "schema", "ordering", "buckets"))
+
+    threads = [threading.Thread(target=opener) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == [False] * 7 + [True]
+    assert all(None not in fields for fields in seen), seen

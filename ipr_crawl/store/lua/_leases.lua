@@ -2,9 +2,25 @@
 --! include _forced.lua
 -- Leases (`lease` ZSET: lease member -> time taken, ms), _lease_keys.lua.
 
--- Settle lease `m` (it no longer has a holder); 1 if it was in flight.
-local function lease_settle(lease, m)
-  redis.call('HDEL', lease_by_key(lease), m)
+-- A lease as a settling call names it (store/pipelined.py, settle_arg): '' (none), or
+-- one byte (the member's length), the member, then the caller's holder id ('' none).
+-- Returns member, holder.
+local function lease_arg(a)
+  if a == '' then return '', '' end
+  local n = string.byte(a, 1)
+  return string.sub(a, 2, n + 1), string.sub(a, n + 2)
+end
+
+-- Settle lease `m` (it no longer has a holder); 1 if it was in flight. `holder` (the
+-- settling caller's id; nil or '': anyone, a reclaim): a lease another holder took
+-- since (reclaimed, then leased again) is that holder's, and is left alone (0).
+local function lease_settle(lease, m, holder)
+  local by = lease_by_key(lease)
+  if holder and holder ~= '' then
+    local h = redis.call('HGET', by, m)
+    if h and h ~= holder then return 0 end
+  end
+  redis.call('HDEL', by, m)
   return redis.call('ZREM', lease, m)
 end
 
@@ -12,8 +28,8 @@ end
 -- forced-queue token's payload goes with it, unless the lease was no longer in
 -- flight (a late record of a lease reclaimed and queued again: the queued token
 -- keeps its payload). Returns lease_settle's answer.
-local function lease_ack(lease, req, m)
-  local settled = lease_settle(lease, m)
+local function lease_ack(lease, req, m, holder)
+  local settled = lease_settle(lease, m, holder)
   if settled == 1 and is_token(m) then redis.call('HDEL', req, m) end
   return settled
 end

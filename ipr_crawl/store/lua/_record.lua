@@ -20,7 +20,8 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
   local meta, frontier, lease, req = K.meta, K.frontier, K.lease, K.req
   local ordering = P.ordering
 
-  if lease_member ~= '' then lease_ack(lease, req, lease_member) end
+  local lease_m, holder = lease_arg(lease_member)
+  if lease_m ~= '' then lease_ack(lease, req, lease_m, holder) end
 
   local X = record_ctx(K, P, shared)
   X.bucketed = bk ~= nil
@@ -33,7 +34,7 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
   end
   touch(pid)
   local first = p.st ~= 2
-  if not is_token(lease_member) then
+  if not is_token(lease_m) then
     if p.st == 0 then frontier_remove(meta, frontier, ordering, p, member_of(p, pid)) end
     redis.call('HDEL', req, pid)
   end

@@ -3,7 +3,8 @@
 -- hands back unsent ('release': the member returns to the forced queue or frontier).
 -- KEYS[1] meta  KEYS[2] node  KEYS[3] frontier  KEYS[4] lease  KEYS[5] req  KEYS[6] forced
 -- ARGV[1] ordering  ARGV[2] 'fail' | 'release'
--- ARGV[3 + 2k], ARGV[4 + 2k]: lease member k and the id of the node it fetches
+-- ARGV[3 + 2k], ARGV[4 + 2k]: lease k (_leases.lua lease_arg: a lease another holder
+--   took since is left alone) and the id of the node it fetches
 -- Returns the number of leases settled. Cost: O(k log F).
 --! include _records.lua
 --! include _forced.lua
@@ -13,8 +14,9 @@ local meta, node, frontier, lease, req, forced = KEYS[1], KEYS[2], KEYS[3], KEYS
 local ordering, mode = ARGV[1], ARGV[2]
 local settled = 0
 for i = 3, #ARGV, 2 do
-  local m, id = ARGV[i], ARGV[i + 1]
-  if lease_settle(lease, m) == 1 then
+  local m, holder = lease_arg(ARGV[i])
+  local id = ARGV[i + 1]
+  if lease_settle(lease, m, holder) == 1 then
     settled = settled + 1
     if is_token(m) then
       if mode == 'release' then

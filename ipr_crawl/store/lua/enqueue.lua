@@ -2,7 +2,7 @@
 -- retries, requests of errbacks, dont_filter requests).
 -- KEYS[1] meta  KEYS[2] node  KEYS[3] frontier  KEYS[4] lease  KEYS[5] req  KEYS[6] forced
 -- ARGV[1] ordering  ARGV[2] id (8 bytes)  ARGV[3] tie key  ARGV[4] payload
--- ARGV[5] '1' if dont_filter  ARGV[6] lease member to acknowledge (a retry), or ''
+-- ARGV[5] '1' if dont_filter  ARGV[6] lease to acknowledge (a retry; _leases.lua lease_arg), or ''
 -- ARGV[7] score of a new URL (its rule's start_score: opic, its initial cash; others 0)
 -- A new URL joins the frontier (score 0, opic: its initial cash; a: its prior). A known URL
 -- is a duplicate unless dont_filter, then it joins the forced queue (FIFO,
@@ -15,8 +15,8 @@
 --! include _frontier.lua
 local meta, node, frontier, lease, req, forced = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local ordering, id, payload = ARGV[1], ARGV[2], ARGV[4]
-local lease_member = ARGV[6]
-if lease_member ~= '' then lease_ack(lease, req, lease_member) end
+local lease_member, holder = lease_arg(ARGV[6])
+if lease_member ~= '' then lease_ack(lease, req, lease_member, holder) end
 local r = rec_get(node, id)
 if not r then
   r = new_record(meta, tonumber(ARGV[3]))

@@ -8,7 +8,7 @@
 -- ARGV[5] cap on score updates beyond the direct targets (pl, vr, ar)
 -- ARGV[6..9] importance a, b, c, d (Matsuoka et al., §2)
 -- ARGV[10..12] push: budget (edge updates per page), damping d, epsilon
--- ARGV[13] lease member to acknowledge, or ''
+-- ARGV[13] lease to acknowledge (_leases.lua lease_arg), or ''
 -- ARGV[14] page id (8 bytes)  ARGV[15] page tie key (site hash for importance/lsf)
 -- ARGV[16] n = number of distinct out-links (the caller bounds it)
 -- ARGV[17 + 3k], ARGV[18 + 3k], ARGV[19 + 3k]: id, tie key, payload of link k

@@ -12,7 +12,7 @@
 -- ARGV[1] node id (8 bytes)   ARGV[2] packed state (msgpack, revisit_store.py)
 -- ARGV[3] next due instant (s since the epoch, decimal) or '' to stop revisiting
 -- ARGV[4] request payload for revisits (codec.py), or '' to keep the stored one
--- ARGV[5] lease member to settle here, or ''
+-- ARGV[5] lease to settle here (_leases.lua lease_arg), or ''
 -- ARGV[6] approximate length cap of the change stream (XADD MAXLEN ~)
 -- ARGV[7] the URL's previous rate bin, or '' (none)  ARGV[8] its new rate bin, or '';
 --   prefixed '!' when the access is not one of the budget's spend (a copy Scrapy's HTTP
@@ -37,8 +37,8 @@ else
 end
 if ARGV[4] ~= '' then redis.call('HSET', revisit_req, id, ARGV[4]) end
 local settled = 0
-local m = ARGV[5]
-if m ~= '' then settled = lease_ack(lease, req, m) end
+local m, holder = lease_arg(ARGV[5])
+if m ~= '' then settled = lease_ack(lease, req, m, holder) end
 local new_bin, spend = ARGV[8], true
 if string.sub(new_bin, 1, 1) == '!' then new_bin, spend = string.sub(new_bin, 2), false end
 if new_bin ~= '' and spend then redis.call('HINCRBY', KEYS[8], 'accesses', 1) end  -- the budget's spend
