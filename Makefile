@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 ARGS   ?=
 
-.PHONY: demo test suite lint install clean
+.PHONY: demo test suite lint install clean faults
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,14 @@ test: lint suite
 # The suite alone, without lint (CI's second run).
 suite: $(VENV)/.installed
 	$(PY) -m pytest -q -p no:cacheprovider -n $(JOBS) --dist load $(ARGS)
+
+# The fault-injection checker (tests/faults/test_nemesis.py): FAULT_SCHEDULES random
+# fault schedules (seeds from IPR_FAULT_SEED), each a real shared crawl under kill -9 of
+# crawlers and of Redis and cut connections, checked for lost pages and items afterwards.
+# CI's slow stage runs 2 of them.
+FAULT_SCHEDULES ?= 50
+faults: $(VENV)/.installed
+	IPR_FAULT_SCHEDULES=$(FAULT_SCHEDULES) $(PY) -m pytest -q -p no:cacheprovider -n 2 -m slow -s tests/faults $(ARGS)
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check ipr_crawl middlewares tests benchmarks

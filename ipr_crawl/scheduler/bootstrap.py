@@ -105,11 +105,18 @@ class Bootstrap:
         afresh, the opening line, the buckets' spread and the prior."""
         cfg = self.config
         settings = self.crawler.settings
-        if settings.getbool("IPR_RESET") or settings.getbool("SCHEDULER_FLUSH_ON_START"):
+        reset = "IPR_RESET" if settings.getbool("IPR_RESET") else (
+            "SCHEDULER_FLUSH_ON_START" if settings.getbool("SCHEDULER_FLUSH_ON_START") else "")
+        running = [h["holder"] for h in store.holders() if h.get("alive") and h["holder"] != self.holder] if reset else []
+        if running:  # other processes crawl it now: a reset would drop their work
+            logger.warning("ipr-crawl: %s ignored: crawl %r is being crawled by %d other process(es) now (%s); "
+                           "this process joins it. Stop them first to start it afresh", reset, cfg.crawl_id,
+                           len(running), ", ".join(running[:3]))
+            reset = ""
+        if reset:
             dropped = store.drop()
             logger.info(
-                "ipr-crawl: crawl %r reset (%s): %d keys deleted", cfg.crawl_id,
-                "IPR_RESET" if settings.getbool("IPR_RESET") else "SCHEDULER_FLUSH_ON_START", dropped,
+                "ipr-crawl: crawl %r reset (%s): %d keys deleted", cfg.crawl_id, reset, dropped,
             )
             rerun = None
         else:

@@ -4,10 +4,11 @@
 ``<frame src>`` (and ``<iframe src>``: links inside a frame count as links of the
 framing page) and ``<meta http-equiv=refresh>`` (Matsukubo & Hayashi, §3.1),
 on the hosts and ports of its start URLs unless ``IPR_GRAPH_STAY_ON_HOSTS`` is
-off. The link filters of the link filters of Matsukubo & Hayashi are settings, off by default:
+off. The link filters of Matsukubo & Hayashi are settings, off by default:
 ``IPR_GRAPH_HTTP_ONLY``, ``IPR_GRAPH_SKIP_QUERY`` (query strings and ``cgi``)
 and ``IPR_GRAPH_EXTENSIONS`` (only these file extensions; a path without one
-is kept). It yields no items: the link graph lives in the frontier.
+is kept). It yields no items (the link graph lives in the frontier) unless given
+``-a items=1``: then one per page, ``{"url": ..., "links": <links found>}``.
 
 Start URLs can also come from Redis (``IPR_START_URLS_KEY``,
 :mod:`ipr_crawl.spiders.redis_start`); ``-a start_urls`` may then be left out.
@@ -44,8 +45,10 @@ class GraphSpider(RedisStartUrlsMixin, Spider):
 
     name = "graph"
 
-    def __init__(self, start_urls: str | list[str] = "", *args: Any, **kwargs: Any) -> None:
+    def __init__(self, start_urls: str | list[str] = "", *args: Any, items: str | bool = "", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        #: ``-a items=1``: one item per page (``{"url", "links"}``), e.g. to check a crawl's items
+        self.yield_items = str(items).strip().lower() in ("1", "true", "yes", "on")
         if isinstance(start_urls, str):
             start_urls = [u.strip() for u in start_urls.split(",") if u.strip()]
         for url in start_urls:
@@ -177,8 +180,10 @@ class GraphSpider(RedisStartUrlsMixin, Spider):
         if refresh:
             yield refresh
 
-    def parse(self, response: Response, **kwargs: Any) -> Iterator[Request]:
+    def parse(self, response: Response, **kwargs: Any) -> Iterator[Any]:
+        links = 0
         for url in self.links(response):
+            links += 1
             reason = self.skip_reason(url)
             if reason is None:
                 try:
@@ -190,3 +195,5 @@ class GraphSpider(RedisStartUrlsMixin, Spider):
                     continue
             self.crawler.stats.inc_value(f"ipr/graph/skipped/{reason}")
             self.logger.debug("not following %s (%s)", url[:300], reason)
+        if self.yield_items:
+            yield {"url": response.url, "links": links}

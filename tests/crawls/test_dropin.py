@@ -130,6 +130,16 @@ def test_runspider_and_a_rerun(shop, tmp_path: Path) -> None:
     after = _crawl(root, "shop", tmp_path / "five.jsonl", addon=True, IPR_DATA_DIR=tmp_path / "redis")
     assert "finished before" not in after.stderr
     assert items(tmp_path / "five.jsonl") == items(tmp_path / "one.jsonl")
+    # another process crawls it now (its heartbeat alive): a reset would drop its work, so
+    # this process joins it and says so
+    from ipr_crawl.store import FrontierStore, connect
+
+    client = connect("", str(tmp_path / "redis"))
+    FrontierStore(client, "shop.shop", "bf").beat("elsewhere:1:abcdef", 300)
+    client.shutdown()
+    joined = _crawl(root, "shop", tmp_path / "six.jsonl", addon=True, IPR_DATA_DIR=tmp_path / "redis", IPR_RESET=True)
+    assert "IPR_RESET ignored: crawl 'shop.shop' is being crawled by 1 other process(es) now" in joined.stderr
+    assert "reset (IPR_RESET)" not in joined.stderr
 
 
 @pytest.mark.slow  # a long real-crawl test: CI runs it (make test ARGS="-m 'slow or data'")
