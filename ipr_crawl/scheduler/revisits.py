@@ -169,9 +169,13 @@ class RevisitObserver:
 
     def validators(self, request: Request) -> dict[bytes, str]:
         """The conditional headers for ``request``: ``If-None-Match``,
-        ``If-Modified-Since`` from the URL's stored validators ({} if none)."""
-        state = self.refresher.store.load(node_id(request.url))
-        if state is None:
+        ``If-Modified-Since`` from the URL's stored validators ({} if none, and for a
+        page the frontier knows but has not recorded as fetched: a process that fetched
+        it died before recording its links, so it is fetched whole again, not answered
+        by a 304 that would leave its links unknown)."""
+        id_ = node_id(request.url)
+        state = self.refresher.store.load(id_)
+        if state is None or self.refresher.frontier.node_state(id_) not in (None, 2):
             return {}
         headers = {}
         if state.etag:
@@ -295,7 +299,10 @@ class RevisitObserver:
             useful = result is not None and not result.distrusted and result.moved + result.held > 0
             due = next_due(t, self.sitemap_period(state, useful), cfg.resolution)
             tau = due - t
-        drop = kind == "not_modified" or (kind == "unchanged" and cfg.skip_unchanged)
+        # an unchanged page the frontier has not recorded as fetched (the process that
+        # fetched it died before recording its links) goes to the spider: its links
+        drop = kind == "not_modified" or (
+            kind == "unchanged" and cfg.skip_unchanged and self.refresher.frontier.node_state(id_) in (None, 2))
         payload = self.payload(request) if kind in ("new", "changed") else b""
         event = {
             "url": curl, "t": t, "kind": kind, "status": status, "tau": tau, "due": due,

@@ -453,6 +453,13 @@ class BucketedFrontier:
     def scores(self) -> dict[bytes, tuple[int, float, int]]:
         return {k: v for store in self.stores for k, v in store.scores().items()}
 
+    def node_state(self, id_: bytes) -> int | None:
+        for store in self.stores:
+            st = store.node_state(id_)
+            if st is not None:
+                return st
+        return None
+
     def node_score(self, id_: bytes) -> float | None:
         for store in self.stores:
             s = store.node_score(id_)

@@ -329,6 +329,11 @@ class FrontierStore(PipelinedRecord, FrontierReads):
             pipe.hset(self.keys["holders_info"], holder, json.dumps(info))
         return not int(pipe.execute()[0])
 
+    def node_state(self, id_: bytes) -> int | None:
+        """Node ``id_``'s state (0 queued or leased, 2 fetched, 3 failed), or None when unknown."""
+        raw: Any = self.client.hget(self.keys["node"], id_)
+        return parse_record(raw)[0].state if raw else None
+
     def node_score(self, id_: bytes) -> float | None:
         """The ordering's score in node ``id_``'s record, or None when unknown."""
         raw: Any = self.client.hget(self.keys["node"], id_)

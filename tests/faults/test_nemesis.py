@@ -56,7 +56,12 @@ EMACS_URLS = DATA / "emacswiki.urls.tsv.gz"
 FIRST_SEED = int(os.environ.get("IPR_FAULT_SEED", "20261127"))
 SCHEDULES = int(os.environ.get("IPR_FAULT_SCHEDULES", "2"))
 #: Seeds that found a bug, kept as regression tests (seed: what it found).
-REGRESSIONS: dict[int, str] = {}
+REGRESSIONS: dict[int, str] = {
+    20261203: "revisits on, a crawler killed between a page's revisit record and its frontier record: "
+              "the page's refetch sent validators, got a 304, was dropped, its links never recorded",
+    20261205: "the same: one node left queued and out of the frontier, the crawl closed finished",
+    20261209: "the same after cuts and a Redis kill",
+}
 FAULTS = ("kill-crawler", "kill-redis", "cut-reply", "cut-all")
 CRAWL_ID = "nemesis"
 _SCRAPED = re.compile(r"Scraped from <200 (\S+)>")

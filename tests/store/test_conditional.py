@@ -418,3 +418,23 @@ def test_a_redis_error_hands_the_lease_back_instead_of_failing_the_page(harness)
     req = Request(url, callback=h.spider.parse, meta={LEASE_META: member.hex()})
     assert h.scheduler.settle_failure(req, OSError("connection refused by the site"))
     assert h.crawler.stats.get_value("ipr/frontier/failed") == 1
+
+
+def test_a_page_not_recorded_in_the_frontier_gets_no_validators(harness):
+    """The fault checker's seed 20261203: a process recorded a page's revisit state (its
+    ETag) and died before recording the page's links; the page went back to the
+    frontier. Its refetch must be unconditional: a 304 would be dropped and its links
+    never recorded (the crawl closed finished with pages never found)."""
+    h = harness()
+    url = "http://site.test/died"
+    h.fetch(url, b"<p>one</p>", headers={"ETag": '"v1"'})  # the revisit state is stored ...
+    assert h.scheduler.enqueue_request(Request(url, callback=h.spider.parse))  # ... the frontier's node is queued
+    assert h.scheduler.store.node_state(node_id(url)) == 0
+    req, resp = h.fetch(url, b"<p>one</p>", headers={"ETag": '"v1"'})
+    assert b"If-None-Match" not in req.headers
+    assert not isinstance(resp, IgnoreRequest)
+    # once the frontier has it fetched, a revisit is conditional again
+    _, items = h.scheduler.store.pop(1, 600)
+    h.scheduler.store.record_page(node_id(url), 0, [], lease=items[0][0])
+    req, _ = h.fetch(url, status=304)
+    assert req.headers.getlist(b"If-None-Match") == [b'"v1"']
