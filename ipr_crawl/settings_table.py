@@ -139,8 +139,12 @@ SETTINGS: tuple[Setting, ...] = (
     S("IPR_MAX_LINKS_PER_PAGE", 10000, "int", "distinct out-links recorded per page (bounds one record call); "
       "the rest counted in `ipr/links/over_cap`", low=1),
     S("IPR_LEASE_SECS", 600.0, "float", "a leased request not settled within this goes back to the frontier, "
-      "even while its process lives (the upper bound; a dead process's leases go back sooner, see next)",
-      low=0.001, unit="s"),
+      "unless its process still beats (`IPR_LEASE_MAX_SECS`); a dead process's leases go back sooner "
+      "(`IPR_HEARTBEAT_SECS`)", low=0.001, unit="s"),
+    S("IPR_LEASE_MAX_SECS", 3600.0, "float", "a live process's leased request (its heartbeat beating) is kept "
+      "past `IPR_LEASE_SECS` (a long download, an item in a slow pipeline) up to this age, then goes back to the "
+      "frontier with a WARNING (`ipr/lease/overdue`); at most `IPR_LEASE_SECS`: never kept past it",
+      low=0.0, unit="s"),
     S("IPR_HEARTBEAT_SECS", 5.0, "float", "each crawler process renews its heartbeat this often; the leases of a "
       "process silent for 2 × this go back to the frontier at the next pop of any process", low=0.05, unit="s"),
     S("IPR_LOGSTATS_INTERVAL", None, "float", "an INFO line with the frontier's size, requests in flight, pages "

@@ -307,6 +307,7 @@ def open_crawl(sched: Any, spider: Any, retry: RedisRetry) -> None:
     sched.where = where
     store = open_frontier(client, cfg.crawl_id, cfg.params, cfg.cluster_buckets, exact=cfg.pop_batch_size == 1)
     store.holder = sched.holder  # every settle names it: a lease another process took since is left alone
+    store.lease_max_secs = cfg.lease_max_secs  # a live holder's leases are kept up to this age
     if cfg.redis_wait_replicas:
         store.wait_for_replicas(cfg.redis_wait_replicas, cfg.redis_wait_ms,
                                 on_short=lambda: sched._stats_inc("ipr/redis/wait_short"))

@@ -163,9 +163,8 @@ class IprScheduler(BaseScheduler):
         """:meth:`open`'s end, on the event loop: the Redis thread, the heartbeat."""
         cfg = self.config
         self.calls.start_thread(f"ipr-redis-{cfg.crawl_id}", cfg.gil_switch_secs)
-        if not cfg.redis_url and not scrapy_redis_settings(self.crawler) and self.io is not None:
-            deliver = loop_deliverer()
-            retry.on_revived = lambda: deliver(self.leases.revived, time.time())
+        if self.io is not None:
+            self.leases.watch_recovery(retry, embedded=not cfg.redis_url and not scrapy_redis_settings(self.crawler))
         self._start_heartbeat(spider)
         _by_crawler[self.crawler] = self
 

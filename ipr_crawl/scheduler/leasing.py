@@ -22,6 +22,7 @@ from scrapy import Request, Spider
 from ipr_crawl.config import FrontierConfig
 from ipr_crawl.meta import LEASE_META
 from ipr_crawl.scheduler.codec import PayloadError, decode_request
+from ipr_crawl.scheduler.compat import loop_deliverer
 from ipr_crawl.scheduler.identity import RequestIdentity
 from ipr_crawl.scheduler.oplog import log_wait
 from ipr_crawl.scheduler.pacing import Pacing
@@ -238,6 +239,12 @@ class Leases:
             self.stats_inc("ipr/lease/expired", expired)
             logger.info("ipr-crawl: %d leases older than IPR_LEASE_SECS=%g went back to the frontier",
                         expired, self.config.lease_secs)
+        overdue = getattr(self.store, "last_overdue", 0)
+        if overdue:
+            self.stats_inc("ipr/lease/overdue", overdue)
+            logger.warning("ipr-crawl: %d requests leased by live processes for more than IPR_LEASE_MAX_SECS=%g went "
+                           "back to the frontier (fetched again): a download or an item pipeline that slow? Raise "
+                           "IPR_LEASE_MAX_SECS", overdue, self.config.lease_max_secs)
         undecodable: list[tuple[bytes, bytes]] = []
         for member, payload in items:
             self.held[member] = None
@@ -373,6 +380,20 @@ class Leases:
             self.stats_inc("ipr/lease/escaped", len(escaped))
             logger.warning("ipr-crawl: %d requests left Scrapy's engine without a response or an error (see the "
                            "engine's ERROR lines above); marked failed, as plain Scrapy loses them", len(escaped))
+
+    def watch_recovery(self, retry: Any, embedded: bool) -> None:
+        """Have :meth:`revived` run on the event loop whenever ``retry`` (the crawl's
+        :class:`~ipr_crawl.store.retry.RedisRetry`) got a command through after failed
+        attempts (an attempt whose reply was lost may have run: a pop sent twice leases
+        twice), and, ``embedded``, after it restarted the embedded server."""
+        deliver = loop_deliverer()
+
+        def back() -> None:
+            deliver(self.revived, time.time())
+
+        retry.on_recovered = back
+        if embedded:
+            retry.on_revived = back
 
     def revived(self, at: float) -> None:
         """The embedded server was restarted from its append-only file, which may miss the

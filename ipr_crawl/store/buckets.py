@@ -267,6 +267,21 @@ class BucketedFrontier:
         for store in self.stores:
             store.holder = value
 
+    @property
+    def lease_max_secs(self) -> float:
+        """How long a live holder's lease is kept (:attr:`FrontierStore.lease_max_secs`)."""
+        return self.stores[0].lease_max_secs
+
+    @lease_max_secs.setter
+    def lease_max_secs(self, value: float) -> None:
+        for store in self.stores:
+            store.lease_max_secs = value
+
+    @property
+    def last_overdue(self) -> int:
+        """Leases of live holders the buckets' last pops moved back, past the max age."""
+        return sum(store.last_overdue for store in self.stores)
+
     def relay(self) -> int:
         """Apply up to ``relay_batch`` outbox entries per pair of buckets on their target
         bucket (relay.lua; idempotent), then trim what was applied from the sources.

@@ -296,7 +296,9 @@ class FrontierStore(PipelinedRecord, FrontierReads):
         offset: int, min_ratio: float, holder: str,
     ) -> tuple[list[str], list[Any]]:
         now_ms = int(time.time() * 1000)
-        args: list[Any] = [self._lua_ordering, now_ms, int(lease_secs * 1000), count, requeue_cap, holder]
+        lease_ms = int(lease_secs * 1000)
+        lease_arg = f"{lease_ms}:{int(self.lease_max_secs * 1000)}" if self.lease_max_secs > lease_secs else lease_ms
+        args: list[Any] = [self._lua_ordering, now_ms, lease_arg, count, requeue_cap, holder]
         if scan > 0:
             args += [scan, offset, repr(float(min_ratio)), *busy]
         return self._k("meta", "node", "frontier", "lease", "req", "forced"), args
@@ -304,9 +306,11 @@ class FrontierStore(PipelinedRecord, FrontierReads):
     def _popped(self, res: Any) -> tuple[int, list[tuple[bytes, bytes | None]]]:
         reclaimed = int(res[1])
         self.last_lost = (reclaimed, [h.decode() for h in res[2]])
-        head, forced = res[3]
+        head, forced, overdue = res[3]
         #: after the last pop: (best frontier ZSET score or +inf when empty, forced requests left)
         self.last_head = (float(head) if head else float("inf"), int(forced))
+        #: leases of live holders the last pop moved back, past IPR_LEASE_MAX_SECS
+        self.last_overdue = int(overdue)
         items = [(res[i], res[i + 1] or None) for i in range(4, len(res), 2)]
         return int(res[0]) + reclaimed, items
 

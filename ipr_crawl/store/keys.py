@@ -13,6 +13,7 @@ scripts stay atomic in one Redis Cluster slot). Keys:
 ``frontier``      zset   seq.id member, score = -priority
 ``lease``         zset   members in flight, score = when leased (ms since the epoch)
 ``lease_by``      hash   lease member -> the holder id of the process that leased it
+``lease_since``   hash   lease member -> when a lease extended past IPR_LEASE_SECS was first taken (ms)
 ``holders``       zset   holder id (host:pid:random) -> heartbeat deadline (ms since the epoch)
 ``holders_info``  hash   holder id -> JSON: host, pid, spider, started, heartbeat seconds
 ``order``         string the fetch order: fetched node ids, 8 bytes each, appended
@@ -57,7 +58,7 @@ SCHEMA_VERSION = 5
 KEY_NAMES = (
     "meta", "node", "frontier", "lease", "forced", "req", "sites", "graph", "resid", "pushing",
     # leases, their holders, what the operator sees (status, report)
-    "lease_by", "holders", "holders_info", "order", "timeline",
+    "lease_by", "lease_since", "holders", "holders_info", "order", "timeline",
     # revisits (store/revisit.py)
     "revisit", "due", "revisit_req", "changes", "revisit_out", "rates", "rate_pool",
 )

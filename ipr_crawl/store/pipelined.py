@@ -52,6 +52,11 @@ class PipelinedRecord:
     _record_head: list[Any]
     #: this process's lease holder id, named in every settle ("": whoever holds it)
     holder: str = ""
+    #: a live holder's lease is extended past the pop's lease time up to this age (s;
+    #: IPR_LEASE_MAX_SECS; 0: never extended)
+    lease_max_secs: float = 0.0
+    #: leases of live holders the last pop moved back, past lease_max_secs
+    last_overdue: int = 0
 
     def _open_record_pipeline(self) -> None:
         """No call outstanding, no connection yet, no WAIT."""

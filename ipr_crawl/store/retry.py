@@ -73,6 +73,9 @@ class RedisRetry(Retry):
         self.loop_thread: int | None = None
         #: called (from the thread that restarted it) after the embedded server was restarted
         self.on_revived: Callable[[], Any] | None = None
+        #: called (from the retrying thread) when a command succeeded after failed attempts:
+        #: an attempt whose reply was lost may have run (a pop's leases, held unknowingly)
+        self.on_recovered: Callable[[], Any] | None = None
         self.errors = 0
         self.gave_up = False
         #: the last connection error or timeout (None before the first)
@@ -186,6 +189,8 @@ class RedisRetry(Retry):
                             "ipr-crawl: Redis answers again after %.1f s and %d failed attempts",
                             time.monotonic() - started, failures,
                         )
+                        if self.on_recovered is not None:  # a reply may have been lost: a call sent twice
+                            self.on_recovered()
                     return result
         finally:
             self._local.active = False

@@ -61,6 +61,8 @@ REGRESSIONS: dict[int, str] = {
               "the page's refetch sent validators, got a 304, was dropped, its links never recorded",
     20261205: "the same: one node left queued and out of the frontier, the crawl closed finished",
     20261209: "the same after cuts and a Redis kill",
+    20261309: "a pop's reply cut, redis-py's retry sent the pop again: the first pop's lease was held "
+              "unknowingly and the crawl waited for it (IPR_LEASE_SECS)",
 }
 FAULTS = ("kill-crawler", "kill-redis", "cut-reply", "cut-all")
 CRAWL_ID = "nemesis"

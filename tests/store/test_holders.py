@@ -307,3 +307,67 @@ def test_a_lapsed_heartbeat_hands_back_only_what_is_still_this_holders(redis_cli
     assert store.ack("release", [(m, m[8:]) for m, _ in mine]) == 0
     assert redis_client.zcard(store.keys["lease"]) == 1
     assert redis_client.hget(store.keys["lease"] + "_by", taken[0][0]) == b"other"
+
+
+def test_a_live_holders_lease_is_kept_past_the_lease_time_up_to_its_max_age(redis_client, crawl_id):
+    """A long download or a slow item pipeline: the lease of a process that still beats
+    is kept past IPR_LEASE_SECS (the pop extends it), up to IPR_LEASE_MAX_SECS after it
+    was first taken; then it goes back and is counted overdue. A silent holder's lease
+    (or one with no holder) goes back at the lease time as before."""
+    store = _store(redis_client, crawl_id, n=3)
+    store.beat("busy", 60)
+    _, mine = store.pop(1, 600, holder="busy")
+    store.pop(1, 600)  # no holder: only the lease time bounds it
+    other = FrontierStore(redis_client, crawl_id, "ipr")
+    other.open()
+    other.lease_max_secs = 600
+    moved, _ = other.pop(0, 0, holder="other")  # lease time 0: both are past it
+    assert moved == 1 and other.last_overdue == 0  # the holder-less one went back; "busy"'s was kept
+    assert redis_client.zscore(store.keys["lease"], mine[0][0]) is not None
+    assert redis_client.hget(store.keys["lease"] + "_since", mine[0][0]) is not None  # first take kept
+    # past the max age (0.2 s here): back to the frontier, overdue
+    other.lease_max_secs = 0.2
+    time.sleep(0.3)
+    moved, _ = other.pop(0, 0.1, holder="other")
+    assert moved == 1 and other.last_overdue == 1
+    assert redis_client.zcard(store.keys["lease"]) == 0
+    assert redis_client.hlen(store.keys["lease"] + "_since") == 0
+    # without a max age (the old rule) a live holder's lease goes back at the lease time
+    store.beat("busy", 60)
+    _, again = store.pop(1, 600, holder="busy")
+    other.lease_max_secs = 0
+    moved, _ = other.pop(0, 0, holder="other")
+    assert moved == 1 and other.last_overdue == 1
+
+
+def test_a_command_through_after_failed_attempts_is_reported(redis_client, crawl_id):
+    """The fault checker's seed 20261309: a pop's reply was cut, redis-py's retry sent the
+    pop again and it leased twice; the first lease was this process's without its
+    knowing, and the crawl waited for it. A command that got through after failed
+    attempts now calls ``on_recovered`` (the scheduler then hands back the leases it
+    holds without knowing, Leases.revived); one that got through at once does not."""
+    import redis
+
+    from ipr_crawl.store.retry import RedisRetry
+
+    retry = RedisRetry(retry_secs=5, backoff_secs=0.01)
+    recovered: list[int] = []
+    retry.on_recovered = lambda: recovered.append(1)
+    attempts: list[int] = []
+
+    def cut_once():
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise redis.ConnectionError("Connection reset by peer")
+        return "ok"
+
+    assert retry.call_with_retry(lambda: "ok", lambda exc: None) == "ok"
+    assert recovered == []
+    assert retry.call_with_retry(cut_once, lambda exc: None) == "ok"
+    assert recovered == [1]
+    # what the scheduler does then: the lease it holds without knowing goes back
+    store = _store(redis_client, crawl_id, n=2)
+    store.pop(1, 600, holder="me")  # the reply that was lost
+    _, known = store.pop(1, 600, holder="me")  # the one it got
+    assert store.release_stale("me", {m for m, _ in known}, time.time() + 1) == 1
+    assert redis_client.zcard(store.keys["lease"]) == 1

@@ -21,6 +21,7 @@ local function lease_settle(lease, m, holder)
     if h and h ~= holder then return 0 end
   end
   redis.call('HDEL', by, m)
+  redis.call('HDEL', lease_since_key(lease), m)
   return redis.call('ZREM', lease, m)
 end
 

@@ -3,8 +3,13 @@
 -- queue (FIFO), then the frontier (highest priority, then lowest seq; lsf: the site
 -- with most queued URLs, then lowest seq in it).
 -- KEYS[1] meta  KEYS[2] node  KEYS[3] frontier  KEYS[4] lease  KEYS[5] req  KEYS[6] forced
--- ARGV[1] ordering  ARGV[2] now (ms)  ARGV[3] lease time (ms, IPR_LEASE_SECS): a
---   lease taken before now - this goes back whoever holds it
+-- ARGV[1] ordering  ARGV[2] now (ms)  ARGV[3] lease time (ms, IPR_LEASE_SECS), or
+--   "<lease time>:<max age>" (ms, IPR_LEASE_MAX_SECS): a lease taken (or last
+--   extended) before now - lease time goes back, unless its holder is alive (the
+--   caller, or a heartbeat in the future) and it was first taken less than max age
+--   ago: then it is extended (its score set to now, its first take kept in
+--   `lease_since`); a live holder's lease past max age goes back and is counted
+--   overdue
 -- ARGV[4] count  ARGV[5] cap on expired leases (and on lost holders) handled in this call
 -- ARGV[6] holder id of the caller ('' none: only the lease time bounds its leases);
 --   a holder is alive while its entry in `holders` (score = heartbeat deadline, ms,
@@ -19,7 +24,8 @@
 --   Downloader.get_slot_key (meta download_slot, else its URL's host name), stored at
 --   the head of its payload by scheduler/codec.py. Not for lsf.
 -- Returns {expired leases moved back, leases of lost holders moved back, {lost
--- holder ids}, {best frontier ZSET score left ('' when empty), forced requests left},
+-- holder ids}, {best frontier ZSET score left ('' when empty), forced requests left,
+-- leases of live holders moved back past max age},
 -- member1, payload1, member2, payload2, ...}; a payload is false when no request body
 -- is stored (a replay, or lost: the caller decides). The head lets a bucketed crawl
 -- (store/buckets.py) keep the buckets' best scores without asking.
@@ -49,14 +55,28 @@ if #lost > 0 then
   redis.call('HINCRBY', meta, 'holders_lost', #lost)
 end
 
-local expired = redis.call('ZRANGEBYSCORE', lease, '-inf', string.format('%.0f', now - tonumber(ARGV[3])), 'LIMIT', 0, cap)
-for _, m in ipairs(expired) do
-  lease_requeue(meta, node, frontier, lease, forced, ordering, m)
+local lease_ms, max_ms = string.match(ARGV[3], '^(%d+):?(%d*)$')
+lease_ms = tonumber(lease_ms)
+max_ms = tonumber(max_ms) or lease_ms
+local by = lease_by_key(lease)
+local since_key = lease_since_key(lease)
+local holders = holders_key(lease)
+local moved, overdue = 0, 0
+for _, m in ipairs(redis.call('ZRANGEBYSCORE', lease, '-inf', string.format('%.0f', now - lease_ms), 'LIMIT', 0, cap)) do
+  local h = redis.call('HGET', by, m)
+  local alive = h and h ~= '' and (h == holder or tonumber(redis.call('ZSCORE', holders, h) or '0') > now)
+  local since = tonumber(redis.call('HGET', since_key, m) or redis.call('ZSCORE', lease, m))
+  if alive and now - since < max_ms then
+    redis.call('HSETNX', since_key, m, string.format('%.0f', since))
+    redis.call('ZADD', lease, ARGV[2], m)
+  else
+    if alive then overdue = overdue + 1 end
+    moved = moved + lease_requeue(meta, node, frontier, lease, forced, ordering, m)
+  end
 end
 
-local result = {#expired, reclaimed, lost, false}
+local result = {moved, reclaimed, lost, false}
 local taken = 0
-local by = lease_by_key(lease)
 local function take(m)
   redis.call('ZADD', lease, ARGV[2], m)
   if holder ~= '' then redis.call('HSET', by, m, holder) end
@@ -129,5 +149,5 @@ elseif taken < count then
   for i = 1, #popped, 2 do lease_it(popped[i]) end
 end
 local head = redis.call('ZRANGE', frontier, 0, 0, 'WITHSCORES')
-result[4] = {head[2] or '', redis.call('ZCARD', forced)}
+result[4] = {head[2] or '', redis.call('ZCARD', forced), overdue}
 return result
