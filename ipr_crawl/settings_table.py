@@ -98,7 +98,8 @@ SETTINGS: tuple[Setting, ...] = (
       "id resumes an interrupted crawl, and starts a finished one afresh with it as the prior (`IPR_KEEP_CRAWLS`; "
       "scrapy-redis's `SCHEDULER_PERSIST=True` keeps it finished instead)", shown_default="BOT_NAME.spider name"),
     S("IPR_RESET", False, "bool", "delete the crawl's keys at start and crawl afresh, without a prior (also when "
-      "Scrapy's scrapy-redis-style `SCHEDULER_FLUSH_ON_START` is true); its archives stay"),
+      "Scrapy's scrapy-redis-style `SCHEDULER_FLUSH_ON_START` is true); its archives stay. Not while other "
+      "processes crawl it (live heartbeats): then this one joins them, with a WARNING"),
     S("IPR_KEEP_CRAWLS", 1, "int", "finished crawls of this id kept when it is run again and starts afresh: "
       "the finished crawl is kept as `<id>~<n>` and is the new crawl's prior (unless `IPR_PRIOR_CRAWL` names "
       "another), older ones are deleted; `0`: deleted, no prior "

@@ -12,14 +12,13 @@ then the error is raised to the caller, which stops the crawl cleanly
 retried. While it waits, the process is paused: Scrapy's scheduler API is
 synchronous.
 
-Sending a script call again is safe: every script of ``lua/`` is idempotent
-for a repeat of a call that did run but whose reply was lost (a page recorded
-twice is re-recorded without a second score update, an acknowledged lease is
-no longer in the in-flight set), except ``pop``, whose leases, if the reply is
-lost, come back when they expire (``IPR_LEASE_SECS``).
-
-For the embedded server a ``revive`` callable restarts a redis-server that
-died (from its append-only file) and points the client at it.
+Sending a script call again is safe for the frontier: a page recorded twice is
+re-recorded without a second score update, a settled lease is no longer in the
+in-flight set. A ``pop`` sent twice leases twice: the command that got through after
+failed attempts calls :attr:`RedisRetry.on_recovered`, and the scheduler hands back the
+leases it holds without knowing. Not idempotent yet: ``revisit_record`` (a repeat counts
+the access twice in the revisit budget) and ``enqueue`` of a ``dont_filter`` request (a
+repeat queues it twice).
 """
 
 from __future__ import annotations
