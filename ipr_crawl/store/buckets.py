@@ -45,6 +45,10 @@ __all__ = ["BucketedFrontier", "open_frontier"]
 
 logger = logging.getLogger(__name__)
 
+#: What one relay call applies on a target bucket, at most (bytes of outbox entries,
+#: ~17 bytes a link: ~15,000 links), beyond the first entry of each source.
+RELAY_BYTES = 1 << 18
+
 #: Move a bucket's forced_seq into its own range (ARGV[1] = its base), once, atomically
 #: (processes open a crawl together): _forced.lua numbers tokens from it.
 _FORCED_BASE = """
@@ -284,21 +288,32 @@ class BucketedFrontier:
 
     def relay(self) -> int:
         """Apply up to ``relay_batch`` outbox entries per pair of buckets on their target
-        bucket (relay.lua; idempotent), then trim what was applied from the sources.
+        bucket (relay.lua; idempotent), at most :data:`RELAY_BYTES` of them per target
+        (one script call's work stays bounded), then trim what was applied from the sources.
         Three pipelined round trips. Returns the entries applied."""
         pairs = [(s, t) for s in range(self.buckets) for t in range(self.buckets) if s != t]
         read = self._pipelined(lambda pipe: [pipe.xrange(self._outbox(s, t), count=self.relay_batch) for s, t in pairs])
         by_target: dict[int, list[Any]] = {}
+        budget: dict[int, int] = {}
         trims: list[tuple[str, bytes]] = []
         for (s, t), entries in zip(pairs, read):
-            if not entries:
+            # one relay call's work is bounded: entries past RELAY_BYTES per target wait
+            # for the next relay (at least one entry per source goes, however large)
+            taken: list[Any] = []
+            for entry in entries:
+                size = len(entry[1][b"e"])
+                if taken and budget.get(t, 0) + size > RELAY_BYTES:
+                    break
+                budget[t] = budget.get(t, 0) + size
+                taken.append(entry)
+            if not taken:
                 continue
             args = by_target.setdefault(t, [])
-            args += [s, len(entries)]
-            for entry_id, fields in entries:
+            args += [s, len(taken)]
+            for entry_id, fields in taken:
                 args += [entry_id, fields[b"e"]]
                 self.relayed_bytes += len(fields[b"e"])
-            trims.append((self._outbox(s, t), entries[-1][0]))
+            trims.append((self._outbox(s, t), taken[-1][0]))
         applied = 0
         for t, args in by_target.items():
             store = self.stores[t]
@@ -314,7 +329,7 @@ class BucketedFrontier:
             def trim(pipe: Any) -> None:
                 for key, last in trims:
                     ms, seq = last.decode().split("-")
-                    pipe.xtrim(key, minid=f"{ms}-{int(seq) + 1}")
+                    pipe.xtrim(key, minid=f"{ms}-{int(seq) + 1}", approximate=False)  # exact: what is read next is new
 
             self._pipelined(trim)
         self._last_relay = time.monotonic()

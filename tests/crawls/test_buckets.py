@@ -403,3 +403,27 @@ def test_forced_tokens_of_two_buckets_never_collide(redis_client):
         assert [p for _, p in more] == [b"pc"] and more[0][0] not in tokens
     finally:
         many.drop()
+
+
+def test_one_relay_call_applies_a_bounded_amount_of_work(redis_client, monkeypatch):
+    """A relay applies at most RELAY_BYTES of outbox entries per target in one script call
+    (beyond the first of each source); the rest waits in the outbox for the next relay,
+    and nothing is lost."""
+    from ipr_crawl.store import buckets as buckets_mod
+
+    cid = f"t-{uuid.uuid4().hex[:10]}"
+    many = BucketedFrontier(redis_client, cid, OrderingParams(ordering="blc"), 2)
+    try:
+        many.open()
+        for page in range(1, 5):  # four pages of bucket 0, each linking to two of bucket 1
+            links = [Link(nid(100 + 2 * page), 0, b"x", 1), Link(nid(101 + 2 * page), 0, b"y", 1)]
+            many.record_page(nid(page), 0, links, bucket=0)  # no pop between: no relay yet
+        box = many._outbox(0, 1)
+        assert redis_client.xlen(box) == 4
+        entry = len(redis_client.xrange(box, count=1)[0][1][b"e"])
+        monkeypatch.setattr(buckets_mod, "RELAY_BYTES", 2 * entry)  # two entries per call
+        assert many.relay() == 2 and redis_client.xlen(box) == 2  # the other two wait
+        assert many.relay() == 2 and redis_client.xlen(box) == 0
+        assert all(many.stores[1].node_score(nid(n)) == 1 for n in range(102, 110))
+    finally:
+        many.drop()
