@@ -521,8 +521,9 @@ def test_the_directory_pool_is_summed_in_redis_and_old_states_still_read(redis_c
 
     store = RevisitStore(redis_client, crawl_id)
     busy, quiet = "http://a.test/news/1", "http://a.test/docs/1"
-    for url, changed in ((busy, True), (busy, True), (quiet, False), (quiet, False), (quiet, True)):
-        state = RevisitState(first=0.0, last=10 * DAY, accesses=2, prior_scale=0.5)
+    for i, (url, changed) in enumerate(((busy, True), (busy, True), (quiet, False), (quiet, False), (quiet, True))):
+        # each access its own state (its count): the same state and due again is a replay
+        state = RevisitState(first=0.0, last=10 * DAY, accesses=2 + i, prior_scale=0.5)
         store.record(node_id(url), url, state, 20 * DAY, pool=(pool_group(url), changed, 10 * DAY))
     store.record(node_id(busy), busy, RevisitState(first=0.0, last=0.0), None, pool=(pool_group(busy), True, 0.0))
     sums = store.rate_pool()

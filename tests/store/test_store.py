@@ -522,3 +522,42 @@ def test_processes_opening_a_new_crawl_together_agree(redis_client, crawl_id):
         t.join()
     assert sorted(results) == [False] * 7 + [True]
     assert all(None not in fields for fields in seen), seen
+
+
+def test_each_settling_script_replayed_changes_nothing_more(redis_client, crawl_id):
+    """A call whose reply was lost is sent again with the same arguments (redis-py's
+    retry, the pipe's hand-over): each settling script run twice leaves what one run
+    left. A pop is the exception, answered by handing back what the process holds
+    without knowing (tests/store/test_holders.py)."""
+    from ipr_crawl.ordering.urls import node_id
+    from ipr_crawl.revisit.policy import DAY, RevisitState
+    from ipr_crawl.store.revisit import RevisitStore
+
+    store = FrontierStore(redis_client, crawl_id, "ipr")
+    store.open()
+    store.holder = "me"
+    store.enqueue(nid(1), 0, b"p1", False)
+    _, first = store.pop(1, 600, holder="me")
+    # record_page twice: one score update
+    argv = store._record_argv(nid(1), 0, [Link(nid(2), 0, b"p2"), Link(nid(3), 0, b"p3")], first[0][0])
+    store._record_now(argv)
+    scores = {n: store.node_score(n) for n in (nid(1), nid(2), nid(3))}
+    store._record_now(argv)
+    assert {n: store.node_score(n) for n in (nid(1), nid(2), nid(3))} == scores
+    # a retry's enqueue (dont_filter, settling its lease) twice: queued once
+    _, leased = store.pop(1, 600, holder="me")
+    keys, args = store._enqueue_argv(leased[0][0][8:], 0, b"retry", True, leased[0][0])
+    assert [int(store._scripts["enqueue"](keys=keys, args=args)) for _ in range(2)] == [2, 2]
+    assert redis_client.zcard(store.keys["forced"]) == 1
+    # ack twice: settled once
+    _, token = store.pop(1, 600, holder="me")
+    assert [store.ack("fail", [(token[0][0], leased[0][0][8:])]) for _ in range(2)] == [1, 0]
+    # a revisit's record twice: one access in the budget, one change event
+    revisits = RevisitStore(redis_client, crawl_id)
+    url = "http://a.test/page"
+    state = RevisitState(first=0.0, last=10 * DAY, accesses=2, m=1)
+    event = {"url": url, "t": 10 * DAY, "kind": "changed", "status": 200}
+    for _ in range(2):
+        revisits.record(node_id(url), url, state, 20 * DAY, event=event, rate_bins=("", "0:0"))
+    assert revisits.budget_accesses() == 1
+    assert len(list(revisits.events(url))) == 1

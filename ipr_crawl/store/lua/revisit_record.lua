@@ -23,10 +23,17 @@
 -- ARGV[13] an explored first revisit (harmonic new=learn): "changed (0/1),length (s)", or '';
 --   added to the fields new:n, new:x, new:e of rate_pool
 -- ARGV[14 + 2k], ARGV[15 + 2k]: field and value k of the change event (none: no event)
--- Returns 1 if a lease was settled, else 0. Cost: O(log D) plus O(fields).
+-- Returns 1 if a lease was settled, else 0 (and 0 for a repeat of a call that ran: it
+-- changes nothing). Cost: O(log D) plus O(fields).
 --! include _leases.lua
 local revisit, due, revisit_req, changes, lease, req = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local id = ARGV[1]
+-- the same call again (its reply was lost and it was sent again): the same packed state
+-- (an access's time and count are in it) and the same due time: done already
+if redis.call('HGET', revisit, id) == ARGV[2] then
+  local at = redis.call('ZSCORE', due, id)
+  if (ARGV[3] == '' and not at) or (at and ARGV[3] ~= '' and tonumber(at) == tonumber(ARGV[3])) then return 0 end
+end
 redis.call('ZREM', KEYS[7], id)
 redis.call('HSET', revisit, id, ARGV[2])
 if ARGV[3] ~= '' then
