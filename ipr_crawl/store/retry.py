@@ -16,10 +16,10 @@ Sending a script call again is safe for the frontier: a page recorded twice is
 re-recorded without a second score update, a settled lease is no longer in the
 in-flight set. A ``pop`` sent twice leases twice: the command that got through after
 failed attempts calls :attr:`RedisRetry.on_recovered`, and the scheduler hands back the
-leases it holds without knowing. A retry's ``enqueue`` (its lease no longer in flight)
-and a ``revisit_record`` (the same state and due time already stored) sent again change
-nothing. Not idempotent yet: ``enqueue`` of a ``dont_filter`` request that settles no
-lease (a start request: a repeat queues it twice, so it is fetched twice).
+leases it holds without knowing. A ``revisit_record`` sent again (the same state and
+due time already stored) changes nothing. Not idempotent yet: ``enqueue`` of a
+``dont_filter`` request (a retry, a start request): a repeat queues it twice, so it is
+fetched twice.
 """
 
 from __future__ import annotations

@@ -544,14 +544,18 @@ def test_each_settling_script_replayed_changes_nothing_more(redis_client, crawl_
     scores = {n: store.node_score(n) for n in (nid(1), nid(2), nid(3))}
     store._record_now(argv)
     assert {n: store.node_score(n) for n in (nid(1), nid(2), nid(3))} == scores
-    # a retry's enqueue (dont_filter, settling its lease) twice: queued once
+    # a dont_filter enqueue is the exception: a replay queues it twice (fetched twice);
+    # a lease it settles says nothing (a spider's request.replace(dont_filter=True) in a
+    # callback carries the page's lease, settled by the page's record)
     _, leased = store.pop(1, 600, holder="me")
     keys, args = store._enqueue_argv(leased[0][0][8:], 0, b"retry", True, leased[0][0])
     assert [int(store._scripts["enqueue"](keys=keys, args=args)) for _ in range(2)] == [2, 2]
-    assert redis_client.zcard(store.keys["forced"]) == 1
+    assert redis_client.zcard(store.keys["forced"]) == 2
+    store.pop(2, 600, holder="me")
     # ack twice: settled once
-    _, token = store.pop(1, 600, holder="me")
-    assert [store.ack("fail", [(token[0][0], leased[0][0][8:])]) for _ in range(2)] == [1, 0]
+    store.enqueue(nid(9), 0, b"p9", False)
+    _, other = store.pop(1, 600, holder="me")
+    assert [store.ack("fail", [(other[0][0], nid(9))]) for _ in range(2)] == [1, 0]
     # a revisit's record twice: one access in the budget, one change event
     revisits = RevisitStore(redis_client, crawl_id)
     url = "http://a.test/page"

@@ -16,8 +16,7 @@
 local meta, node, frontier, lease, req, forced = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local ordering, id, payload = ARGV[1], ARGV[2], ARGV[4]
 local lease_member, holder = lease_arg(ARGV[6])
-local settled = 1
-if lease_member ~= '' then settled = lease_ack(lease, req, lease_member, holder) end
+if lease_member ~= '' then lease_ack(lease, req, lease_member, holder) end
 local r = rec_get(node, id)
 if not r then
   r = new_record(meta, tonumber(ARGV[3]))
@@ -29,10 +28,7 @@ if not r then
   return 1
 end
 if ARGV[5] == '1' then
-  -- a retry whose lease was no longer in flight: this call ran before (its reply was
-  -- lost and it was sent again), or the lease went back and its request is queued
-  -- again; either way it is queued once
-  if settled == 1 then forced_add(meta, req, forced, payload) end
+  forced_add(meta, req, forced, payload)
   return 2
 end
 return 0
