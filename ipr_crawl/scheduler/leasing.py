@@ -381,6 +381,22 @@ class Leases:
             logger.warning("ipr-crawl: %d requests left Scrapy's engine without a response or an error (see the "
                            "engine's ERROR lines above); marked failed, as plain Scrapy loses them", len(escaped))
 
+    def record_failed(self, lease: bytes, page_id: bytes, exc: BaseException) -> None:
+        """A page's record call failed. Redis away for good stops the crawl (the lease
+        stays in Redis, handed back at the next run); another error (a script error, a
+        full Redis) is logged, and the page's lease goes back to the frontier, so the
+        page is fetched again and its links recorded then, instead of waiting in flight
+        (``ipr/lease/released_after_record_error``)."""
+        if isinstance(exc, REDIS_DOWN) or not lease:
+            self.calls.failed(exc)
+            return
+        logger.error("ipr-crawl: recording a page failed (%s); its lease goes back to the frontier and the page "
+                     "is fetched again", exc)
+        self.held.pop(lease, None)
+        leases = [(lease, self.id_of(lease, None) or page_id)]
+        self.calls.submit(self.store.ack, "release", leases, call=self.calls.call_of("ack", "release", leases),
+                          then=lambda n: self.stats_inc("ipr/lease/released_after_record_error", n))
+
     def watch_recovery(self, retry: Any, embedded: bool) -> None:
         """Have :meth:`revived` run on the event loop whenever ``retry`` (the crawl's
         :class:`~ipr_crawl.store.retry.RedisRetry`) got a command through after failed

@@ -450,31 +450,38 @@ class RedisCalls:
 
     def submit_record(
         self, page_id: bytes, tie: int, links: list[Link], lease: bytes, where: dict[str, int],
-        then: Callable[[RecordResult], None],
+        then: Callable[[RecordResult], None], failed: Callable[[BaseException], Any] | None = None,
     ) -> None:
         """A page's record call. On the event loop it is sent without waiting and its reply
         read when the next page is recorded or before the next pop
         (:meth:`FrontierStore.send_record_page`): the crawler parses the next page while
         Redis runs the script. Through the pipelined connection it travels with the calls
-        made in the same turn of the loop (the lease's settling is in the same script)."""
+        made in the same turn of the loop (the lease's settling is in the same script).
+        ``failed(exc)``: the call failed with another error than Redis away (a script
+        error): default, logged."""
+        failed = failed or self.failed
         if self.on_pipe:
             assert self.pipe is not None
             self.gen += 1
             self.pipe.send(
                 self.store.record_call(page_id, tie, links, lease, **where),
                 functools.partial(self.store.record_page, page_id, tie, links, lease, **where),
-                then=then, failed=self.failed,
+                then=then, failed=failed,
             )
             return
         if self.on_loop and hasattr(self.store, "take_outstanding"):
             self.gen += 1
             # the send, and the last page's reply read
-            ok, handed = self.loop_call(functools.partial(self.store.send_record_page, page_id, tie, links,
-                                                          lease, then=then, **where))
+            try:
+                ok, handed = self.loop_call(functools.partial(self.store.send_record_page, page_id, tie, links,
+                                                              lease, then=then, **where))
+            except redis.ResponseError as exc:
+                failed(exc)
+                return
             if ok or handed is then:  # handed: this page's call was the outstanding one, on the thread now
                 return
         record = functools.partial(self.store.record_page, page_id, tie, links, lease, **where)
-        self.submit(record, then=then)
+        self.submit(record, then=then, failed=failed)
 
     def failed(self, exc: BaseException) -> None:
         """A call on the Redis thread failed: Redis gone for good stops the crawl; else logged."""

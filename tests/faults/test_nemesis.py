@@ -8,7 +8,9 @@ The workload: the shipped EmacsWiki graph (6,011 pages) served on loopback, craw
 two processes of the bundled ``graph`` spider with one item per page (``-a items=1``),
 revisits on for odd seeds. They reach Redis through :class:`~cut_proxy.CutProxy`.
 
-The nemesis, every 0.5-2.5 s until the crawl ends or its faults are spent, one of:
+The nemesis, every 0.5-2.5 s until the crawl ends or its faults are spent, once every
+running crawler has opened the crawl (Redis unreachable at start is a clear error and
+exit 1 by design), one of:
 
 - ``kill-crawler``: ``kill -9`` of a crawler process, and a new one started;
 - ``kill-redis``: ``kill -9`` of redis-server, restarted from its append-only file after
@@ -129,12 +131,19 @@ class Schedule:
     def alive(self) -> list:
         return [(p, log) for p, log in self.procs if p.poll() is None]
 
+    def opened(self) -> bool:
+        """Every running crawler has opened the crawl: a Redis unreachable at start is a
+        clear error and exit 1 by design (not a fault this checker is about), so no fault
+        lands while a crawler starts."""
+        return all(log.exists() and b"ipr-crawl: crawl 'nemesis' ordered by" in log.read_bytes()
+                   for _, log in self.alive())
+
     def nemesis(self, faults: int) -> None:
         done = 0
         next_at = time.monotonic() + self.rng.uniform(0.5, 2.5)
         while done < faults and self.alive():
             self.samples.append((time.monotonic(), self.fetched_total()))
-            if time.monotonic() < next_at:
+            if time.monotonic() < next_at or not self.opened():
                 time.sleep(0.05)
                 continue
             next_at = time.monotonic() + self.rng.uniform(0.5, 2.5)

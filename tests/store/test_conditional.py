@@ -438,3 +438,25 @@ def test_a_page_not_recorded_in_the_frontier_gets_no_validators(harness):
     h.scheduler.store.record_page(node_id(url), 0, [], lease=items[0][0])
     req, _ = h.fetch(url, status=304)
     assert req.headers.getlist(b"If-None-Match") == [b'"v1"']
+
+
+def test_a_record_that_fails_on_a_script_error_hands_its_lease_back(harness, caplog):
+    """A page's record call that fails with a script error (not Redis away) leaves the
+    page's lease in flight no more: it goes back to the frontier and the page is fetched
+    again (its links recorded then), with one ERROR line."""
+    import redis
+
+    h = harness()
+    url = "http://site.test/script-error"
+    assert h.scheduler.enqueue_request(Request(url, callback=h.spider.parse))
+    _, items = h.scheduler.store.pop(1, 600)
+    (member, _), = items
+    h.scheduler.leases.held[member] = None
+    with caplog.at_level("ERROR"):
+        h.scheduler.leases.record_failed(member, node_id(url), redis.ResponseError("ERR Error running script"))
+    assert "recording a page failed" in caplog.text
+    assert member not in h.scheduler.leases.held
+    assert h.redis.zcard(h.scheduler.store.keys["lease"]) == 0
+    assert h.crawler.stats.get_value("ipr/lease/released_after_record_error") == 1
+    _, again = h.scheduler.store.pop(1, 600)
+    assert [m for m, _ in again] == [member]
