@@ -45,8 +45,7 @@ __all__ = ["BucketedFrontier", "open_frontier"]
 
 logger = logging.getLogger(__name__)
 
-#: What one relay call applies on a target bucket, at most (bytes of outbox entries,
-#: ~17 bytes a link: ~15,000 links), beyond the first entry of each source.
+#: What one relay call applies on a target bucket, at most, beyond each source's first entry (bytes; ~15,000 links).
 RELAY_BYTES = 1 << 18
 
 #: Move a bucket's forced_seq into its own range (ARGV[1] = its base), once, atomically
@@ -282,8 +281,7 @@ class BucketedFrontier:
             store.lease_max_secs = value
 
     @property
-    def last_overdue(self) -> int:
-        """Leases of live holders the buckets' last pops moved back, past the max age."""
+    def last_overdue(self) -> int:  # leases of live holders the last pops moved back, past the max age
         return sum(store.last_overdue for store in self.stores)
 
     def relay(self) -> int:
