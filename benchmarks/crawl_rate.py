@@ -45,7 +45,10 @@ one) -- an upper bound on the round trips the crawler waited for, not a count of
 ``Redis reads/page``: the server's read events (``INFO stats`` ``total_reads_processed``)
 per page, the same seen from the server (also for ``@rtt0`` and ``@server``);
 ``Redis cmds/page``: ``total_commands_processed`` per page (commands in scripts and
-MULTI/EXEC counted as Redis counts them); ``proxy CPU ms/page``: the proxy process's CPU
+MULTI/EXEC counted as Redis counts them); ``pops waited for/page``: the add-on's
+``ipr/redis/pop_waits`` per page (the engine asked for a request, the buffer was empty
+and a pop was on its way: the round trips the crawler waited for, counted once per ask,
+so an upper bound); ``proxy CPU ms/page``: the proxy process's CPU
 (not in the crawler's or Redis's; on two cores it competes with both). The run's JSON
 keeps the proxy's and the server's counters per crawl (``proxy``, ``redis_cmds``,
 ``redis_reads``, ``redis_in_bytes``).
@@ -240,6 +243,9 @@ class RateProbe:
             # the scheduler's own count of its socket writes and its measured round trip
             "ipr_redis_writes": stats.get("ipr/redis/writes"),
             "ipr_redis_rtt_ms": stats.get("ipr/redis/rtt_ms"),
+            # the engine asked for a request, the buffer was empty and a pop was on its way:
+            # a round trip waited for (counted once per ask, so an upper bound)
+            "pop_waits": stats.get("ipr/redis/pop_waits"),
             "fetched": self.fetched,
             "fetched_at": self.fetched_at,
         }))
@@ -559,6 +565,7 @@ def summarize(rows: dict[str, list[dict[str, Any]]], pings: dict[float, float] |
             "proxy_cpu_ms_per_page": _median_per_page(
                 runs, lambda r: 1000 * r["proxy"]["cpu"] if r.get("proxy") else None),
             "cmds_per_page": _median_per_page(runs, lambda r: r.get("redis_cmds")),
+            "pop_waits_per_page": _median_per_page(runs, lambda r: r.get("pop_waits")),
             "server_reads_per_page": _median_per_page(runs, lambda r: r.get("redis_reads")),
         }
     return out
@@ -574,8 +581,8 @@ def markdown(summary: dict[str, dict[str, Any]], rows: dict[str, list[dict[str, 
     rule = "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     if with_rtt:
         head += ("RTT ms | PING ms (measured) | writes/page (proxy) | Redis reads/page | Redis cmds/page | "
-                 "proxy CPU ms/page | ")
-        rule += "---:|---:|---:|---:|---:|---:|"
+                 "pops waited for/page | proxy CPU ms/page | ")
+        rule += "---:|---:|---:|---:|---:|---:|---:|"
     lines = [head + "MB/s | pages/s of each run |", rule + "---:|---|"]
 
     def ratio(value: float, to: float | None) -> str:
@@ -600,7 +607,7 @@ def markdown(summary: dict[str, dict[str, Any]], rows: dict[str, list[dict[str, 
         if with_rtt:
             line += (f"{num(rtt, 'g')} | {num(x.get('ping_ms'), '.3f')} | {num(x.get('writes_per_page'), '.2f')} | "
                      f"{num(x.get('server_reads_per_page'), '.2f')} | {num(x.get('cmds_per_page'), '.2f')} | "
-                     f"{num(x.get('proxy_cpu_ms_per_page'), '.3f')} | ")
+                     f"{num(x.get('pop_waits_per_page'), '.3f')} | {num(x.get('proxy_cpu_ms_per_page'), '.3f')} | ")
         lines.append(line + f"{x['mb_per_s']:.1f} | {each} |")
     return "\n".join(lines)
 
