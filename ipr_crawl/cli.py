@@ -6,6 +6,8 @@ recrawls: ``pagerank``, ``rewire-graph``."""
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,6 +33,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
+    except BrokenPipeError:
+        # the reader went away (`ipr-crawl status | head`): end quietly, as `cat` does;
+        # Python would print a traceback flushing stdout at exit (docs.python.org, signal, "Note on SIGPIPE")
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
     except (ValueError, FileNotFoundError) as exc:
         # bad input (a malformed policy, budget or ordering, a missing file): one line, as
         # argparse reports a bad option, not a traceback

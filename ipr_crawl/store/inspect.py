@@ -71,9 +71,10 @@ def open_crawl(crawl_id: str, redis_url: str = "", data_dir: str = ".scrapy/ipr"
         if not crawl_id:
             live = [c for c in present if not is_archive_id(c)]
             if len(live) != 1:
+                kept = [c for c in present if is_archive_id(c)]
                 raise NoSuchCrawl(
-                    f"{len(live)} crawls in {where}" + (f" ({', '.join(present)})" if present else "")
-                    + ": give --crawl-id"
+                    f"{len(live)} crawls in {where}" + (f" ({', '.join(live)})" if live else "")
+                    + (f", and {len(kept)} kept finished ({', '.join(kept)})" if kept else "") + ": give --crawl-id"
                 )
             crawl_id = live[0]
         if crawl_id not in present:
@@ -255,13 +256,16 @@ def _when(at: float | None) -> str:
 
 
 def format_top(rows: list[dict[str, Any]]) -> str:
-    """``top`` as a table."""
-    lines = [f"{'#':>4} {'score':>12} {'depth':>5} {'in':>5}  {'host':<24} url"]
+    """``top`` as a table, in the frontier's order: ``priority`` (the order key it is
+    sorted by), then ``score`` (the ordering's score in the node record, which the
+    priority is made from and may differ from: push adds the residual's level, ties
+    break by discovery)."""
+    lines = [f"{'#':>4} {'priority':>12} {'score':>12} {'depth':>5} {'in':>5}  {'host':<24} url"]
     for i, r in enumerate(rows, 1):
         score = "-" if r["score"] is None else f"{r['score']:.6g}"
         depth = "-" if r["depth"] is None else str(r["depth"])
         inl = "-" if r["in_links"] is None else str(r["in_links"])
-        lines.append(f"{i:>4} {score:>12} {depth:>5} {inl:>5}  {r['host'][:24]:<24} {r['url']}")
+        lines.append(f"{i:>4} {r['priority']:>12.6g} {score:>12} {depth:>5} {inl:>5}  {r['host'][:24]:<24} {r['url']}")
     return "\n".join(lines)
 
 

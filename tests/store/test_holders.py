@@ -371,3 +371,22 @@ def test_a_command_through_after_failed_attempts_is_reported(redis_client, crawl
     _, known = store.pop(1, 600, holder="me")  # the one it got
     assert store.release_stale("me", {m for m, _ in known}, time.time() + 1) == 1
     assert redis_client.zcard(store.keys["lease"]) == 1
+
+
+def test_several_crawls_are_counted_as_listed(tmp_path):
+    """`ipr-crawl status` without --crawl-id where there are two crawls and a kept
+    finished one: the count agrees with the list it introduces (it said "2 crawls"
+    and listed three)."""
+    from ipr_crawl.store import connect
+    from ipr_crawl.store.inspect import NoSuchCrawl, open_crawl
+
+    data = tmp_path / "data"
+    client = connect("", str(data))
+    for cid in ("a.one", "a.two", "a.one~1"):
+        FrontierStore(client, cid, "bf").open()
+    client.shutdown()
+    with pytest.raises(NoSuchCrawl) as err:
+        open_crawl("", data_dir=str(data))
+    connect("", str(data)).shutdown()  # the server the look started
+    assert "2 crawls in" in str(err.value) and "(a.one, a.two)" in str(err.value)
+    assert "1 kept finished (a.one~1)" in str(err.value)
