@@ -65,8 +65,29 @@ def _add_crawl_arguments(p: argparse.ArgumentParser, required: bool = True) -> N
         help="the crawl's IPR_CRAWL_ID (a crawl's default: BOT_NAME.spider)"
         + ("" if required else "; default: the only crawl there"),
     )
-    p.add_argument("--redis-url", default="", help="IPR_REDIS_URL of the crawl; empty: the embedded server")
-    p.add_argument("--data-dir", default=".scrapy/ipr", help="IPR_DATA_DIR of the embedded server (default %(default)s)")
+    p.add_argument("--redis-url", default="", help="IPR_REDIS_URL of the crawl; default: inside a Scrapy project, "
+                   "the Redis its crawls use (IPR_REDIS_URL, scrapy-redis's REDIS_URL, else the embedded server)")
+    p.add_argument("--data-dir", default="", help="IPR_DATA_DIR of the embedded server; default: the project's "
+                   "IPR_DATA_DIR, else .scrapy/ipr")
+
+
+def _where(args: argparse.Namespace) -> tuple[str, str]:
+    """``(redis URL, embedded data folder)`` of the crawl: the options when given; else,
+    inside a Scrapy project (a ``scrapy.cfg`` here or above), where ``scrapy crawl`` keeps
+    it (:func:`ipr_crawl.redis_location.locate` of the project's settings); else the
+    embedded server in ``.scrapy/ipr``."""
+    if args.redis_url or args.data_dir:
+        return args.redis_url, args.data_dir or ".scrapy/ipr"
+    from scrapy.utils.conf import closest_scrapy_cfg
+
+    if not closest_scrapy_cfg():
+        return "", ".scrapy/ipr"
+    from scrapy.utils.project import get_project_settings
+
+    from ipr_crawl.redis_location import locate
+
+    where = locate(get_project_settings(), createdir=False)
+    return where.url_with_tls(), where.data_dir
 
 
 def _open(args: argparse.Namespace, command: str) -> Any:
@@ -76,7 +97,7 @@ def _open(args: argparse.Namespace, command: str) -> Any:
     from ipr_crawl.store.inspect import FrontierUnavailable, NoSuchCrawl, open_crawl
 
     try:
-        return open_crawl(args.crawl_id, args.redis_url, args.data_dir)
+        return open_crawl(args.crawl_id, *_where(args))
     except (NoSuchCrawl, FrontierUnavailable, ValueError) as exc:
         print(f"ipr-crawl {command}: {exc}", file=sys.stderr)
         return None
