@@ -21,7 +21,10 @@ def log_wait(store: Any, holder: str, lease_secs: float) -> None:
         return
     parts = []
     for h in store.holders():
-        if not h["in_flight"] or h["holder"] == holder:
+        if not h["in_flight"]:
+            continue
+        if h["holder"] == holder:
+            parts.append(f"{h['in_flight']} held by this process (being fetched, parsed or recorded)")
             continue
         if not h["holder"]:
             oldest = store.oldest_lease() or time.time()
@@ -35,10 +38,7 @@ def log_wait(store: Any, holder: str, lease_secs: float) -> None:
         else:
             parts.append(f"{h['in_flight']} held by process {h['holder']}, whose heartbeat stopped "
                          "(handed back at the next pop)")
-    logger.info(
-        "ipr-crawl: waiting for %d requests in flight elsewhere: %s", counts["in_flight"],
-        "; ".join(parts) or "held by this process",
-    )
+    logger.info("ipr-crawl: waiting for %d requests in flight: %s", counts["in_flight"], "; ".join(parts))
 
 
 class FrontierLine:

@@ -390,3 +390,24 @@ def test_several_crawls_are_counted_as_listed(tmp_path):
     connect("", str(data)).shutdown()  # the server the look started
     assert "2 crawls in" in str(err.value) and "(a.one, a.two)" in str(err.value)
     assert "1 kept finished (a.one~1)" in str(err.value)
+
+
+def test_the_wait_line_names_who_holds_the_requests(redis_client, crawl_id, caplog):
+    """An idle crawl kept open by requests in flight says who holds them; this process's
+    own are called its own (the line said "in flight elsewhere: held by this process")."""
+    import logging
+
+    from ipr_crawl.scheduler.oplog import log_wait
+
+    store = _store(redis_client, crawl_id, n=2)
+    store.beat("me", 60)
+    store.beat("other", 60)
+    store.pop(1, 600, holder="me")
+    store.pop(1, 600, holder="other")
+    with caplog.at_level(logging.INFO, logger="ipr_crawl"):
+        log_wait(store, "me", 600)
+    line = next(r.getMessage() for r in caplog.records if "waiting for" in r.getMessage())
+    assert line.startswith("ipr-crawl: waiting for 2 requests in flight: ")
+    assert "1 held by this process (being fetched, parsed or recorded)" in line
+    assert "1 held by process other (alive" in line
+    assert "elsewhere" not in line
