@@ -278,13 +278,12 @@ class IprScheduler(BaseScheduler):
             return
         self.calls.down = True
         self._stats_inc("ipr/redis/unavailable")
-        where = redact(self.config.redis_url) if self.config.redis_url else "the embedded Redis"
-        logger.error(
-            "ipr-crawl: Redis at %s unreachable after %.0f s of retries (IPR_REDIS_RETRY_SECS): "
-            "%s; stopping the crawl (reason ipr_redis_unavailable). Nothing is lost: start it "
-            "again when Redis is back",
-            where, self.config.redis_retry_secs, exc,
-        )
+        where = getattr(self, "where", "") or (f"Redis at {redact(self.config.redis_url)}" if self.config.redis_url
+                                               else "the embedded Redis")
+        waited = self.calls.retry.failing_for() if self.calls.retry is not None else 0.0
+        logger.error("ipr-crawl: %s unreachable for %.1f s of retries (IPR_REDIS_RETRY_SECS=%g): %s; stopping the "
+                     "crawl (reason ipr_redis_unavailable). Nothing is lost: start it again when Redis is back",
+                     where, waited or self.config.redis_retry_secs, self.config.redis_retry_secs, exc)
         # The crawl failed: `scrapy crawl` exits with status 1, as for a crawl whose
         # spider could not start (Scrapy's CrawlerProcess.bootstrap_failed reads it).
         self.crawler.signals.connect(self._mark_failed, signal=signals.engine_stopped)

@@ -359,7 +359,9 @@ class Leases:
         1 s apart and the lease was held at both (a record call answers in milliseconds;
         one still queued settles first, Redis calls run in order). ``settle(request,
         exception)``: :meth:`IprScheduler.settle_failure`. Counted in ``ipr/lease/escaped``."""
-        if not engine_idle:
+        if not engine_idle or self.calls.away or self.calls.down:
+            # (while Redis is away, the pages' record calls wait on the Redis thread: their
+            # requests left the engine, they did not escape)
             self.escaped_seen = None
             return
         out = {member for member, request in self.held.items() if request is not None}
