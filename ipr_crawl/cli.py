@@ -78,16 +78,10 @@ def _where(args: argparse.Namespace) -> tuple[str, str]:
     embedded server in ``.scrapy/ipr``."""
     if args.redis_url or args.data_dir:
         return args.redis_url, args.data_dir or ".scrapy/ipr"
-    from scrapy.utils.conf import closest_scrapy_cfg
+    from ipr_crawl.redis_location import project_location
 
-    if not closest_scrapy_cfg():
-        return "", ".scrapy/ipr"
-    from scrapy.utils.project import get_project_settings
-
-    from ipr_crawl.redis_location import locate
-
-    where = locate(get_project_settings(), createdir=False)
-    return where.url_with_tls(), where.data_dir
+    where = project_location()
+    return (where.url_with_tls(), where.data_dir) if where is not None else ("", ".scrapy/ipr")
 
 
 def _open(args: argparse.Namespace, command: str) -> Any:

@@ -24,7 +24,8 @@ from scrapy.utils.project import data_path
 
 from ipr_crawl.config import TLS_SETTINGS, redis_tls
 
-__all__ = ["TLS_SETTINGS", "RedisLocation", "embedded_data_dir", "locate", "redis_tls", "scrapy_redis_settings"]
+__all__ = ["TLS_SETTINGS", "RedisLocation", "embedded_data_dir", "locate", "project_location", "redis_tls",
+           "scrapy_redis_settings"]
 
 @dataclass(frozen=True)
 class RedisLocation:
@@ -93,3 +94,15 @@ def locate(settings: Any, spidercls: Any = None, createdir: bool = True) -> Redi
     elif source:  # scrapy-redis's defaults: localhost:6379
         url = f"redis://{settings.get('REDIS_HOST') or 'localhost'}:{settings.getint('REDIS_PORT', 6379)}/0"
     return RedisLocation(url, data_dir, {}, source)
+
+
+def project_location() -> RedisLocation | None:
+    """Inside a Scrapy project (a ``scrapy.cfg`` here or above): where its crawls keep
+    their Redis (:func:`locate` of the project's settings; no folder is made); None
+    outside one. For the ``ipr-crawl`` commands."""
+    from scrapy.utils.conf import closest_scrapy_cfg
+    from scrapy.utils.project import get_project_settings
+
+    if not closest_scrapy_cfg():
+        return None
+    return locate(get_project_settings(), createdir=False)

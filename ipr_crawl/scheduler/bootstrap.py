@@ -308,6 +308,7 @@ def open_crawl(sched: Any, spider: Any, retry: RedisRetry) -> None:
     store = open_frontier(client, cfg.crawl_id, cfg.params, cfg.cluster_buckets, exact=cfg.pop_batch_size == 1)
     store.holder = sched.holder  # every settle names it: a lease another process took since is left alone
     store.lease_max_secs = cfg.lease_max_secs  # a live holder's leases are kept up to this age
+    store.holder_ttl_secs = 2 * cfg.heartbeat_secs  # a lapsed holder that pops is registered again
     if cfg.redis_wait_replicas:
         store.wait_for_replicas(cfg.redis_wait_replicas, cfg.redis_wait_ms,
                                 on_short=lambda: sched._stats_inc("ipr/redis/wait_short"))

@@ -69,6 +69,15 @@ def open_frontier(
     return BucketedFrontier(client, crawl_id, params, buckets, relay_secs=0.0 if exact else 0.2)
 
 
+def _per_bucket(name: str, doc: str) -> Any:
+    """A :class:`BucketedFrontier` attribute set in every bucket's store (read from bucket 0's)."""
+    def put(self: Any, value: Any) -> None:
+        for store in self.stores:
+            setattr(store, name, value)
+
+    return property(lambda self: getattr(self.stores[0], name), put, doc=doc)
+
+
 class BucketedFrontier:
     """The frontier of one crawl split into ``buckets`` FrontierStores by host.
 
@@ -78,6 +87,10 @@ class BucketedFrontier:
     own. A lease is settled in the bucket it was taken from (remembered by this
     process). Raises what FrontierStore raises.
     """
+
+    holder = _per_bucket("holder", "The lease holder id of this process, named in every bucket's settles.")
+    lease_max_secs = _per_bucket("lease_max_secs", "How long a live holder's lease is kept (FrontierStore's).")
+    holder_ttl_secs = _per_bucket("holder_ttl_secs", "A lapsed holder that pops is registered again for this long.")
 
     def __init__(
         self, client: redis.Redis, crawl_id: str, params: OrderingParams, buckets: int,
@@ -259,26 +272,6 @@ class BucketedFrontier:
     # -- the relay -----------------------------------------------------------------
     def _outbox(self, source: int, target: int) -> str:
         return self.stores[source].keys["meta"][: -len("meta")] + f"outbox:{target}"
-
-    @property
-    def holder(self) -> str:
-        """The lease holder id of this process, named in every bucket's settles."""
-        return self.stores[0].holder
-
-    @holder.setter
-    def holder(self, value: str) -> None:
-        for store in self.stores:
-            store.holder = value
-
-    @property
-    def lease_max_secs(self) -> float:
-        """How long a live holder's lease is kept (:attr:`FrontierStore.lease_max_secs`)."""
-        return self.stores[0].lease_max_secs
-
-    @lease_max_secs.setter
-    def lease_max_secs(self, value: float) -> None:
-        for store in self.stores:
-            store.lease_max_secs = value
 
     @property
     def last_overdue(self) -> int:  # leases of live holders the last pops moved back, past the max age

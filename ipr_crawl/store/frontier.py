@@ -297,7 +297,9 @@ class FrontierStore(PipelinedRecord, FrontierReads):
     ) -> tuple[list[str], list[Any]]:
         now_ms = int(time.time() * 1000)
         lease_ms = int(lease_secs * 1000)
-        lease_arg = f"{lease_ms}:{int(self.lease_max_secs * 1000)}" if self.lease_max_secs > lease_secs else lease_ms
+        max_ms = int(self.lease_max_secs * 1000) if self.lease_max_secs > lease_secs else lease_ms
+        lease_arg = f"{lease_ms}:{max_ms}:{int(self.holder_ttl_secs * 1000)}" if self.holder_ttl_secs > 0 else (
+            f"{lease_ms}:{max_ms}" if max_ms != lease_ms else lease_ms)
         args: list[Any] = [self._lua_ordering, now_ms, lease_arg, count, requeue_cap, holder]
         if scan > 0:
             args += [scan, offset, repr(float(min_ratio)), *busy]

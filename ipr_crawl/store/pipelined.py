@@ -57,6 +57,9 @@ class PipelinedRecord:
     lease_max_secs: float = 0.0
     #: leases of live holders the last pop moved back, past lease_max_secs
     last_overdue: int = 0
+    #: a holder's heartbeat deadline (2 x IPR_HEARTBEAT_SECS): a pop by a holder found
+    #: lost registers it again with it (0: never)
+    holder_ttl_secs: float = 0.0
 
     def _open_record_pipeline(self) -> None:
         """No call outstanding, no connection yet, no WAIT."""

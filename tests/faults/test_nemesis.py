@@ -65,6 +65,8 @@ REGRESSIONS: dict[int, str] = {
     20261209: "the same after cuts and a Redis kill",
     20261309: "a pop's reply cut, redis-py's retry sent the pop again: the first pop's lease was held "
               "unknowingly and the crawl waited for it (IPR_LEASE_SECS)",
+    20261408: "a process found lost during a Redis outage leased again before its next beat and was "
+              "killed: its leases named an unregistered holder and waited IPR_LEASE_SECS",
 }
 FAULTS = ("kill-crawler", "kill-redis", "cut-reply", "cut-all")
 CRAWL_ID = "nemesis"

@@ -45,7 +45,7 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
     "spiders": ({"spiders", "scheduler", "config", "meta", "ordering"}, {"scrapy", "twisted", "w3lib"}),
     "addon": ({"config", "scheduler", "middlewares", "spiders", "store"}, {"scrapy"}),
     "commands": ({"config", "store", "redis_location"}, {"scrapy"}),
-    "cli": ({"evaluation", "store", "ordering", "config"}, set()),
+    "cli": ({"evaluation", "store", "ordering", "config", "redis_location"}, set()),
     "__init__": ({"addon"}, set()),
 }
 

@@ -411,3 +411,26 @@ def test_the_wait_line_names_who_holds_the_requests(redis_client, crawl_id, capl
     assert "1 held by this process (being fetched, parsed or recorded)" in line
     assert "1 held by process other (alive" in line
     assert "elsewhere" not in line
+
+
+def test_a_lapsed_holder_that_leases_again_is_registered_again(redis_client, crawl_id):
+    """The fault checker's seed 20261408: a process found lost (its leases handed back,
+    its holder forgotten) leased again before its next beat, then was killed: its new
+    leases named a holder no heartbeat list knew, and waited IPR_LEASE_SECS. A pop by an
+    unregistered holder now registers it (deadline: 2 x IPR_HEARTBEAT_SECS), so its
+    leases go back once that passes."""
+    store = _store(redis_client, crawl_id, n=3)
+    store.holder_ttl_secs = 0.3
+    other = FrontierStore(redis_client, crawl_id, "ipr")
+    other.open()
+    other.beat("other", 60)
+    store.beat("slow", 0.01)
+    store.pop(1, 600, holder="slow")
+    time.sleep(0.05)
+    assert other.pop(0, 600, holder="other")[0] == 1  # "slow" found lost: handed back, forgotten
+    assert redis_client.zscore(store.keys["holders"], "slow") is None
+    _, again = store.pop(1, 600, holder="slow")  # it leases again before its next beat ...
+    assert again and redis_client.zscore(store.keys["holders"], "slow") is not None  # ... registered
+    time.sleep(0.4)  # ... and dies: no beat
+    moved, _ = other.pop(0, 600, holder="other")
+    assert moved == 1 and redis_client.zcard(store.keys["lease"]) == 0

@@ -4,7 +4,9 @@
 -- with most queued URLs, then lowest seq in it).
 -- KEYS[1] meta  KEYS[2] node  KEYS[3] frontier  KEYS[4] lease  KEYS[5] req  KEYS[6] forced
 -- ARGV[1] ordering  ARGV[2] now (ms)  ARGV[3] lease time (ms, IPR_LEASE_SECS), or
---   "<lease time>:<max age>" (ms, IPR_LEASE_MAX_SECS): a lease taken (or last
+--   "<lease time>:<max age>[:<holder ttl>]" (ms; IPR_LEASE_MAX_SECS; 2 x
+--   IPR_HEARTBEAT_SECS: an unregistered caller that takes leases is registered with
+--   this deadline): a lease taken (or last
 --   extended) before now - lease time goes back, unless its holder is alive (the
 --   caller, or a heartbeat in the future) and it was first taken less than max age
 --   ago: then it is extended (its score set to now, its first take kept in
@@ -55,9 +57,10 @@ if #lost > 0 then
   redis.call('HINCRBY', meta, 'holders_lost', #lost)
 end
 
-local lease_ms, max_ms = string.match(ARGV[3], '^(%d+):?(%d*)$')
+local lease_ms, max_ms, ttl_ms = string.match(ARGV[3], '^(%d+):?(%d*):?(%d*)$')
 lease_ms = tonumber(lease_ms)
 max_ms = tonumber(max_ms) or lease_ms
+ttl_ms = tonumber(ttl_ms)
 local by = lease_by_key(lease)
 local since_key = lease_since_key(lease)
 local holders = holders_key(lease)
@@ -77,6 +80,12 @@ end
 
 local result = {moved, reclaimed, lost, false}
 local taken = 0
+-- A caller that leases is a registered holder: one found lost (its heartbeat lapsed) and
+-- not registered again yet is registered now, so that the leases it takes go back
+-- within its heartbeat's time if it dies before its next beat (not after the lease time)
+if count > 0 and holder ~= '' and ttl_ms and not redis.call('ZSCORE', holders, holder) then
+  redis.call('ZADD', holders, string.format('%.0f', now + ttl_ms), holder)
+end
 local function take(m)
   redis.call('ZADD', lease, ARGV[2], m)
   if holder ~= '' then redis.call('HSET', by, m, holder) end
