@@ -208,7 +208,7 @@ class IprScheduler(BaseScheduler):
     ) -> None:
         """A page's record call (:class:`~ipr_crawl.scheduler.recording.PageRecorder`),
         not waited for on the event loop (:meth:`RedisCalls.submit_record`)."""
-        self.calls.submit_record(page_id, tie, links, lease, where, then, functools.partial(self.leases.record_failed, lease, page_id))
+        self.calls.submit_record(page_id, tie, links, lease, where, then, functools.partial(self.leases.record_failed, lease))
 
     def sync_record(
         self, page_id: bytes, tie: int, links: list[Link], lease: bytes, where: dict[str, int],

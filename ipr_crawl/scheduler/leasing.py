@@ -15,6 +15,7 @@ import logging
 import sys
 import time
 from collections import deque
+from collections.abc import Sequence
 from typing import Any, cast
 
 from scrapy import Request, Spider
@@ -107,13 +108,13 @@ class Leases:
             return member[8:]
         return self.identity.of(request) if request is not None else b""
 
-    def release(self, items: list[tuple[bytes, Request]]) -> None:
-        """Hand buffered requests back to the frontier (their leases settled)."""
+    def release(self, items: Sequence[tuple[bytes, Request | None]], stat: str = "ipr/lease/released") -> None:
+        """Hand requests back to the frontier (their leases settled; counted in ``stat``)."""
         for member, _ in items:
             self.held.pop(member, None)
         leases = [(m, self.id_of(m, r)) for m, r in items]
         self.calls.submit(self.store.ack, "release", leases, call=self.calls.call_of("ack", "release", leases),
-                          then=lambda released: self.stats_inc("ipr/lease/released", released))
+                          then=lambda released: self.stats_inc(stat, released))
 
     def lapsed(self) -> None:
         """The heartbeat of this process lapsed and another process handed its leases back: the
@@ -383,7 +384,7 @@ class Leases:
             logger.warning("ipr-crawl: %d requests left Scrapy's engine without a response or an error (see the "
                            "engine's ERROR lines above); marked failed, as plain Scrapy loses them", len(escaped))
 
-    def record_failed(self, lease: bytes, page_id: bytes, exc: BaseException) -> None:
+    def record_failed(self, lease: bytes, exc: BaseException) -> None:
         """A page's record call failed. Redis away for good stops the crawl (the lease
         stays in Redis, handed back at the next run); another error (a script error, a
         full Redis) is logged, and the page's lease goes back to the frontier, so the
@@ -394,10 +395,7 @@ class Leases:
             return
         logger.error("ipr-crawl: recording a page failed (%s); its lease goes back to the frontier and the page "
                      "is fetched again", exc)
-        self.held.pop(lease, None)
-        leases = [(lease, self.id_of(lease, None) or page_id)]
-        self.calls.submit(self.store.ack, "release", leases, call=self.calls.call_of("ack", "release", leases),
-                          then=lambda n: self.stats_inc("ipr/lease/released_after_record_error", n))
+        self.release([(lease, None)], stat="ipr/lease/released_after_record_error")
 
     def watch_recovery(self, retry: Any, embedded: bool) -> None:
         """Have :meth:`revived` run on the event loop whenever ``retry`` (the crawl's

@@ -188,17 +188,22 @@ class RedisCalls:
         """Whether calls go through the pipelined connection now: it is open and Redis answers."""
         return self.pipe is not None and not self.away and not self.down and self._dead_pipes < DEAD_PIPES_LIMIT
 
+    def _count_pipe_break(self, exc: BaseException) -> None:
+        """A break of the pipelined connection: counted in a row while no reply came since
+        the last reconnect; at :data:`DEAD_PIPES_LIMIT` the calls stay off the pipe."""
+        assert self.pipe is not None
+        answered = self.pipe.stats.calls != self._calls_at_reset
+        self._dead_pipes = 0 if answered else self._dead_pipes + 1
+        if self._dead_pipes == DEAD_PIPES_LIMIT:
+            logger.warning("ipr-crawl: the pipelined Redis connection failed %d times in a row without a "
+                           "reply while the Redis thread's connection works (%s); this crawl's calls stay "
+                           "on the Redis thread", DEAD_PIPES_LIMIT, exc)
+
     def _pipe_broken(self, items: list[tuple[Callable[[], Any], Any, Any]], exc: BaseException) -> None:
         """The pipelined connection broke (Redis away): its calls not answered, in order, and
         every call from now on go to the Redis thread, which retries (``IPR_REDIS_RETRY_SECS``),
         until it has caught up; then a new connection."""
-        if self.pipe is not None:
-            answered = self.pipe.stats.calls != self._calls_at_reset
-            self._dead_pipes = 0 if answered else self._dead_pipes + 1
-            if self._dead_pipes == DEAD_PIPES_LIMIT:
-                logger.warning("ipr-crawl: the pipelined Redis connection failed %d times in a row without a "
-                               "reply while the Redis thread's connection works (%s); this crawl's calls stay "
-                               "on the Redis thread", DEAD_PIPES_LIMIT, exc)
+        self._count_pipe_break(exc)
         if not self.away:
             self.away = True
             self.stats_inc("ipr/redis/handovers")
@@ -309,13 +314,6 @@ class RedisCalls:
     def hand_over(self, exc: BaseException) -> Any:
         """A call on the event loop failed (Redis away): from now on every call goes to the
         Redis thread, which retries (``IPR_REDIS_RETRY_SECS``), until it has caught up."""
-        if self.pipe is not None:
-            answered = self.pipe.stats.calls != self._calls_at_reset
-            self._dead_pipes = 0 if answered else self._dead_pipes + 1
-            if self._dead_pipes == DEAD_PIPES_LIMIT:
-                logger.warning("ipr-crawl: the pipelined Redis connection failed %d times in a row without a "
-                               "reply while the Redis thread's connection works (%s); this crawl's calls stay "
-                               "on the Redis thread", DEAD_PIPES_LIMIT, exc)
         if not self.away:
             self.away = True
             self.stats_inc("ipr/redis/handovers")

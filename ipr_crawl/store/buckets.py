@@ -474,19 +474,19 @@ class BucketedFrontier:
     def scores(self) -> dict[bytes, tuple[int, float, int]]:
         return {k: v for store in self.stores for k, v in store.scores().items()}
 
-    def node_state(self, id_: bytes) -> int | None:
+    def _first_known(self, method: str, id_: bytes) -> Any:
+        """``method(id_)`` of the first bucket whose answer is not None (the node's own)."""
         for store in self.stores:
-            st = store.node_state(id_)
-            if st is not None:
-                return st
+            value = getattr(store, method)(id_)
+            if value is not None:
+                return value
         return None
 
+    def node_state(self, id_: bytes) -> int | None:
+        return self._first_known("node_state", id_)
+
     def node_score(self, id_: bytes) -> float | None:
-        for store in self.stores:
-            s = store.node_score(id_)
-            if s is not None:
-                return s
-        return None
+        return self._first_known("node_score", id_)
 
     def mean_score(self, sample: int = 1000) -> float:
         return sum(store.mean_score(sample) for store in self.stores) / self.buckets

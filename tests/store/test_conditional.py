@@ -453,7 +453,7 @@ def test_a_record_that_fails_on_a_script_error_hands_its_lease_back(harness, cap
     (member, _), = items
     h.scheduler.leases.held[member] = None
     with caplog.at_level("ERROR"):
-        h.scheduler.leases.record_failed(member, node_id(url), redis.ResponseError("ERR Error running script"))
+        h.scheduler.leases.record_failed(member, redis.ResponseError("ERR Error running script"))
     assert "recording a page failed" in caplog.text
     assert member not in h.scheduler.leases.held
     assert h.redis.zcard(h.scheduler.store.keys["lease"]) == 0
