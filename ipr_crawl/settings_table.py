@@ -237,6 +237,13 @@ SETTINGS: tuple[Setting, ...] = (
     S("IPR_START_URLS_BATCH_SIZE", 0, "int", "entries read per batch; 0: `CONCURRENT_REQUESTS`", low=0),
     S("IPR_START_URLS_IDLE_SECS", 0.0, "float", "an idle crawl stays open this long waiting for new entries; "
       "`-1`: forever (scrapy-redis's `MAX_IDLE_TIME_BEFORE_CLOSE`)", low=-1.0, unit="s"),
+    S("IPR_IMPORT_SCRAPY_REDIS", "", "str", "`pickle`: carry a scrapy-redis crawl of this spider over, once, at "
+      "start: its queue (`SCHEDULER_QUEUE_KEY`, read with scrapy-redis's serializer, pickle: only for a queue "
+      "you trust) into the frontier, its duplicate filter's fingerprints (`SCHEDULER_DUPEFILTER_KEY`) as URLs "
+      "already fetched; empty: not read (a WARNING names the keys when they are there) "
+      "([docs/dropin.md](docs/dropin.md#coming-from-scrapy-redis))", choices=("", "pickle")),
+    S("IPR_IMPORT_SCRAPY_REDIS_DELETE", False, "bool", "with `IPR_IMPORT_SCRAPY_REDIS`: delete scrapy-redis's "
+      "queue and duplicate-filter keys once imported (a queue with requests that could not be read stays)"),
     S("IPR_GRAPH_STAY_ON_HOSTS", True, "bool", "`graph` spider: only the start URLs' host:port pairs"),
     S("IPR_GRAPH_HTTP_ONLY", False, "bool", "`graph` spider: only http/https (non-HTTP links are never followed anyway)"),
     S("IPR_GRAPH_SKIP_QUERY", False, "bool", "`graph` spider: skip URLs with a query string or `cgi`"),

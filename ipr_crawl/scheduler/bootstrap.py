@@ -19,6 +19,7 @@ import redis
 from ipr_crawl.config import FrontierConfig
 from ipr_crawl.redis_location import embedded_data_dir as project_data_dir
 from ipr_crawl.redis_location import scrapy_redis_settings as project_uses_scrapy_redis
+from ipr_crawl.scheduler.migrate import carry_over
 from ipr_crawl.scheduler.refresher import Refresher
 from ipr_crawl.scheduler.revisits import RevisitObserver
 from ipr_crawl.store import adopt, connect, redact
@@ -319,3 +320,4 @@ def open_crawl(sched: Any, spider: Any, retry: RedisRetry) -> None:
         sched.revisits = sched.leases.revisits = Refresher(revisit_store, store, sched.revisit_config)
         sched.revisit_observer = RevisitObserver(sched.revisits, sched.revisit_config, spider)
     sched.store = sched.calls.store = store
+    carry_over(sched, spider, client, store)  # scrapy-redis's queue and duplicate filter of this spider

@@ -113,6 +113,8 @@ class Enqueuer:
                         # (queued there unless that bucket knows it already)
                         self.count_enqueued(1, "redis")
                         return True
+                    if added and request.dont_filter:  # not in Scrapy's duplicate filter: see _store
+                        self.calls.submit(functools.partial(self.calls.store.mark_unfiltered, rid, **where), adds=False)
                     if added or not request.dont_filter:
                         self.count_enqueued(added, "redis")
                         return bool(added)
@@ -132,8 +134,6 @@ class Enqueuer:
         # A start request (dont_filter, as Scrapy's start_urls make it) in a crawl other live
         # processes share: its URL is fetched once for the crawl, not once per process.
         start_known = force and not lease and request.meta.get("is_start_request") and self.shared_now()
-        if start_known:
-            force = False
         if lease:
             self.leases.held.pop(lease, None)
 
@@ -145,13 +145,20 @@ class Enqueuer:
                     logger.info("ipr-crawl: start URLs the crawl already knows are not fetched again by this "
                                 "process: other processes share the crawl (first: %s)", request.url)
                 return False
-            self.stats_inc(("ipr/frontier/duplicate", "ipr/frontier/new", "ipr/frontier/forced")[result])
+            if result == 2 and not force:  # Scrapy's duplicate rule: only dont_filter requests had brought it
+                self.stats_inc("ipr/frontier/unfiltered_refetch")
+            else:
+                self.stats_inc(("ipr/frontier/duplicate", "ipr/frontier/new", "ipr/frontier/forced")[result])
             if result:
                 self.count_enqueued(1, "redis")
             return result != 0
 
         args = (rid, tie, payload, force, lease)
-        where = self.bucket(request.url)
+        where: dict[str, Any] = self.bucket(request.url)
+        if start_known:
+            where["shared_start"] = True
+        elif not force and self.identity.seen_fingerprints is not None:
+            where["seen_fp"] = self.identity.seen_fingerprints.of(request)
         return self._now_or_later(
             request, functools.partial(self.calls.store.enqueue, *args, **where),
             self.calls.call_of("enqueue", *args, **where), stored,
@@ -203,7 +210,8 @@ class Enqueuer:
         if not request.dont_filter and (rid in self.local_seen or self.calls.sync(self.calls.store.known, rid)):
             self.stats_inc("ipr/frontier/duplicate")
             return False
-        self.local_seen.add(rid)
+        if not request.dont_filter:  # Scrapy's duplicate filter never sees a dont_filter request
+            self.local_seen.add(rid)
         kind = f"{reason.where} ({reason.kind})" if isinstance(reason, Unstorable) else "callback"
         if kind not in self.warned:
             self.warned.add(kind)

@@ -38,6 +38,10 @@ class RequestIdentity:
     ``fingerprinter``: the crawler's ``request_fingerprinter``.
     """
 
+    #: a crawl carried over from scrapy-redis: scrapy-redis's fingerprints of requests
+    #: (:class:`ipr_crawl.scheduler.migrate.SeenFingerprints`), sent with filtered requests
+    seen_fingerprints: Any = None
+
     def __init__(self, fingerprinter: Any) -> None:
         self.fingerprinter = fingerprinter
         # Scrapy's own class with its defaults: a link is a body-less GET.

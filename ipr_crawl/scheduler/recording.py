@@ -268,6 +268,7 @@ class PageRecorder:
         # mode (IPR_CLUSTER_BUCKETS) only a URL of the page's own bucket: one of another
         # bucket reaches it later, through the outbox, and always carries its payload.
         tie_needed = cfg.ordering == "importance"
+        seen = identity.seen_fingerprints  # a crawl carried over from scrapy-redis
         nb = cfg.cluster_buckets
         page_url = response.url
         own = bucket_of(page_url, nb)
@@ -282,12 +283,16 @@ class PageRecorder:
             except (ValueError, Unstorable):  # kept in memory by the scheduler, with a warning
                 leftover.append(request)
                 continue
-            links.append(Link(rid, tie_for(cfg.ordering, canon[i]), payload, b))
+            links.append(Link(rid, tie_for(cfg.ordering, canon[i]), payload, b, seen.of(request) if seen else ""))
         request_ = response.request
         lease = lease_of(request_) if request_ is not None else b""
         page_id = node_id(page_url) if request_ is None or identity.is_link(request_) else identity.of(request_)
         ids = [page_id, *(link.id for link in links)]
         local = [page_id, *(link.id for link in links if link.bucket == own)] if nb > 1 else ids
+        if request_ is not None and request_.dont_filter:
+            # a page only dont_filter requests may have brought: a link to it needs its payload
+            # (Scrapy's duplicate rule fetches it again, enqueue.lua `unfiltered`)
+            local = local[1:]
         where = {"bucket": own} if nb > 1 else {}
         repeated = examined - filtered - len(unique)
         self.sent += 1
@@ -320,7 +325,7 @@ class PageRecorder:
         if stats is None:
             return
         links = len(ids) - 1
-        if res.added:
+        if res.added or res.refetched:
             frontier.wake()
         push = frontier.config.ordering == "push"
         if res.propagated:
@@ -333,9 +338,12 @@ class PageRecorder:
         stats.inc_value("ipr/pages/first_fetch" if res.first else "ipr/pages/refetched")
         stats.inc_value("ipr/links/seen", links)
         stats.inc_value("ipr/links/new", res.added)
-        if res.added:  # what Scrapy's scheduler would have counted for these requests
-            stats.inc_value("scheduler/enqueued", res.added)
-            stats.inc_value("scheduler/enqueued/redis", res.added)
+        queued = res.added + res.refetched
+        if queued:  # what Scrapy's scheduler would have counted for these requests
+            stats.inc_value("scheduler/enqueued", queued)
+            stats.inc_value("scheduler/enqueued/redis", queued)
+        if res.refetched:
+            stats.inc_value("ipr/frontier/unfiltered_refetch", res.refetched)
         stats.inc_value("ipr/links/rescored", res.rescored)
-        stats.inc_value("ipr/frontier/duplicate", repeated + links - res.added)
+        stats.inc_value("ipr/frontier/duplicate", repeated + links - queued)
 

@@ -209,26 +209,45 @@ class FrontierStore(PipelinedRecord, FrontierReads):
             )
         return changed
 
-    def enqueue(self, id_: bytes, tie: int, payload: bytes, dont_filter: bool, lease: bytes = b"") -> int:
-        """Add one request (enqueue.lua): 1 new, 2 forced (dont_filter), 0 duplicate."""
-        keys, args = self._enqueue_argv(id_, tie, payload, dont_filter, lease)
+    def enqueue(
+        self, id_: bytes, tie: int, payload: bytes, dont_filter: bool, lease: bytes = b"", shared_start: bool = False,
+        seen_fp: str = "",
+    ) -> int:
+        """Add one request (enqueue.lua): 1 new, 2 forced, 0 duplicate.
+
+        Scrapy's duplicate rule: a ``dont_filter`` request is forced; a filtered one is a
+        duplicate if the URL is known, unless only ``dont_filter`` requests brought it (then
+        it is forced, once). ``shared_start``: a start request of a crawl other processes
+        share, ``dont_filter`` for a new URL but a duplicate for a known one. ``seen_fp``:
+        scrapy-redis's fingerprint of a filtered request in a crawl carried over from it
+        (:attr:`Link.seen_fp`)."""
+        keys, args = self._enqueue_argv(id_, tie, payload, dont_filter, lease, shared_start, seen_fp)
         return int(self._scripts["enqueue"](keys=keys, args=args))
 
+    def mark_unfiltered(self, id_: bytes) -> None:
+        """Node ``id_`` was brought by a ``dont_filter`` redirect: see :meth:`enqueue`."""
+        self.client.sadd(self.keys["unfiltered"], id_)
+
     def _enqueue_argv(
-        self, id_: bytes, tie: int, payload: bytes, dont_filter: bool, lease: bytes
+        self, id_: bytes, tie: int, payload: bytes, dont_filter: bool, lease: bytes, shared_start: bool = False,
+        seen_fp: str = "",
     ) -> tuple[list[str], list[Any]]:
-        return (self._k("meta", "node", "frontier", "lease", "req", "forced"),
-                [self._lua_ordering, id_, tie, payload, "1" if dont_filter else "0", settle_arg(lease, self.holder),
-                 self._start_score])
+        mode = "s" if shared_start else "1" if dont_filter else "0"
+        return (self._k("meta", "node", "frontier", "lease", "req", "forced", "unfiltered", "imported_seen"),
+                [self._lua_ordering, id_, tie, payload, mode, settle_arg(lease, self.holder), self._start_score,
+                 seen_fp])
 
     # -- the hot calls as commands, for the pipelined connection (store/pipe.py) ----------
     def pipe_scripts(self) -> list[Any]:
         """The scripts the pipelined calls use (loaded at the head of its connection)."""
         return [self._scripts[n] for n in ("record_page", "enqueue", "pop", "ack")]
 
-    def enqueue_call(self, id_: bytes, tie: int, payload: bytes, dont_filter: bool, lease: bytes = b"") -> Call:
+    def enqueue_call(
+        self, id_: bytes, tie: int, payload: bytes, dont_filter: bool, lease: bytes = b"", shared_start: bool = False,
+        seen_fp: str = "",
+    ) -> Call:
         """:meth:`enqueue` as a :class:`~ipr_crawl.store.pipe.Call` (same value)."""
-        keys, args = self._enqueue_argv(id_, tie, payload, dont_filter, lease)
+        keys, args = self._enqueue_argv(id_, tie, payload, dont_filter, lease, shared_start, seen_fp)
         return Call([evalsha(self._scripts["enqueue"], keys, args)], lambda r: int(r[0]))
 
     def pop_call(

@@ -19,6 +19,10 @@ scripts stay atomic in one Redis Cluster slot). Keys:
 ``order``         string the fetch order: fetched node ids, 8 bytes each, appended
 ``timeline``      stream one sample of the counts per interval (store.FrontierStore.sample), capped
 ``forced``        zset   dont_filter requests (retries, ...), FIFO
+``unfiltered``    set    node ids only dont_filter requests brought (start URLs): the first filtered
+                         request for one is fetched, as Scrapy's duplicate filter never saw it
+``imported_seen`` set    a crawl carried over from scrapy-redis: its duplicate filter's fingerprints
+                         (scheduler/migrate.py); a new URL found there is known as fetched
 ``req``           hash   node id or forced token -> request payload (scheduler/codec.py)
 ``sites``         zset   larger-sites-first: sites by pending URLs (``site:<hash>`` queues)
 ``resid``         zset   push: fetched node id, score = level of residual / out-degree (mass not yet pushed on; ordering.reference.resid_level)
@@ -56,7 +60,7 @@ __all__ = ["SCHEMA_VERSION", "KEY_NAMES", "crawl_keys"]
 #: node record; 1: a separate `out` hash.
 SCHEMA_VERSION = 5
 KEY_NAMES = (
-    "meta", "node", "frontier", "lease", "forced", "req", "sites", "graph", "resid", "pushing",
+    "meta", "node", "frontier", "lease", "forced", "unfiltered", "imported_seen", "req", "sites", "graph", "resid", "pushing",
     # leases, their holders, what the operator sees (status, report)
     "lease_by", "lease_since", "holders", "holders_info", "order", "timeline",
     # revisits (store/revisit.py)

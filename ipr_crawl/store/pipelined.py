@@ -81,6 +81,10 @@ class PipelinedRecord:
             argv += [link.id, link.tie, link.payload]
         if bucket is not None:
             argv += [bucket, bytes(link.bucket for link in links)]
+        if any(link.seen_fp for link in links):
+            if bucket is None:
+                argv += ["", ""]
+            argv.append("".join(link.seen_fp or " " * 40 for link in links))
         return argv
 
     def record_page(

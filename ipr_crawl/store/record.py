@@ -63,11 +63,13 @@ class RecordResult(NamedTuple):
     rescored: int  # frontier entries whose priority changed
     propagated: int  # score updates beyond the direct targets (ipr pl/vr/ar)
     dropped: int  # propagation entries dropped by IPR_PROPAGATION_CAP
+    refetched: int = 0  # known links queued again: only dont_filter requests had brought them (enqueue.lua)
 
 
 def record_result(reply: Sequence[Any]) -> RecordResult:
-    """record_page.lua's reply ``{added, first, rescored, propagated, dropped}``."""
-    return RecordResult(int(reply[0]), bool(reply[1]), int(reply[2]), int(reply[3]), int(reply[4]))
+    """record_page.lua's reply ``{added, first, rescored, propagated, dropped, refetched}``."""
+    refetched = int(reply[5]) if len(reply) > 5 else 0
+    return RecordResult(int(reply[0]), bool(reply[1]), int(reply[2]), int(reply[3]), int(reply[4]), refetched)
 
 
 class NodeRecord(NamedTuple):
@@ -91,6 +93,9 @@ class Link:
     tie: int
     payload: bytes
     bucket: int = 0
+    #: scrapy-redis's fingerprint of the link request (40 hex digits) in a crawl carried over
+    #: from scrapy-redis (:mod:`ipr_crawl.scheduler.migrate`), else empty
+    seen_fp: str = ""
 
 
 def parse_record(raw: bytes) -> tuple[NodeRecord, list[bytes]]:

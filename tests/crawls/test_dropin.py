@@ -262,6 +262,35 @@ def test_dont_filter_duplicates_of_a_queued_url_are_all_fetched(shop, tmp_path: 
     assert "undecodable" not in runs[True].stderr
 
 
+def test_a_crawlspider_whose_pages_link_back_to_its_start_urls_keeps_scrapys_items(shop, tmp_path: Path) -> None:
+    """Scrapy's start requests are dont_filter: their URLs never enter the duplicate filter,
+    so a link back to a start URL is fetched once more and its rule's callback yields the
+    item. The same with the add-on, for a start URL fetched directly (/cat/books, linked
+    from /) and one reached by a redirect (/go/3 -> /product/3, linked from /cat/books)."""
+    root, base = shop
+    (root / "shop" / "spiders" / "back.py").write_text(
+        "from scrapy.linkextractors import LinkExtractor\n"
+        "from scrapy.spiders import CrawlSpider, Rule\n"
+        "class Back(CrawlSpider):\n"
+        "    name = 'back'\n"
+        "    allowed_domains = ['127.0.0.1']\n"
+        f"    start_urls = ['{base}/', '{base}/cat/books', '{base}/go/3']\n"
+        "    rules = (Rule(LinkExtractor(allow=r'/cat/'), callback='item', follow=True),\n"
+        "             Rule(LinkExtractor(allow=r'/product/'), callback='item'))\n"
+        "    def item(self, response):\n"
+        "        yield {'url': response.url}\n"
+    )
+    runs = {addon: _crawl(root, "back", tmp_path / f"b-{addon}.jsonl", addon=addon) for addon in (True, False)}
+    ours, plain = items(tmp_path / "b-True.jsonl"), items(tmp_path / "b-False.jsonl")
+    assert ours == plain
+    assert ours.count(json.dumps({"url": f"{base}/cat/books"})) == 1
+    assert ours.count(json.dumps({"url": f"{base}/product/3"})) == 1
+    assert fetched(runs[True].stderr) == fetched(runs[False].stderr)
+    assert fetched(runs[True].stderr)[("200", "GET", f"{base}/cat/books")] == 2
+    # /product/3 is fetched twice either way: by the redirect and by the first link to it, in either order
+    assert re.search(r"'ipr/frontier/unfiltered_refetch': [12],", runs[True].stderr)
+
+
 def test_a_request_that_escapes_the_engine_does_not_keep_the_crawl_open(shop, tmp_path: Path) -> None:
     """A downloader that returns another type than a response (Scrapy's own
     test_download_wrong_type): the engine logs the error and forgets the request, with

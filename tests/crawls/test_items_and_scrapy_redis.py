@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import random
+import re
 import signal
 import sqlite3
 import subprocess
@@ -121,3 +122,55 @@ def test_scrapy_redis_spider_and_pipeline_share_one_server(shop_and_redis, tmp_p
                    settings={**settings, "ITEM_PIPELINES": "{}"})
     assert plain.returncode == 0, plain.stderr[-3000:]
     assert items(tmp_path / "ours.jsonl") == items(tmp_path / "plain.jsonl")
+
+
+SCRAPY_REDIS = {
+    "SCHEDULER": "scrapy_redis.scheduler.Scheduler", "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
+    "MAX_IDLE_TIME_BEFORE_CLOSE": 2, "LOG_LEVEL": "DEBUG", "CONCURRENT_REQUESTS": 1,
+}
+
+
+def _urls(log: str) -> list[str]:
+    return [url for _, _, url in re.findall(r"Crawled \((\d{3})\) <(\w+) (\S+)>", log)]
+
+
+def test_a_scrapy_redis_crawl_stopped_midway_is_carried_over(shop_and_redis, tmp_path: Path) -> None:
+    """scrapy-redis's own scheduler crawls with RedisCrawlSpider and stops midway
+    (CLOSESPIDER_PAGECOUNT, SCHEDULER_PERSIST); a run with the add-on first says what it
+    found and how to import it, then imports it (IPR_IMPORT_SCRAPY_REDIS=pickle): the two
+    runs' fetches are a single uninterrupted scrapy-redis crawl's, none fetched twice, and
+    scrapy-redis's keys stay as they were."""
+    root, base, server = shop_and_redis
+    client = server.client()
+    spider = "redisshopcrawl"
+    common = {**SCRAPY_REDIS, "REDIS_URL": server.url}
+    client.lpush(f"{spider}:start_urls", f"{base}/")
+    whole = scrapy(root, "crawl", spider, "-O", f"{tmp_path / 'whole.jsonl'}:jsonlines", addon=False, settings=common)
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    client.flushdb()
+    client.lpush(f"{spider}:start_urls", f"{base}/")
+    first = scrapy(root, "crawl", spider, "-O", f"{tmp_path / 'first.jsonl'}:jsonlines", addon=False,
+                   settings={**common, "SCHEDULER_PERSIST": True, "CLOSESPIDER_PAGECOUNT": 4})
+    assert first.returncode == 0, first.stderr[-3000:]
+    queued, seen = client.zcard(f"{spider}:requests"), client.scard(f"{spider}:dupefilter")
+    assert queued > 0 and seen > queued  # stopped midway, with fetched pages behind it
+
+    ipr = {"REDIS_URL": server.url, "MAX_IDLE_TIME_BEFORE_CLOSE": 2, "LOG_LEVEL": "DEBUG"}
+    told = scrapy(root, "crawl", spider, settings={**ipr, "IPR_CRAWL_ID": "look"})
+    assert told.returncode == 0, told.stderr[-3000:]
+    line = next(x for x in told.stderr.splitlines() if "scrapy-redis's crawl of spider" in x)
+    assert "WARNING" in line and "IPR_IMPORT_SCRAPY_REDIS=pickle" in line
+    assert f"{spider}:requests: {queued} requests" in line and f"{spider}:dupefilter: {seen} fingerprints" in line
+    assert _urls(told.stderr) == []
+
+    second = scrapy(root, "crawl", spider, "-O", f"{tmp_path / 'second.jsonl'}:jsonlines",
+                    settings={**ipr, "IPR_IMPORT_SCRAPY_REDIS": "pickle"})
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert f"{queued} requests into the frontier, {seen} fingerprints" in second.stderr
+    one, two, all_ = _urls(first.stderr), _urls(second.stderr), _urls(whole.stderr)
+    assert len(all_) > 10 and sorted(one + two) == sorted(all_)  # the union is the whole crawl, nothing fetched twice
+    assert len(two) >= queued, second.stderr[-5000:]
+    assert sorted(items(tmp_path / "first.jsonl") + items(tmp_path / "second.jsonl")) == items(tmp_path / "whole.jsonl")
+    assert (client.zcard(f"{spider}:requests"), client.scard(f"{spider}:dupefilter")) == (queued, seen)
+    again = scrapy(root, "crawl", spider, settings={**ipr, "IPR_IMPORT_SCRAPY_REDIS": "pickle"})
+    assert again.returncode == 0 and "was carried over before" in again.stderr

@@ -184,6 +184,47 @@ def test_new_url_with_dont_filter_is_just_new(store):
     assert store.counts()["forced"] == 0
 
 
+def test_scrapys_duplicate_rule_for_urls_only_dont_filter_requests_brought(store):
+    """Scrapy's filter never sees a dont_filter request: the first filtered request for a
+    URL only dont_filter requests brought is fetched (forced queue), the next is a
+    duplicate; the same through a link of a recorded page. A start request of a shared
+    crawl ('shared_start') neither forces a known URL nor takes it out of `unfiltered`."""
+    assert store.enqueue(nid(7), 0, payload(7), True) == 1  # a start URL
+    assert store.enqueue(nid(7), 0, b"\x01start-again", False, shared_start=True) == 0
+    assert store.enqueue(nid(7), 0, b"\x01filtered", False) == 2
+    assert store.enqueue(nid(7), 0, b"\x01filtered-again", False) == 0
+    assert store.counts()["forced"] == 1
+    assert store.client.scard(store.keys["unfiltered"]) == 0
+    # through a page's links (record_page): a link without its payload is left for one with it
+    assert store.enqueue(nid(8), 0, payload(8), True) == 1
+    assert store.enqueue(nid(9), 0, payload(9), False) == 1
+    first = store.record_page(nid(9), 0, [Link(nid(8), 0, b""), Link(nid(7), 0, payload(7))])
+    assert first.refetched == 0 and store.counts()["forced"] == 1
+    again = store.record_page(nid(9), 0, [Link(nid(8), 0, payload(8)), Link(nid(8), 0, payload(8))])
+    assert again.refetched == 1 and store.counts()["forced"] == 2
+    _, items = store.pop(4, 600)
+    assert [p for _, p in items][:2] == [b"\x01filtered", payload(8)]
+    # a node a filtered request brought is not in `unfiltered`: dont_filter copies are forced, filtered ones dropped
+    assert store.enqueue(nid(9), 0, payload(9), True) == 2 and store.enqueue(nid(9), 0, payload(9), False) == 0
+
+
+def test_urls_an_imported_scrapy_redis_dupefilter_saw_are_known_as_fetched(store):
+    """A crawl carried over from scrapy-redis (scheduler/migrate.py): a new URL whose
+    scrapy-redis fingerprint is in `imported_seen` becomes a fetched node, not a queued
+    one, through enqueue and through a page's links; others are new as usual."""
+    seen, fresh = "a" * 40, "b" * 40
+    store.client.sadd(store.keys["imported_seen"], seen)
+    assert store.enqueue(nid(1), 0, payload(1), False, seen_fp=seen) == 0
+    assert store.enqueue(nid(2), 0, payload(2), False, seen_fp=fresh) == 1
+    res = store.record_page(nid(2), 0, [Link(nid(3), 0, payload(3), seen_fp=seen),
+                                        Link(nid(4), 0, payload(4), seen_fp=fresh), Link(nid(1), 0, b"")])
+    assert res.added == 1
+    c = store.counts()
+    assert (c["known"], c["frontier"]) == (4, 1)
+    assert {store.node_state(nid(n)) for n in (1, 3)} == {2}
+    assert store.client.hget(store.keys["req"], nid(3)) is None  # nothing kept to fetch it with
+
+
 def test_forced_lease_expires_back_to_forced_queue(store):
     store.enqueue(nid(1), 0, payload(1), False)
     store.enqueue(nid(1), 0, b"\x01retry", True)
@@ -434,10 +475,10 @@ def test_send_record_page_reruns_a_reply_lost_with_its_connection(redis_client, 
     time.sleep(0.2)
     store._record_conn.disconnect()  # the reply is lost with the socket
     store.settle_record()
-    assert got == [(0, False, 0, 0, 0)]
+    assert got == [(0, False, 0, 0, 0, 0)]
     store.send_record_page(nid(2), 0, [Link(nid(3), 0, payload(3))], then=got.append)
     store.close()
-    assert got[1] == (1, True, 0, 0, 0)
+    assert got[1] == (1, True, 0, 0, 0, 0)
     assert store.counts()["fetched"] == 3 and store.counts()["frontier"] == 1
 
 

@@ -60,6 +60,7 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
   -- the rule's state of this page (ipr: its propagation queue)
   local E = {queue = {}, queued = {}}
   local on_link = rule.on_link
+  local fps = P.fps  -- record_page.lua: scrapy-redis fingerprints of the links, 40 hex digits each
   for k = 0, n - 1 do
     local tid, ttie, payload = lids[k + 1], lties[k + 1], lpay[k + 1]
     ids[#ids + 1] = tid
@@ -69,9 +70,9 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
     if c and c ~= bk.own then
       out_add(X.box, c, tid, ttie, gain, payload, 0)
     else
-      local new, r, before = X.gain_to(tid, ttie, payload, gain)
+      local new, r, before = X.gain_to(tid, ttie, payload, gain, fps and string.sub(fps, 40 * k + 1, 40 * k + 40))
       added = added + new
-      if new == 0 and on_link then on_link(E, P, pid, tid, r, gain, before) end
+      if r and new == 0 and on_link then on_link(E, P, pid, tid, r, gain, before) end
     end
   end
   p.links = table.concat(ids)
@@ -81,7 +82,7 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
   local updates, dropped = 0, 0
   if rule.after then updates, dropped = rule.after(X, E, P, pid, p, first, shared) end
 
-  return added, first, X.flush(pid), updates, dropped
+  return added, first, X.flush(pid), updates, dropped, X.refetched
 end
 
 -- Write back the records a replay call kept in `shared` (see record), push's index

@@ -1,4 +1,6 @@
 --! include _records.lua
+--! include _forced.lua
+--! include _dupes.lua
 --! include _prior.lua
 --! include _frontier.lua
 --! include _outbox.lua
@@ -9,7 +11,10 @@
 --   get(id) -> record or nil; touch(id): mark written back at the end;
 --   gain_to(id, tie, payload, gain) -> 1 if a new node was made (s = gain, a = its
 --     prior, into the frontier), else 0 and the record and its score before (s += gain,
---     or the rule's gain: push's push_gain);
+--     or the rule's gain: push's push_gain); a known URL only dont_filter requests
+--     brought is queued in the forced queue once (unfiltered_hit; X.refetched counts them);
+--     fp: scrapy-redis's fingerprint of the link (a crawl carried over from scrapy-redis):
+--     a new URL its duplicate filter saw is made a fetched node, 0 and no record returned;
 --   flush(pid) -> frontier entries re-scored (write-back and ZADD XX of the dirty
 --     records, pid excepted, unless the rule says rescore = false); box: outbox
 --     entries (out_add);
@@ -41,8 +46,19 @@ local function record_ctx(K, P, shared)
   end
   if rule.setup then level = rule.setup(X, P, shared, base) end
   local pc  -- prior_conf, read at the first new URL (false: none)
-  function X.gain_to(id, tie, payload, gain)
+  -- URLs only dont_filter requests brought (enqueue.lua): looked up only while there are any
+  local unf = base .. 'unfiltered'
+  local unf_any = redis.call('EXISTS', unf) == 1
+  X.refetched = 0
+  function X.gain_to(id, tie, payload, gain, fp)
     local r = X.get(id)
+    if not r and imported_hit(base .. 'imported_seen', fp) then
+      r = new_record(meta, tie, wide)
+      r.st = 2
+      cache[id] = r
+      X.touch(id)
+      return 0
+    end
     if not r then
       r = new_record(meta, tie, wide)
       r.s = gain
@@ -53,6 +69,10 @@ local function record_ctx(K, P, shared)
       if payload ~= '' then redis.call('HSET', req, id, payload) end
       frontier_add(meta, frontier, ordering, r, member_of(r, id))
       return 1
+    end
+    if unf_any and unfiltered_hit(unf, id, payload) then
+      forced_add(meta, req, base .. 'forced', payload)
+      X.refetched = X.refetched + 1
     end
     local before = r.s
     if gain ~= 0 then

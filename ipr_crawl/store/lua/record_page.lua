@@ -14,7 +14,10 @@
 -- ARGV[17 + 3k], ARGV[18 + 3k], ARGV[19 + 3k]: id, tie key, payload of link k
 --   ('' payload: none is stored, as in a replay)
 -- ARGV[17 + 3n] (bucket mode, optional) this bucket's number; ARGV[18 + 3n] n bytes,
---   the bucket of each link: links of other buckets go to the outbox (record's bk)
+--   the bucket of each link: links of other buckets go to the outbox (record's bk); both ''
+--   when not in bucket mode but ARGV[19 + 3n] is given
+-- ARGV[19 + 3n] (optional, a crawl carried over from scrapy-redis) the links' scrapy-redis
+--   fingerprints, 40 hex digits each (blanks: none): _dupes.lua imported_hit
 -- Rules at p's first fetch (a page fetched before is re-recorded: out-links
 -- replaced, new URLs registered, no score update):
 --   ipr (Yamada et al. 2004, §3): s_p += initial, beta = s_p / n to every target (DL1), then
@@ -37,7 +40,8 @@
 --   pr: none (scores come from the periodic PageRank step); bf, lsf: none.
 -- Returns {new URLs, 1 if first fetch else 0, frontier entries re-scored,
 --          propagation updates done, propagation entries dropped by the cap
---          (push: edge updates of the push phase, 1 if its budget ran out with work left)}.
+--          (push: edge updates of the push phase, 1 if its budget ran out with work left),
+--          known links queued again by Scrapy's duplicate rule (enqueue.lua `unfiltered`)}.
 -- Cost: O(n + cap) node updates, each O(log F) in the frontier.
 --! include _record.lua
 --! include _ordering_args.lua
@@ -48,7 +52,9 @@ for k = 0, n - 1 do
   lids[k + 1], lties[k + 1], lpay[k + 1] = ARGV[17 + 3 * k], tonumber(ARGV[18 + 3 * k]), ARGV[19 + 3 * k]
 end
 local bk
-if ARGV[17 + 3 * n] then bk = {own = tonumber(ARGV[17 + 3 * n]), of = ARGV[18 + 3 * n]} end
-local added, first, rescored, updates, dropped =
-  record(K, params_from(ARGV, 1), ARGV[13], ARGV[14], tonumber(ARGV[15]), n, lids, lties, lpay, nil, bk)
-return {added, first and 1 or 0, rescored, updates, dropped}
+if ARGV[17 + 3 * n] and ARGV[17 + 3 * n] ~= '' then bk = {own = tonumber(ARGV[17 + 3 * n]), of = ARGV[18 + 3 * n]} end
+local P = params_from(ARGV, 1)
+P.fps = ARGV[19 + 3 * n]
+local added, first, rescored, updates, dropped, refetched =
+  record(K, P, ARGV[13], ARGV[14], tonumber(ARGV[15]), n, lids, lties, lpay, nil, bk)
+return {added, first and 1 or 0, rescored, updates, dropped, refetched}
