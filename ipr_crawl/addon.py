@@ -64,13 +64,13 @@ def running_command() -> str:
 
 
 class OneLineErrors(logging.Filter):
-    """Turns the log record of a crawl that ipr-crawl refused to start (a bad
-    setting, Redis unreachable, a crawl written by an incompatible version) into
-    ONE line, ``ERROR: ipr-crawl: <what and how to fix it>``, without the traceback
-    asyncio, Twisted or Scrapy would print. With ``LOG_LEVEL`` DEBUG (Scrapy's
-    default) the first such record still opens with that line, and its traceback
-    and the records after it are kept. The exit status stays non-zero (Scrapy's own
-    handling of a failed crawl)."""
+    """Replaces the log record of a crawl that ipr-crawl refused to start (a bad
+    setting, Redis unreachable, a crawl written by an incompatible version), which
+    asyncio, Twisted or Scrapy would print with a traceback, by ONE line of the add-on's
+    logger, ``[ipr_crawl.addon] ERROR: ipr-crawl: <what and how to fix it>``. With
+    ``LOG_LEVEL`` DEBUG (Scrapy's default) a refusal other than a bad setting is followed
+    by its traceback at DEBUG, and the records after it are kept. The exit status stays
+    non-zero (Scrapy's own handling of a failed crawl)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -87,13 +87,12 @@ class OneLineErrors(logging.Filter):
             # CoreStats, the scraper's and the engine's close) are consequences, not news.
             return self.keep_traceback or not (self.refused is not None and record.levelno >= logging.ERROR)
         if exc is self.refused:
-            return self.keep_traceback  # said once already
+            return False  # said once already
         self.refused = exc
-        record.msg, record.args = "ipr-crawl: %s", (exc,)
-        record.levelno, record.levelname = logging.ERROR, "ERROR"
-        if not self.keep_traceback:
-            record.exc_info, record.exc_text = None, None
-        return True
+        logger.error("ipr-crawl: %s", exc)
+        if self.keep_traceback and not isinstance(exc, SettingError):
+            logger.debug("ipr-crawl: where it was raised", exc_info=(type(exc), exc, exc.__traceback__))
+        return False
 
 
 def _refusal(exc: BaseException | None) -> BaseException | None:

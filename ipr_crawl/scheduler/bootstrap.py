@@ -36,6 +36,10 @@ __all__ = ["Bootstrap", "embedded_data_dir", "open_crawl", "scrapy_redis_client"
 # the scheduler's log lines keep their logger's name
 logger = logging.getLogger("ipr_crawl.scheduler.core")
 
+#: a crawl opened by another process this recently (s) is joined, not resumed (two
+#: processes started together)
+JOINED_SECS = 30.0
+
 
 def scrapy_redis_settings(crawler: Crawler) -> str:
     """Why the crawl uses scrapy-redis's server when ``IPR_REDIS_URL`` is empty (``""``:
@@ -130,13 +134,15 @@ class Bootstrap:
 
             clear_finished(client, cfg.crawl_id)
         counts = store.counts()
+        others = [h for h in store.holders() if h.get("alive") and h["holder"] != self.holder]
+        state = self.opening(client, store, resumed, len(others))
         logger.info(
             "ipr-crawl: crawl %r ordered by %s on %s (%s): %d known URLs, %d fetched, "
             "%d in frontier, %d in flight",
             cfg.crawl_id,
             cfg.params.label,
             where,
-            "resumed" if resumed else "new",
+            state,
             counts["known"],
             counts["fetched"],
             counts["frontier"] + counts["forced"],
@@ -158,7 +164,9 @@ class Bootstrap:
             client.hset(store.keys["meta"], mapping={"rerun_of": rerun["archive"], "rerun_at": repr(time.time())})
             release(client, cfg.crawl_id, self.holder)
         pending = counts["frontier"] + counts["forced"] + counts["in_flight"]
-        if resumed and rerun is None and not pending and counts["fetched"] and not self.revisits_on:
+        # another process of this run opened it (and kept it, finished): not a crawl stopped at its end
+        joined = state.startswith("joined") or _float(client.hget(store.keys["meta"], "kept_at")) > time.time() - JOINED_SECS
+        if resumed and rerun is None and not pending and counts["fetched"] and not self.revisits_on and not joined:
             logger.warning(
                 "ipr-crawl: crawl %r has nothing left to fetch (%d pages fetched, %d failed) but did not "
                 "close as finished (it was stopped at its end, or by an older ipr-crawl): "
@@ -168,6 +176,19 @@ class Bootstrap:
                 cfg.crawl_id, counts["fetched"], counts["failed"], cfg.crawl_id,
                 "" if settings.get("IPR_CRAWL_ID") else "; for a new crawl beside it: -s IPR_CRAWL_ID=<new id>",
             )
+
+    def opening(self, client: Any, store: Any, resumed: bool, others: int) -> str:
+        """The opening line's state: ``new``; ``joined`` when other live processes crawl
+        it, or another process opened it less than :data:`JOINED_SECS` ago (two processes
+        started together); else ``resumed``."""
+        if not resumed:
+            return "new"
+        if others:
+            return f"joined: {others} other process{'es' if others > 1 else ''} crawl it"
+        age = time.time() - _float(client.hget(store.keys["meta"], "created"))
+        if age < JOINED_SECS:
+            return f"joined: another process opened it {age:.1f} s ago"
+        return "resumed"
 
     def finished_before(self, client: Any) -> dict[str, Any] | None:
         """Before the crawl opens: if it was marked finished (at the close of its last run), what this
@@ -295,6 +316,13 @@ class Bootstrap:
             ("PageRank computed and installed" if info["computed"] else "installed") if info["installed"]
             else "kept from this crawl's start", time.monotonic() - t0,
         )
+
+
+def _float(raw: Any) -> float:
+    try:
+        return float(raw)
+    except (TypeError, ValueError):
+        return 0.0
 
 
 def open_crawl(sched: Any, spider: Any, retry: RedisRetry) -> None:

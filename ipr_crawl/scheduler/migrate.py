@@ -101,11 +101,9 @@ class SeenFingerprints:
 
 
 def _serializer(settings: Any) -> Any:
-    name = settings.get("SCHEDULER_SERIALIZER")
-    if not name:
-        import pickle
-
-        return pickle
+    """scrapy-redis's serializer module (``SCHEDULER_SERIALIZER``, by default its
+    ``picklecompat``), read only under ``IPR_IMPORT_SCRAPY_REDIS=pickle``."""
+    name = settings.get("SCHEDULER_SERIALIZER") or "scrapy_redis.picklecompat"
     return importlib.import_module(name) if isinstance(name, str) else name
 
 

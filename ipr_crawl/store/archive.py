@@ -109,8 +109,11 @@ def mark_finished(client: Any, crawl_id: str, reason: str, fetched: int = 0, fai
 
 
 def clear_finished(client: Any, crawl_id: str) -> None:
-    """The crawl goes on (kept, or revisited): no longer marked finished."""
-    client.hdel(crawl_keys(crawl_id)["meta"], "finished", "finished_reason", "finished_fetched", "finished_failed")
+    """The crawl goes on (kept, or revisited): no longer marked finished; ``kept_at``
+    (when) tells the processes that open it next to this one that it finished."""
+    meta = crawl_keys(crawl_id)["meta"]
+    client.hdel(meta, "finished", "finished_reason", "finished_fetched", "finished_failed")
+    client.hset(meta, "kept_at", repr(time.time()))
 
 
 def _bucket_ids(client: Any, crawl_id: str) -> list[str]:

@@ -82,6 +82,8 @@ def test_a_bad_boolean_at_debug_opens_with_its_line(tmp_path: Path) -> None:
     assert code != 0
     errors = _errors(log)
     assert errors and f"ERROR: ipr-crawl: IPR_RESET='maybe': {BOOL}" in errors[0], errors
+    # under the add-on's logger (not asyncio's), and a bad setting needs no traceback, even at DEBUG
+    assert "[ipr_crawl.addon] ERROR" in errors[0] and "Traceback" not in log, log[-3000:]
     for follow_on in ("Scraper close failure", "Scraper slot not assigned", "CoreStats"):
         assert follow_on not in log, follow_on
     assert "Spider opened" not in log

@@ -153,8 +153,10 @@ def test_four_processes_share_one_ipr_crawl(graph_server, redis_server, tmp_path
 
 def test_a_start_url_is_fetched_once_per_shared_crawl(graph_server, redis_server, tmp_path):
     """Three processes of a user's spider whose start URL Scrapy makes ``dont_filter``
-    (``start_urls``), started together on one crawl: the start URL is fetched once for
-    the crawl, not once per process, and every page once."""
+    (``start_urls``), started together on one crawl: the start URL is fetched as one
+    Scrapy process fetches it (once, and once more for the first link back to it, as
+    its start request never entered the duplicate filter), not once per process, and
+    every other page once."""
     from concurrent.futures import ThreadPoolExecutor
 
     from userproject import fetched as crawled
@@ -172,8 +174,11 @@ def test_a_start_url_is_fetched_once_per_shared_crawl(graph_server, redis_server
     per_run = [crawled(run.stderr) for run in runs]
     urls = collections.Counter(canonical_url(url) for c in per_run for (status, _, url), n in c.items()
                                for _ in range(n) if status == "200")
-    assert urls[canonical_url(served.seed_url)] == 1, [c.get(("200", "GET", served.seed_url)) for c in per_run]
-    assert max(urls.values()) == 1 and len(urls) == len(reachable(read_graph(HARVARD), served.seed))
+    graph = read_graph(HARVARD)
+    linked_back = any(served.seed in graph.out.get(n, ()) for n in reachable(graph, served.seed))
+    seed = canonical_url(served.seed_url)
+    assert urls[seed] == 1 + linked_back, [c.get(("200", "GET", served.seed_url)) for c in per_run]
+    assert max(n for u, n in urls.items() if u != seed) == 1 and len(urls) == len(reachable(graph, served.seed))
     assert sum(1 for c in per_run if c) >= 2  # the crawl was shared
     assert any("start URLs the crawl already knows are not fetched again" in run.stderr for run in runs)
     # and every process closes soon after the crawl's last fetch, not at the engine's 5 s heartbeat
@@ -187,3 +192,15 @@ def test_a_start_url_is_fetched_once_per_shared_crawl(graph_server, redis_server
     for run in runs:
         (closed,) = times(run.stderr, "Spider closed (finished)")
         assert (closed - last_fetch).total_seconds() <= 2, (closed, last_fetch)
+    # the processes that opened the crawl after the first say they joined it, none that it resumed
+    states = [re.search(r"ordered by \S+ on .*? \((new|joined[^)]*|resumed)\)", run.stderr)[1] for run in runs]
+    assert states.count("new") == 1 and all(s.startswith("joined") for s in states if s != "new"), states
+    # run again by two processes together, kept finished (SCHEDULER_PERSIST): no false WARNING that
+    # it "did not close as finished" (the first to open it took the finished mark off)
+    with ThreadPoolExecutor(2) as pool:
+        again = list(pool.map(lambda _: scrapy(root, "crawl", "wiki", "-a", f"start_url={served.seed_url}",
+                                               settings={**settings, "SCHEDULER_PERSIST": True}), range(2)))
+    for run in again:
+        assert run.returncode == 0, run.stderr[-3000:]
+        assert "did not close as finished" not in run.stderr, run.stderr[-3000:]
+    assert any("kept finished (SCHEDULER_PERSIST)" in run.stderr for run in again)
