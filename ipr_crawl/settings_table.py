@@ -152,7 +152,8 @@ SETTINGS: tuple[Setting, ...] = (
       "recorded per minute and the best URL, this often; 0: never", low=0.0, unit="s",
       shown_default="LOGSTATS_INTERVAL"),
     S("IPR_TIMELINE_SECS", 10.0, "float", "one sample of the crawl's counts this often (for `ipr-crawl status` and "
-      "`report`), in Redis, the last 20,000 kept; 0: none", low=0.0, unit="s"),
+      "`report`), in Redis, the last 20,000 kept; more often in a crawl's first minutes (every twentieth of its "
+      "age, at least 1 s) so that a short crawl can be drawn; 0: none", low=0.0, unit="s"),
     S("IPR_POP_BATCH_SIZE", 8, "int", "requests leased per Redis round trip, at most half of `CONCURRENT_REQUESTS` "
       "(at least 1: with `CONCURRENT_REQUESTS=1` and `IPR_WAIT_FOR_PARSE` each request is chosen after the page "
       "before it is recorded)",

@@ -142,9 +142,17 @@ def _plot(path: str, curves: dict[str, tuple[list[float], list[float]]], total: 
     plt = import_eval("matplotlib.pyplot")
 
     fig, (ax_a, ax_b) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for name, (a_curve, b_curve) in curves.items():
+    # curves that coincide (push and ipr often do) stay apart: each its own dash, width and
+    # markers, the later ones drawn thinner on top of the earlier
+    dashes = [("-", 3.2, "o"), ("--", 2.2, "s"), ((0, (1, 1.5)), 2.0, "^"), ("-.", 1.6, "D"), ((0, (5, 1)), 1.4, "v")]
+    for k, (name, (a_curve, b_curve)) in enumerate(curves.items()):
         x = [100.0 * (i + 1) / total for i in range(len(a_curve))]
-        style = {"linestyle": "--", "color": "gray"} if name == "limit" else {}
+        if name == "limit":
+            style: dict[str, object] = {"linestyle": "--", "color": "gray", "linewidth": 1.0}
+        else:
+            dash, width, marker = dashes[k % len(dashes)]
+            style = {"linestyle": dash, "linewidth": width, "marker": marker, "markersize": 4,
+                     "markevery": max(1, len(x) // 8), "zorder": 2 + k}
         ax_a.plot(x, a_curve, label=name, **style)
         ax_b.plot(x, b_curve, label=name, **style)
     ax_a.set(xlabel="pages fetched (% of reachable)", ylabel="share of top-1% PageRank pages fetched",
@@ -226,7 +234,7 @@ def run_demo(args: argparse.Namespace) -> int:
     # One crawl each at DEBUG (for the fetch order) on a machine doing other things is no
     # speed measurement: the benchmark runs them interleaved, several rounds.
     print("speed: not measured here (one run each); `python benchmarks/crawl_rate.py --graph emacswiki` "
-          "compares the schedulers interleaved (docs/benchmarks.md)")
+          "compares the schedulers interleaved (docs/benchmarks/crawl_rate.md)")
     bad = [n for n, r in results["orderings"].items() if r["pages_fetched"] == 0]
     if bad:
         print(f"[demo] no page fetched by {bad}: see the logs", file=sys.stderr)

@@ -45,6 +45,28 @@ def _pagerank_share(store: FrontierStore, fetched_counts: list[float]) -> tuple[
     return [prefix[min(int(k), len(order))] for k in fetched_counts], graph.number_of_nodes(), edges
 
 
+def pages_per_minute(t: list[float], fetched: list[float]) -> list[float | None]:
+    """Fetch rate (pages/min) at each sample of times ``t`` (s) and counts ``fetched``,
+    taken over at least one sampling interval (the median step) back: a sample written
+    moments after the one before it (the close's) would otherwise make a spike of a few
+    pages over a fraction of a second (1,500/min for the last sample below). None at
+    the first sample.
+
+    >>> pages_per_minute([0, 10, 20, 20.2], [0, 100, 200, 205])
+    [None, 600.0, 600.0, 617.6]
+    """
+    steps = sorted(b - a for a, b in zip(t, t[1:]))
+    window = steps[len(steps) // 2] if steps else 0.0
+    rates: list[float | None] = []
+    j = 0
+    for i in range(len(t)):
+        while j + 1 < i and t[i] - t[j + 1] >= window:
+            j += 1
+        dt = t[i] - t[j]
+        rates.append(round((fetched[i] - fetched[j]) * 60 / dt, 1) if i and dt > 0 else None)
+    return rates
+
+
 def crawl_curves(store: FrontierStore) -> dict[str, Any]:
     """The report's data: ``timeline`` rows (``t`` s since the crawl's first sample,
     ``frontier``, ``in_flight``, ``fetched``, ``pages_per_min``, ``pagerank_share``),
@@ -53,11 +75,8 @@ def crawl_curves(store: FrontierStore) -> dict[str, Any]:
     samples = store.timeline()
     shares, nodes, edges = _pagerank_share(store, [s["fetched"] for s in samples])
     rows = []
-    for i, s in enumerate(samples):
-        rate = None
-        if i:
-            dt = s["t"] - samples[i - 1]["t"]
-            rate = (s["fetched"] - samples[i - 1]["fetched"]) * 60 / dt if dt > 0 else None
+    rates = pages_per_minute([s["t"] for s in samples], [s["fetched"] for s in samples])
+    for i, (s, rate) in enumerate(zip(samples, rates)):
         rows.append({
             "t": s["t"] - samples[0]["t"], "frontier": s["frontier"] + s["forced"], "in_flight": s["in_flight"],
             "fetched": s["fetched"], "pages_per_min": rate, "pagerank_share": shares[i],
@@ -81,10 +100,15 @@ def crawl_curves(store: FrontierStore) -> dict[str, Any]:
     }
 
 
+#: fewer timeline samples than this make no picture (:func:`crawl_report`)
+MIN_SAMPLES = 4
+
+
 def crawl_report(store: FrontierStore, plot: str, json_path: str | None = None) -> str:
     """Draw :func:`crawl_curves` into the PNG ``plot`` (and write them to ``json_path``);
-    returns a one-paragraph summary. Raises :class:`ValueError` when the crawl has no
-    timeline sample yet (``IPR_TIMELINE_SECS=0``, or it ran for less than one interval)."""
+    returns a one-paragraph summary. Raises :class:`ValueError` when the crawl has fewer
+    than :data:`MIN_SAMPLES` timeline samples (``IPR_TIMELINE_SECS=0``, or a crawl of a
+    few seconds). Pages per minute are taken over at least one sampling interval."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -95,15 +119,18 @@ def crawl_report(store: FrontierStore, plot: str, json_path: str | None = None) 
     if json_path:
         with open(json_path, "w", encoding="utf-8") as fh:
             json.dump(curves, fh, indent=1)
-    if not rows:
+    if len(rows) < MIN_SAMPLES:
         raise ValueError(
-            f"crawl {store.crawl_id!r} has no timeline sample (IPR_TIMELINE_SECS=0, or it ran for less "
-            "than one interval)"
+            f"crawl {store.crawl_id!r} is too short to draw: {len(rows)} timeline samples (at least "
+            f"{MIN_SAMPLES}; IPR_TIMELINE_SECS=0 writes none, and a crawl samples every second at first)"
         )
     revisits = curves["revisits"]
     panels = 3 + (1 if revisits else 0)
     fig, axes = plt.subplots(panels, 1, figsize=(8, 2.6 * panels), constrained_layout=True)
-    minutes = [r["t"] / 60 for r in rows]
+    unit, per = ("seconds", 1.0) if rows[-1]["t"] < 120 else ("minutes", 60.0)  # a short crawl in seconds
+    minutes = [r["t"] / per for r in rows]
+    for ax in axes[:3]:  # one time axis for the three timeline panels, from 0 to the last sample
+        ax.set_xlim(0, minutes[-1])
     ax = axes[0]
     ax.plot(minutes, [r["frontier"] for r in rows], label="frontier (incl. forced)")
     ax.plot(minutes, [r["in_flight"] for r in rows], label="in flight")
@@ -112,13 +139,14 @@ def crawl_report(store: FrontierStore, plot: str, json_path: str | None = None) 
     ax.set_title(f"crawl {curves['crawl_id']!r} ({curves['ordering']}): {curves['graph']['fetched']:,} pages "
                  f"fetched, {curves['graph']['nodes']:,} URLs known")
     ax = axes[1]
-    ax.plot(minutes[1:], [r["pages_per_min"] or 0 for r in rows[1:]])
+    ax.plot(minutes[1:], [r["pages_per_min"] or 0 for r in rows[1:]], marker=".")
     ax.set_ylabel("pages / min")
+    ax.set_ylim(bottom=0)
     ax = axes[2]
     ax.plot(minutes, [r["pagerank_share"] for r in rows])
     ax.set_ylim(0, 1)
     ax.set_ylabel("PageRank fetched")
-    ax.set_xlabel("minutes since the first sample")
+    ax.set_xlabel(f"{unit} since the first sample")
     if revisits:
         ax = axes[3]
         day0 = revisits[0]["day"]

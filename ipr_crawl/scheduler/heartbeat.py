@@ -82,6 +82,7 @@ class Heartbeat:
         and start the thread."""
         self.store.beat(self.holder, 2 * self.interval, self.info)
         self.beats = 1
+        self._started = time.monotonic()
         self._thread = threading.Thread(target=self._run, name=f"ipr-heartbeat-{self.holder}", daemon=True)
         self._thread.start()
 
@@ -95,15 +96,24 @@ class Heartbeat:
             self._thread.join(timeout=timeout)
             self._thread = None
 
+    def sample_secs(self) -> float:
+        """The timeline's interval now: ``timeline_secs``, shorter in a crawl's first minutes
+        (a twentieth of the time since this process started, at least 1 s), so that a short
+        crawl has samples enough to draw (``ipr-crawl report --plot``)."""
+        age = time.monotonic() - getattr(self, "_started", time.monotonic())
+        return min(self.timeline_secs, max(1.0, age / 20))
+
     def _run(self) -> None:
         # A timeline interval shorter than the heartbeat's is honoured: the thread wakes
         # that often and samples, and beats once per heartbeat interval.
-        tick = min(self.interval, self.timeline_secs) if self.timeline_secs > 0 else self.interval
         next_beat = time.monotonic() + self.interval
-        while not self._stop.wait(max(0.0, min(tick, next_beat - time.monotonic()))):
+        while True:
+            tick = min(self.interval, self.sample_secs()) if self.timeline_secs > 0 else self.interval
+            if self._stop.wait(max(0.0, min(tick, next_beat - time.monotonic()))):
+                break
             try:
                 if time.monotonic() < next_beat:
-                    self.store.sample(self.timeline_secs)
+                    self.store.sample(self.sample_secs())
                     continue
                 next_beat = time.monotonic() + self.interval
                 self.beat_once()
@@ -140,6 +150,6 @@ class Heartbeat:
             if self.on_lapse is not None:  # the leases this process took may be others' now
                 self.on_lapse()
         if self.timeline_secs > 0:
-            self.store.sample(self.timeline_secs)
+            self.store.sample(self.sample_secs())
         if self.on_lost_holder is not None and self.store.holder_counts()[1]:
             self.on_lost_holder()

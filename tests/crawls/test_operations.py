@@ -139,3 +139,26 @@ def test_release_leases_of_a_stopped_crawler(stopped_crawl):
     finally:
         store.client.close()
     kill_embedded_redis(data)
+
+
+def test_report_draws_a_crawl_of_seconds_with_the_default_timeline(graph_server, tmp_path):
+    """A whole crawl of a few seconds with IPR_TIMELINE_SECS at its default (10 s) has
+    samples enough to draw: the timeline samples every second at first. Before, such a
+    crawl had two or three samples and a pages/min spike at its close."""
+    served = graph_server(HARVARD)
+    data = tmp_path / "data"
+    try:
+        run = run_crawl(served.seed_url, tmp_path / "crawl.log", {
+            "IPR_DATA_DIR": data, "IPR_CRAWL_ID": "short", "DOWNLOAD_DELAY": 0.01, "IPR_HEARTBEAT_SECS": 1,
+        })
+        assert run.returncode == 0, run.stderr[-3000:]
+        png, curves = tmp_path / "short.png", tmp_path / "short.json"
+        rep = ipr("report", "--data-dir", str(data), "--plot", str(png), "--json", str(curves))
+        assert rep.returncode == 0, rep.stderr + rep.stdout
+        rows = json.loads(curves.read_text())["timeline"]
+        assert len(rows) >= 4 and rows[-1]["t"] < 60, [r["t"] for r in rows]
+        rates = [r["pages_per_min"] for r in rows[1:]]
+        average = rows[-1]["fetched"] * 60 / rows[-1]["t"]
+        assert max(rates) < 4 * average, (rates, average)
+    finally:
+        kill_embedded_redis(data)

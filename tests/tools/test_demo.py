@@ -71,3 +71,15 @@ def test_ctrl_c_during_a_crawl_leaves_no_process(tmp_path):
     while (left := demo_processes(mark, out)) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not left, left
+
+
+def test_the_pages_the_demo_points_to_exist():
+    """Its last lines name a benchmark page and command: both are in the repository."""
+    import re
+
+    source = (REPO / "ipr_crawl" / "evaluation" / "demo.py").read_text()
+    pages = re.findall(r"(docs/[\w/.-]+\.md)", source)
+    scripts = re.findall(r"(benchmarks/[\w/.-]+\.py)", source)
+    assert pages and scripts
+    for path in pages + scripts:
+        assert (REPO / path).is_file(), path
