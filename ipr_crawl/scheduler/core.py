@@ -380,7 +380,10 @@ class IprScheduler(BaseScheduler):
         """Whether requests remain, for this process or another of the crawl; never waits
         on Redis (:meth:`Leases.has_pending`); settles requests that escaped the engine
         (:meth:`Leases.settle_escaped`)."""
-        self.leases.settle_escaped(self.pacing.engine_idle(), self.settle_failure)
+        idle = self.pacing.engine_idle()
+        if idle and self.recorder.record_stranded():
+            return True  # their record calls may add requests
+        self.leases.settle_escaped(idle, self.settle_failure)
         return self.leases.has_pending(len(self.enqueuer.local))
 
     def maybe_pagerank_step(self) -> None:

@@ -151,6 +151,28 @@ class PageRecorder:
             for request in leftover:  # not storable: to the engine, as the middleware would
                 self.crawler.engine.crawl(request)
 
+    def record_stranded(self) -> int:
+        """With Scrapy's engine idle (nothing downloading or being scraped, so every item
+        that reached the item pipelines has left them): record the pages whose callbacks
+        ended while items they yielded had not left: a spider middleware nearer the engine
+        than ipr-crawl's dropped them. Their pages would otherwise stay in flight. Returns
+        how many (``ipr/pages/items_dropped_before_pipelines``; one WARNING)."""
+        stranded = [(key, entry) for key, entry in self._waiting.items() if entry[2] is not None]
+        for key, entry in stranded:
+            del self._waiting[key]
+            leftover = self.host.guard(self._record_now, entry[0], entry[2], default=[])
+            for request in leftover:
+                self.crawler.engine.crawl(request)
+        if stranded:
+            self.crawler.stats.inc_value("ipr/pages/items_dropped_before_pipelines", len(stranded))
+            if not getattr(self, "_warned_stranded", False):
+                self._warned_stranded = True
+                logger.warning(
+                    "ipr-crawl: %d pages yielded items that never reached the item pipelines (a spider "
+                    "middleware nearer the engine than ipr-crawl's LinkGraphMiddleware dropped them?); recorded "
+                    "once Scrapy's engine was idle (first: %s)", len(stranded), stranded[0][1][0].url)
+        return len(stranded)
+
     def record(self, response: Response, requests: list[Request]) -> list[Request]:
         """Record ``response``'s page once, now or when its items have left the
         pipelines; returns the requests that could not be stored (they go to the

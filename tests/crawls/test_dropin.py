@@ -291,6 +291,44 @@ def test_a_crawlspider_whose_pages_link_back_to_its_start_urls_keeps_scrapys_ite
     assert re.search(r"'ipr/frontier/unfiltered_refetch': [12],", runs[True].stderr)
 
 
+def test_items_a_spider_middleware_drops_before_the_pipelines_do_not_keep_pages_in_flight(shop, tmp_path: Path) -> None:
+    """A spider middleware nearer the engine than ipr-crawl's (order 5) drops some items:
+    their pages are recorded once the engine is idle (a WARNING says so), and the crawl
+    ends with the same fetches and items as without the add-on. Before, those pages
+    waited in flight for items that never left the pipelines, and the crawl with them."""
+    root, base = shop
+    (root / "shop" / "dropper.py").write_text(
+        "class DropBooks:\n"
+        "    async def process_spider_output(self, response, result, spider=None):\n"
+        "        async for x in result:\n"
+        "            if not (isinstance(x, dict) and '/cat/books' in x.get('url', '')):\n"
+        "                yield x\n"
+    )
+    (root / "shop" / "spiders" / "drops.py").write_text(
+        "import scrapy\n"
+        "class Drops(scrapy.Spider):\n"
+        "    name = 'drops'\n"
+        f"    start_urls = ['{base}/']\n"
+        "    def parse(self, response):\n"
+        "        yield {'url': response.url}\n"
+        "        for href in response.css('a::attr(href)').getall():\n"
+        "            if '/cat/' in href or '/product/' in href:\n"
+        "                yield response.follow(href)\n"
+    )
+    settings = {"SPIDER_MIDDLEWARES": '{"shop.dropper.DropBooks": 5}', "LOG_LEVEL": "DEBUG"}
+    runs = {}
+    for addon in (True, False):
+        out = tmp_path / f"x-{addon}.jsonl"
+        runs[addon] = scrapy(root, "crawl", "drops", "-O", f"{out}:jsonlines", addon=addon, timeout=120,
+                             settings={**settings, "IPR_DATA_DIR": tmp_path / "r"})
+        assert runs[addon].returncode == 0, runs[addon].stderr[-3000:]
+    assert items(tmp_path / "x-True.jsonl") == items(tmp_path / "x-False.jsonl")
+    assert fetched(runs[True].stderr) == fetched(runs[False].stderr)
+    assert "never reached the item pipelines" in runs[True].stderr
+    assert "'ipr/pages/items_dropped_before_pipelines': 1" in runs[True].stderr
+    assert "closed (finished)" in runs[True].stderr
+
+
 def test_a_request_that_escapes_the_engine_does_not_keep_the_crawl_open(shop, tmp_path: Path) -> None:
     """A downloader that returns another type than a response (Scrapy's own
     test_download_wrong_type): the engine logs the error and forgets the request, with
