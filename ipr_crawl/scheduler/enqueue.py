@@ -63,6 +63,8 @@ class Enqueuer:
         self.logged = False
         #: (time.monotonic(), whether another process of the crawl was alive) of the last look
         self._shared_seen: tuple[float, bool] | None = None
+        #: forced enqueues sent (their op ids: FrontierStore.enqueue)
+        self._ops = 0
 
     def enqueue(self, request: Request) -> bool:
         """Store ``request``; False (Scrapy logs it as dropped) for a duplicate: a
@@ -157,7 +159,10 @@ class Enqueuer:
         where: dict[str, Any] = self.bucket(request.url)
         if start_known:
             where["shared_start"] = True
-        elif not force and self.identity.seen_fingerprints is not None:
+        elif force:  # queued once, even if the call is sent again after its reply was lost
+            self._ops += 1
+            where["op"] = f"{self.calls.store.holder}:{self._ops}"
+        elif self.identity.seen_fingerprints is not None:
             where["seen_fp"] = self.identity.seen_fingerprints.of(request)
         return self._now_or_later(
             request, functools.partial(self.calls.store.enqueue, *args, **where),

@@ -238,7 +238,7 @@ class BucketedFrontier:
 
     def enqueue(
         self, id_: bytes, tie: int, payload: bytes, dont_filter: bool, lease: bytes = b"", bucket: int | None = None,
-        shared_start: bool = False, seen_fp: str = "",
+        **how: Any,
     ) -> int:
         """:meth:`FrontierStore.enqueue` on the bucket of the request's URL; a lease it
         settles (a retry) is settled where it was taken."""
@@ -248,7 +248,7 @@ class BucketedFrontier:
         if held is not None and held != bucket:
             self.stores[held].ack("release", [(lease, b"")])
             lease = b""
-        return self.stores[bucket].enqueue(id_, tie, payload, dont_filter, lease, shared_start, seen_fp)
+        return self.stores[bucket].enqueue(id_, tie, payload, dont_filter, lease, **how)
 
     def mark_unfiltered(self, id_: bytes, bucket: int = 0) -> None:
         """:meth:`FrontierStore.mark_unfiltered` in ``bucket``."""

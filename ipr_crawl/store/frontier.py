@@ -55,6 +55,11 @@ def create_meta(client: redis.Redis, key: str, fields: dict[str, Any]) -> bool:
     return bool(client.eval(_CREATE_META, 1, key, *args))
 
 
+#: how long a forced enqueue's id is kept against a second application (ms): a call sent
+#: again after its reply was lost comes within seconds
+OP_TTL_MS = 600_000
+
+
 class FrontierStore(PipelinedRecord, FrontierReads):
     """The frontier and collected graph of one crawl in Redis.
 
@@ -209,19 +214,19 @@ class FrontierStore(PipelinedRecord, FrontierReads):
             )
         return changed
 
-    def enqueue(
-        self, id_: bytes, tie: int, payload: bytes, dont_filter: bool, lease: bytes = b"", shared_start: bool = False,
-        seen_fp: str = "",
-    ) -> int:
+    def enqueue(self, id_: bytes, tie: int, payload: bytes, dont_filter: bool, lease: bytes = b"", **how: Any) -> int:
         """Add one request (enqueue.lua): 1 new, 2 forced, 0 duplicate.
 
         Scrapy's duplicate rule: a ``dont_filter`` request is forced; a filtered one is a
         duplicate if the URL is known, unless only ``dont_filter`` requests brought it (then
-        it is forced, once). ``shared_start``: a start request of a crawl other processes
-        share, ``dont_filter`` for a new URL but a duplicate for a known one. ``seen_fp``:
-        scrapy-redis's fingerprint of a filtered request in a crawl carried over from it
-        (:attr:`Link.seen_fp`)."""
-        keys, args = self._enqueue_argv(id_, tie, payload, dont_filter, lease, shared_start, seen_fp)
+        it is forced, once). ``how``: ``shared_start=True``, a start request of a crawl
+        other processes share, ``dont_filter`` for a new URL but a duplicate for a known
+        one; ``seen_fp``, scrapy-redis's fingerprint of a filtered request in a crawl
+        carried over from it (:attr:`Link.seen_fp`); ``op``, an id of this call unique in
+        the crawl (a holder id and a sequence number): the same forced request sent again
+        (a reply lost with its connection) is queued once (its key ``enq:<op>`` lives
+        :data:`OP_TTL_MS`)."""
+        keys, args = self._enqueue_argv(id_, tie, payload, dont_filter, lease, **how)
         return int(self._scripts["enqueue"](keys=keys, args=args))
 
     def mark_unfiltered(self, id_: bytes) -> None:
@@ -230,24 +235,23 @@ class FrontierStore(PipelinedRecord, FrontierReads):
 
     def _enqueue_argv(
         self, id_: bytes, tie: int, payload: bytes, dont_filter: bool, lease: bytes, shared_start: bool = False,
-        seen_fp: str = "",
+        seen_fp: str = "", op: str = "",
     ) -> tuple[list[str], list[Any]]:
         mode = "s" if shared_start else "1" if dont_filter else "0"
-        return (self._k("meta", "node", "frontier", "lease", "req", "forced", "unfiltered", "imported_seen"),
-                [self._lua_ordering, id_, tie, payload, mode, settle_arg(lease, self.holder), self._start_score,
-                 seen_fp])
+        keys = self._k("meta", "node", "frontier", "lease", "req", "forced", "unfiltered", "imported_seen")
+        if op and mode == "1":
+            keys.append(self.keys["meta"][: -len("meta")] + "enq:" + op)
+        return (keys, [self._lua_ordering, id_, tie, payload, mode, settle_arg(lease, self.holder), self._start_score,
+                       seen_fp, OP_TTL_MS])
 
     # -- the hot calls as commands, for the pipelined connection (store/pipe.py) ----------
     def pipe_scripts(self) -> list[Any]:
         """The scripts the pipelined calls use (loaded at the head of its connection)."""
         return [self._scripts[n] for n in ("record_page", "enqueue", "pop", "ack")]
 
-    def enqueue_call(
-        self, id_: bytes, tie: int, payload: bytes, dont_filter: bool, lease: bytes = b"", shared_start: bool = False,
-        seen_fp: str = "",
-    ) -> Call:
+    def enqueue_call(self, id_: bytes, tie: int, payload: bytes, dont_filter: bool, lease: bytes = b"", **how: Any) -> Call:
         """:meth:`enqueue` as a :class:`~ipr_crawl.store.pipe.Call` (same value)."""
-        keys, args = self._enqueue_argv(id_, tie, payload, dont_filter, lease, shared_start, seen_fp)
+        keys, args = self._enqueue_argv(id_, tie, payload, dont_filter, lease, **how)
         return Call([evalsha(self._scripts["enqueue"], keys, args)], lambda r: int(r[0]))
 
     def pop_call(

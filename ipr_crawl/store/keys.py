@@ -40,6 +40,8 @@ scripts stay atomic in one Redis Cluster slot). Keys:
 ``outbox:<c>``    stream bucket mode: links and gains for bucket c, one entry per recorded page
 ``hwm``           hash   bucket mode: source bucket -> id of the last outbox entry applied here
 ``rerun``         string held (SET NX, expiring) by the process that starts a finished crawl afresh
+``enq:<op>``      string a forced enqueue applied (op: holder id and sequence number), expiring after
+                         10 minutes: the same call sent again queues nothing more
 ================= ====== ==========================================================
 
 A finished crawl's rerun keeps it as the crawl ``<crawl id>~<n>`` (:mod:`ipr_crawl.store.archive`).

@@ -225,6 +225,19 @@ def test_urls_an_imported_scrapy_redis_dupefilter_saw_are_known_as_fetched(store
     assert store.client.hget(store.keys["req"], nid(3)) is None  # nothing kept to fetch it with
 
 
+def test_a_forced_enqueue_sent_twice_is_queued_once(store):
+    """A dont_filter request whose reply was lost is sent again with the same op id: one
+    forced entry; another op id is another request (its own entry)."""
+    store.enqueue(nid(1), 0, payload(1), False)
+    assert store.enqueue(nid(1), 0, b"\x01again", True, op="h:1") == 2
+    assert store.enqueue(nid(1), 0, b"\x01again", True, op="h:1") == 2
+    assert store.counts()["forced"] == 1
+    assert store.enqueue(nid(1), 0, b"\x01again", True, op="h:2") == 2
+    assert store.counts()["forced"] == 2
+    ttl = store.client.pttl(store.keys["meta"][:-4] + "enq:h:1")
+    assert 0 < ttl <= 600_000
+
+
 def test_forced_lease_expires_back_to_forced_queue(store):
     store.enqueue(nid(1), 0, payload(1), False)
     store.enqueue(nid(1), 0, b"\x01retry", True)

@@ -1,7 +1,8 @@
 -- enqueue: a request that did not come through record_page (start requests,
 -- retries, requests of errbacks, dont_filter requests).
 -- KEYS[1] meta  KEYS[2] node  KEYS[3] frontier  KEYS[4] lease  KEYS[5] req  KEYS[6] forced
--- KEYS[7] unfiltered  KEYS[8] imported_seen
+-- KEYS[7] unfiltered  KEYS[8] imported_seen  KEYS[9] (optional, dont_filter) enq:<op>: this call's
+--   id; a call sent again (its reply lost) finds it and queues nothing more
 -- ARGV[1] ordering  ARGV[2] id (8 bytes)  ARGV[3] tie key  ARGV[4] payload
 -- ARGV[5] '1' dont_filter, 's' a start request of a crawl other processes share (dont_filter,
 --   but a known URL is a duplicate: fetched once for the crawl), '0' filtered
@@ -9,6 +10,7 @@
 -- ARGV[7] score of a new URL (its rule's start_score: opic, its initial cash; others 0)
 -- ARGV[8] (optional) scrapy-redis's fingerprint of a filtered request, in a crawl carried over
 --   from scrapy-redis: a new URL its duplicate filter saw is recorded as fetched and dropped
+-- ARGV[9] how long KEYS[9] lives (ms)
 -- A new URL joins the frontier (score 0, opic: its initial cash; a: its prior); one a
 -- dont_filter request brought joins `unfiltered` too. A known URL is a duplicate unless
 -- dont_filter, then it joins the forced queue (FIFO, served before the frontier) under a
@@ -43,6 +45,9 @@ if not r then
   frontier_add(meta, frontier, ordering, r, member_of(r, id))
   if ARGV[5] ~= '0' then redis.call('SADD', unfiltered, id) end
   return 1
+end
+if ARGV[5] == '1' and KEYS[9] and not redis.call('SET', KEYS[9], '1', 'PX', ARGV[9], 'NX') then
+  return 2  -- applied before (a call sent again)
 end
 if ARGV[5] == '1' or (ARGV[5] == '0' and unfiltered_hit(unfiltered, id, payload)) then
   forced_add(meta, req, forced, payload)
