@@ -150,8 +150,9 @@ class Leases:
                 self.popped(result, gen, wake=False)  # the engine is asking: no need to wake it
                 return len(result[5])
         if self.calls.io is None:
-            self.popped(self.pop_now(*args), gen, wake=False)
-            return 0
+            result = self.pop_now(*args)
+            self.popped(result, gen, wake=False)
+            return len(result[5])  # the engine is asking: it takes them now (0 would leave them to its heartbeat)
 
         def failed(exc: BaseException) -> None:
             self.popping = False

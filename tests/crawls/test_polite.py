@@ -253,3 +253,23 @@ def test_pops_lease_no_more_than_the_engine_has_room_for(polite, graph_server, c
     assert all(x[5] <= max(1, x[2] // 2) for x in leases), "lease-ahead past a pop batch"
     over = [x for x in leases if x[0] > x[2] - x[1] + x[5]]
     assert not over, f"{len(over)} of {len(leases)} pops asked for more than the engine had room for: {over[:5]}"
+
+
+def test_a_non_asyncio_reactor_does_not_wait_for_the_engines_heartbeat(hosts, crawl, tmp_path):
+    """Polite pop (a download delay) under Twisted's epoll reactor: a pop made while the
+    engine asks hands it the requests it leased. Before, it reported none, and the engine
+    took them at its next 5 s heartbeat: the first pages came 5 s apart."""
+    import re
+    from datetime import datetime
+
+    ((_, url, _),) = hosts(HARVARD, "127.0.0.1")
+    run = crawl(url, tmp_path / "crawl.log", {
+        "DOWNLOAD_DELAY": 0.015, "TWISTED_REACTOR": "twisted.internet.epollreactor.EPollReactor",
+        "IPR_DATA_DIR": tmp_path / "data", "CLOSESPIDER_PAGECOUNT": 40,
+    })
+    assert run.returncode == 0, run.stderr[-3000:]
+    stamps = [datetime.fromisoformat(m) for m in re.findall(r"^(\S+ \S+) \[scrapy.core.engine\] DEBUG: Crawled \(200\)",
+                                                           run.log, re.M)]
+    assert len(stamps) >= 40
+    gaps = [(b - a).total_seconds() for a, b in zip(stamps, stamps[1:])]
+    assert max(gaps) < 4, gaps[:10]  # the engine's heartbeat is 5 s
