@@ -140,6 +140,31 @@ def install_one_line_errors(settings: Any) -> None:
             log.addFilter(ONE_LINE_ERRORS)
 
 
+def _component(settings: Any, name: str, path: str, order: int) -> None:
+    """Put the class at ``path`` into the component dict ``name`` at ``order``, unless the
+    project lists it already, by class or by import path (Scrapy's
+    ``setdefault_in_component_priority_dict``)."""
+    from scrapy.utils.misc import load_object
+
+    settings.setdefault_in_component_priority_dict(name, load_object(path), order)
+
+
+def _order_of(settings: Any, name: str, path: str) -> Any:
+    """The order of the component at ``path`` in ``name`` with its ``_BASE`` (None:
+    disabled or absent), whether listed by class or by import path."""
+    from scrapy.utils.misc import load_object
+
+    cls = load_object(path)
+    found: Any = None
+    for key, value in settings.getwithbase(name).items():
+        try:
+            if key == path or (load_object(key) if isinstance(key, str) else key) is cls:
+                found = value
+        except (ImportError, NameError, ValueError, AttributeError):
+            continue
+    return found
+
+
 def _warn(message: str, *args: Any) -> None:
     logger.warning("ipr-crawl: " + message, *args)
 
@@ -175,20 +200,17 @@ class Addon:
         if refusal is not None:
             raise SettingError(refusal)
         settings.set("SCHEDULER", SCHEDULER, priority="addon")
+        # The middlewares as classes, each at its order unless the project gives it one (its
+        # own order, or None to disable it), as Scrapy's add-on docs show.
         # Outermost spider middleware: sees the final output of the callback.
-        settings.set_in_component_priority_dict("SPIDER_MIDDLEWARES", SPIDER_MIDDLEWARE, 10)
+        _component(settings, "SPIDER_MIDDLEWARES", SPIDER_MIDDLEWARE, 10)
         # Outermost downloader middleware: sees only final download failures.
-        settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", DOWNLOADER_MIDDLEWARE, 1)
+        _component(settings, "DOWNLOADER_MIDDLEWARES", DOWNLOADER_MIDDLEWARE, 1)
         if read(settings, "IPR_REVISIT_ENABLED"):
-            settings.set_in_component_priority_dict(
-                "DOWNLOADER_MIDDLEWARES", CONDITIONAL_MIDDLEWARE, CONDITIONAL_ORDER
-            )
-            cache = settings.getwithbase("DOWNLOADER_MIDDLEWARES").get(
-                "scrapy.downloadermiddlewares.httpcache.HttpCacheMiddleware", 900)
+            _component(settings, "DOWNLOADER_MIDDLEWARES", CONDITIONAL_MIDDLEWARE, CONDITIONAL_ORDER)
+            cache = _order_of(settings, "DOWNLOADER_MIDDLEWARES", "scrapy.downloadermiddlewares.httpcache.HttpCacheMiddleware")
             if cache is not None:  # NotConfigured unless HTTPCACHE_ENABLED
-                settings.set_in_component_priority_dict(
-                    "DOWNLOADER_MIDDLEWARES", CACHE_VALIDATORS_MIDDLEWARE, int(cache) + 1
-                )
+                _component(settings, "DOWNLOADER_MIDDLEWARES", CACHE_VALIDATORS_MIDDLEWARE, int(cache) + 1)
         self._warn_changed_meanings(settings)
 
     @staticmethod

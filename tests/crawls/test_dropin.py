@@ -329,6 +329,26 @@ def test_items_a_spider_middleware_drops_before_the_pipelines_do_not_keep_pages_
     assert "closed (finished)" in runs[True].stderr
 
 
+def test_the_projects_middleware_orders_win(shop, tmp_path: Path) -> None:
+    """A project that orders the add-on's spider middleware itself (555, by import path)
+    and disables its downloader middleware (None) gets exactly that (Scrapy's
+    setdefault_in_component_priority_dict). Before, the add-on's 10 and 1 replaced them."""
+    root, _ = shop
+    run = scrapy(root, "crawl", "shop", settings={
+        "SPIDER_MIDDLEWARES": '{"ipr_crawl.middlewares.linkgraph.LinkGraphMiddleware": 555}',
+        "DOWNLOADER_MIDDLEWARES": '{"ipr_crawl.middlewares.frontier.FrontierDownloaderMiddleware": null}',
+        "LOG_LEVEL": "INFO", "IPR_DATA_DIR": tmp_path / "r", "CLOSESPIDER_PAGECOUNT": 3,
+    })
+    assert run.returncode == 0, run.stderr[-3000:]
+    spider_mw = run.stderr[run.stderr.index("Enabled spider middlewares"):].split("]")[0]
+    names = re.findall(r"'([\w.]+)'", spider_mw)
+    link = names.index("ipr_crawl.middlewares.linkgraph.LinkGraphMiddleware")
+    errors = names.index("scrapy.spidermiddlewares.httperror.HttpErrorMiddleware")  # 50
+    assert link > errors and names[link + 1].endswith("RefererMiddleware"), names  # 700
+    downloader_mw = run.stderr[run.stderr.index("Enabled downloader middlewares"):].split("]")[0]
+    assert "FrontierDownloaderMiddleware" not in downloader_mw
+
+
 def test_a_request_that_escapes_the_engine_does_not_keep_the_crawl_open(shop, tmp_path: Path) -> None:
     """A downloader that returns another type than a response (Scrapy's own
     test_download_wrong_type): the engine logs the error and forgets the request, with
