@@ -25,11 +25,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import redis
 from scrapy import Request, Spider, signals
 from scrapy.core.scheduler import BaseScheduler
-from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response
 
 from ipr_crawl.config import FrontierConfig, RevisitConfig
-from ipr_crawl.meta import lease_of
 from ipr_crawl.scheduler.bootstrap import open_crawl, scrapy_redis_settings
 from ipr_crawl.scheduler.compat import close_spider, loop_deliverer, looping_call, off_loop
 from ipr_crawl.scheduler.enqueue import Enqueuer
@@ -119,6 +117,7 @@ class IprScheduler(BaseScheduler):
         self.holder = new_holder_id()
         self.heartbeat: Heartbeat | None = None
         self._logstats: Any = None
+        self._idle_watch: Any = None
         self._frontier_line = FrontierLine()
         #: the leased requests (buffer, held leases, pops, the pending check: leasing.py)
         self.leases = Leases(config, self.calls, self.pacing, self.identity, self.holder, self._stats_inc,
@@ -191,6 +190,8 @@ class IprScheduler(BaseScheduler):
         if cfg.logstats_interval > 0:
             self._logstats = looping_call(lambda: self.calls.submit(self.log_frontier, adds=False))
             self._logstats.start(cfg.logstats_interval, now=False)
+        self._idle_watch = looping_call(self._idle_check)
+        self._idle_watch.start(1.0, now=False)
 
     # -- Redis calls: on the event loop while Redis answers, else on the Redis thread ---------
     @property
@@ -238,8 +239,9 @@ class IprScheduler(BaseScheduler):
         self._closing = self.leases.closing = True
         if self.leases.recheck is not None and self.leases.recheck.active():
             self.leases.recheck.cancel()
-        if self._logstats is not None and self._logstats.running:
-            self._logstats.stop()
+        for timer in (self._logstats, self._idle_watch):
+            if timer is not None and timer.running:
+                timer.stop()
         if self.heartbeat is not None:
             # a beat in progress cannot register the holder again after its release (it only
             # renews, FrontierStore.beat's renew_only): no need to wait for it
@@ -315,30 +317,8 @@ class IprScheduler(BaseScheduler):
         self.recorder.item_yielded(response)
 
     def settle_failure(self, request: Request, exception: BaseException) -> bool:
-        """A leased request failed for good: mark its URL failed and settle the lease
-        (once: a second call for the same lease does nothing). Counted in
-        ``ipr/frontier/failed`` or, for an :class:`~scrapy.exceptions.IgnoreRequest`,
-        ``ipr/frontier/ignored``. A Redis error (a middleware's store call) is not the
-        page's: its lease is handed back and the URL fetched again
-        (``ipr/frontier/released_after_redis_error``). Returns whether this call settled it."""
-        lease = lease_of(request)
-        if not lease or self.redis_down:
-            return False
-        if isinstance(exception, redis.RedisError):  # Redis's fault, not the page's: fetched again
-            logger.warning("ipr-crawl: <%s %s> failed on a Redis error (%s); handed back to the frontier, "
-                           "not marked failed", request.method, request.url, exception)
-            kind, mode = "released_after_redis_error", "release"
-        else:
-            kind, mode = ("ignored" if isinstance(exception, IgnoreRequest) else "failed"), "fail"
-
-        def settled(count: int) -> None:
-            self.leases.held.pop(lease, None)
-            if count:
-                self._stats_inc(f"ipr/frontier/{kind}")
-
-        leases = [(lease, self.leases.id_of(lease, request))]
-        self.calls.submit(self.store.ack, mode, leases, then=settled, call=self.calls.call_of("ack", mode, leases))
-        return True
+        """A leased request failed for good (:meth:`Leases.settle_failure`)."""
+        return self.leases.settle_failure(request, exception)
 
     def guard(self, fn: Callable[..., _T], *args: Any, default: Any = None, **kwargs: Any) -> Any:
         """``fn(*args, **kwargs)``, or ``default`` when Redis is unreachable for good
@@ -378,13 +358,17 @@ class IprScheduler(BaseScheduler):
 
     def has_pending_requests(self) -> bool:
         """Whether requests remain, for this process or another of the crawl; never waits
-        on Redis (:meth:`Leases.has_pending`); settles requests that escaped the engine
+        on Redis and writes nothing (:meth:`Leases.has_pending`). False once closed."""
+        return not self._closing and self.leases.has_pending(len(self.enqueuer.local))
+
+    def _idle_check(self) -> None:
+        """Once a second: what Scrapy's engine, idle, shows (nothing downloading or being
+        scraped): pages whose items a spider middleware dropped are recorded
+        (:meth:`PageRecorder.record_stranded`), requests that escaped it are settled
         (:meth:`Leases.settle_escaped`)."""
-        idle = self.pacing.engine_idle()
-        if idle and self.recorder.record_stranded():
-            return True  # their record calls may add requests
-        self.leases.settle_escaped(idle, self.settle_failure)
-        return self.leases.has_pending(len(self.enqueuer.local))
+        idle = not self._closing and self.pacing.engine_idle()
+        if not (idle and self.recorder.record_stranded()):
+            self.leases.settle_escaped(idle, self.settle_failure)
 
     def maybe_pagerank_step(self) -> None:
         """``pr`` ordering: one power iteration over the collected graph every
@@ -410,7 +394,9 @@ class IprScheduler(BaseScheduler):
         """The next request, from this process's buffer of leased requests; never waits
         on Redis. An empty buffer queues a pop on the Redis thread (after this process's
         record calls, so that it sees their links) and returns None; the pop's answer
-        wakes the engine, which asks again."""
+        wakes the engine, which asks again. None once closed."""
+        if self._closing:
+            return None
         if self.enqueuer.local:
             self._stats_inc("scheduler/dequeued")
             self._stats_inc("scheduler/dequeued/memory")
@@ -463,8 +449,9 @@ class IprScheduler(BaseScheduler):
     def enqueue_request(self, request: Request) -> bool:
         """Store ``request``; False (Scrapy logs it as dropped) for a duplicate: a
         request whose frontier id (Scrapy's fingerprint, :mod:`ipr_crawl.scheduler.identity`)
-        is known, unless ``dont_filter`` (:meth:`Enqueuer.enqueue`: retries, redirects)."""
-        return self.enqueuer.enqueue(request)
+        is known, unless ``dont_filter`` (:meth:`Enqueuer.enqueue`: retries, redirects).
+        False once closed (nothing is written then)."""
+        return not self._closing and self.enqueuer.enqueue(request)
 
     def keep_local(self, request: Request, reason: Exception) -> bool:
         """Keep a request that cannot be stored in this process's memory (:meth:`Enqueuer.keep_local`)."""

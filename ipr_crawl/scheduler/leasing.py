@@ -18,10 +18,12 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any, cast
 
+import redis
 from scrapy import Request, Spider
+from scrapy.exceptions import IgnoreRequest
 
 from ipr_crawl.config import FrontierConfig
-from ipr_crawl.meta import LEASE_META
+from ipr_crawl.meta import LEASE_META, lease_of
 from ipr_crawl.scheduler.codec import PayloadError, decode_request
 from ipr_crawl.scheduler.compat import loop_deliverer
 from ipr_crawl.scheduler.identity import RequestIdentity
@@ -384,6 +386,32 @@ class Leases:
             self.stats_inc("ipr/lease/escaped", len(escaped))
             logger.warning("ipr-crawl: %d requests left Scrapy's engine without a response or an error (see the "
                            "engine's ERROR lines above); marked failed, as plain Scrapy loses them", len(escaped))
+
+    def settle_failure(self, request: Request, exception: BaseException) -> bool:
+        """A leased request failed for good: mark its URL failed and settle the lease
+        (once: a second call for the same lease does nothing). Counted in
+        ``ipr/frontier/failed`` or, for an :class:`~scrapy.exceptions.IgnoreRequest`,
+        ``ipr/frontier/ignored``. A Redis error (a middleware's store call) is not the
+        page's: its lease is handed back and the URL fetched again
+        (``ipr/frontier/released_after_redis_error``). Returns whether this call settled it."""
+        lease = lease_of(request)
+        if not lease or self.calls.down:
+            return False
+        if isinstance(exception, redis.RedisError):  # Redis's fault, not the page's: fetched again
+            logger.warning("ipr-crawl: <%s %s> failed on a Redis error (%s); handed back to the frontier, "
+                           "not marked failed", request.method, request.url, exception)
+            kind, mode = "released_after_redis_error", "release"
+        else:
+            kind, mode = ("ignored" if isinstance(exception, IgnoreRequest) else "failed"), "fail"
+
+        def settled(count: int) -> None:
+            self.held.pop(lease, None)
+            if count:
+                self.stats_inc(f"ipr/frontier/{kind}")
+
+        leases = [(lease, self.id_of(lease, request))]
+        self.calls.submit(self.calls.store.ack, mode, leases, then=settled, call=self.calls.call_of("ack", mode, leases))
+        return True
 
     def record_failed(self, lease: bytes, exc: BaseException) -> None:
         """A page's record call failed. Redis away for good stops the crawl (the lease

@@ -9,6 +9,7 @@ from scrapy import Request, Spider
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse, Response
 from scrapy.settings import Settings
+from scrapy.utils.misc import load_object
 from scrapy.utils.test import get_crawler
 
 from ipr_crawl.addon import CONDITIONAL_MIDDLEWARE, Addon
@@ -288,10 +289,11 @@ def test_bad_settings_are_named(name, value, message):
 def test_addon_wires_the_middleware_only_when_enabled():
     off = Settings()
     Addon().update_settings(off)
-    assert CONDITIONAL_MIDDLEWARE not in off.getdict("DOWNLOADER_MIDDLEWARES")
+    conditional = load_object(CONDITIONAL_MIDDLEWARE)  # the add-on keys its middlewares by class
+    assert conditional not in off.getdict("DOWNLOADER_MIDDLEWARES")
     on = Settings({"IPR_REVISIT_ENABLED": True})
     Addon().update_settings(on)
-    assert on.getdict("DOWNLOADER_MIDDLEWARES")[CONDITIONAL_MIDDLEWARE] == 580
+    assert on.getdict("DOWNLOADER_MIDDLEWARES")[conditional] == 580
     cfg = RevisitConfig.from_settings(on)
     assert cfg.policy.name == "harmonic:8/y:new=learn:young=0.5" and cfg.mode == "run-once"
 
@@ -460,3 +462,19 @@ def test_a_record_that_fails_on_a_script_error_hands_its_lease_back(harness, cap
     assert h.crawler.stats.get_value("ipr/lease/released_after_record_error") == 1
     _, again = h.scheduler.store.pop(1, 600)
     assert [m for m, _ in again] == [member]
+
+
+def test_a_closed_scheduler_answers_empty_and_writes_nothing(harness, redis_client):
+    """After close(): has_pending_requests() False, next_request() None, enqueue_request()
+    False, and no key of the crawl written by them (Scrapy's own scheduler is inert then too)."""
+    h = harness()
+    assert h.scheduler.enqueue_request(Request("http://a.example/x", callback=h.spider.parse))
+    assert h.scheduler.has_pending_requests()
+    h.scheduler.close("shutdown")
+    keys = sorted(redis_client.scan_iter(match=f"ipr:{{{h.scheduler.config.crawl_id}}}:*"))
+    before = {k: redis_client.dump(k) for k in keys if redis_client.type(k) != b"stream"}
+    assert h.scheduler.has_pending_requests() is False
+    assert h.scheduler.next_request() is None
+    assert h.scheduler.enqueue_request(Request("http://a.example/y", callback=h.spider.parse)) is False
+    after = {k: redis_client.dump(k) for k in keys if redis_client.type(k) != b"stream"}
+    assert after == before
