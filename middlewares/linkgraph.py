@@ -55,6 +55,7 @@ class LinkGraphMiddleware:
         held: list[Request] = []
         self._open.add(id(response))
         failed = False
+        receivers: Any = None
         try:
             async for item in result:
                 if (
@@ -62,7 +63,12 @@ class LinkGraphMiddleware:
                     and not item.dont_filter
                     and item.url.startswith(("http://", "https://"))
                 ):
-                    held.append(item)
+                    # Scrapy's request_scheduled, as the engine sends it when a request is
+                    # yielded (a receiver's IgnoreRequest drops it); once per request
+                    if receivers is None:
+                        receivers = frontier.recorder.link_receivers()
+                    if frontier.recorder.scheduled(item, receivers):
+                        held.append(item)
                 else:
                     if is_item(item):  # recorded once it has left the pipelines
                         frontier.item_yielded(response)

@@ -453,6 +453,10 @@ class IprScheduler(BaseScheduler):
         False once closed (nothing is written then)."""
         return not self._closing and self.enqueuer.enqueue(request)
 
+    def refused(self, requests: list[Request], duplicates: bool) -> None:
+        """Link requests a page's record did not queue (:meth:`Enqueuer.refused`)."""
+        self.enqueuer.refused(requests, duplicates)
+
     def keep_local(self, request: Request, reason: Exception) -> bool:
         """Keep a request that cannot be stored in this process's memory (:meth:`Enqueuer.keep_local`)."""
         return self.enqueuer.keep_local(request, reason)

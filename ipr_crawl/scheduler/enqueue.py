@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from scrapy import Request, Spider
+from scrapy.dupefilters import RFPDupeFilter
 
 from ipr_crawl.config import FrontierConfig
 from ipr_crawl.meta import lease_of
@@ -65,6 +66,9 @@ class Enqueuer:
         self._shared_seen: tuple[float, bool] | None = None
         #: forced enqueues sent (their op ids: FrontierStore.enqueue)
         self._ops = 0
+        #: Scrapy's own duplicate filter, for its log line and its ``dupefilter/filtered``
+        #: stat only (the frontier decides what is a duplicate); DUPEFILTER_DEBUG honoured
+        self.dupefilter = RFPDupeFilter(debug=settings.getbool("DUPEFILTER_DEBUG"))
 
     def enqueue(self, request: Request) -> bool:
         """Store ``request``; False (Scrapy logs it as dropped) for a duplicate: a
@@ -150,6 +154,8 @@ class Enqueuer:
             if result == 2 and not force:  # Scrapy's duplicate rule: only dont_filter requests had brought it
                 self.stats_inc("ipr/frontier/unfiltered_refetch")
             else:
+                if not result:
+                    self.dupefilter.log(request, self.spider)  # Scrapy's line and stat
                 self.stats_inc(("ipr/frontier/duplicate", "ipr/frontier/new", "ipr/frontier/forced")[result])
             if result:
                 self.count_enqueued(1, "redis")
@@ -214,6 +220,7 @@ class Enqueuer:
         rid = self.identity.of(request)
         if not request.dont_filter and (rid in self.local_seen or self.calls.sync(self.calls.store.known, rid)):
             self.stats_inc("ipr/frontier/duplicate")
+            self.dupefilter.log(request, self.spider)
             return False
         if not request.dont_filter:  # Scrapy's duplicate filter never sees a dont_filter request
             self.local_seen.add(rid)
@@ -240,6 +247,17 @@ class Enqueuer:
         self.stats_inc("scheduler/unserializable")
         self.count_enqueued(1, "memory")
         return True
+
+    def refused(self, requests: list[Request], duplicates: bool) -> None:
+        """Link requests a page's record did not queue (recording.py): ``duplicates``, each
+        logged and counted as Scrapy's duplicate filter does (``Filtered duplicate
+        request``, ``dupefilter/filtered``); each gets Scrapy's ``request_dropped``, as its
+        engine sends it for a request the scheduler refused."""
+        for request in requests:
+            if duplicates:
+                self.dupefilter.log(request, self.spider)
+            if self.dropped is not None:
+                self.dropped(request)
 
     def count_enqueued(self, count: int, where: str) -> None:
         if count:

@@ -91,6 +91,14 @@ class RecordingHost(Protocol):
         """A lease of this process was settled (its page recorded)."""
         ...
 
+    def keep_local(self, request: Request, reason: Exception) -> bool:
+        """Keep a request that cannot be stored in this process's memory."""
+        ...
+
+    def refused(self, requests: list[Request], duplicates: bool) -> None:
+        """Link requests not queued: Scrapy's duplicate-filter line and stat, ``request_dropped``."""
+        ...
+
     def maybe_pagerank_step(self) -> None:
         """``pr`` ordering: a page fetched for the first time (a PageRank step now and then)."""
         ...
@@ -128,7 +136,7 @@ class PageRecorder:
         self.sent = 0
         #: id(response) -> [response, items still in the pipelines, requests held or None]
         self._waiting: dict[int, list[Any]] = {}
-        #: the request_scheduled receivers last seen (their ids) and what _signal_receivers made of them
+        #: the request_scheduled receivers last seen (their ids) and what link_receivers made of them
         self._receivers: tuple[list[tuple[int, int]], list[tuple[Any, dict[str, Any] | None]]] | None = None
         signals_ = self.crawler.signals
         for signal in (signals.item_scraped, signals.item_dropped, signals.item_error):
@@ -147,9 +155,7 @@ class PageRecorder:
         entry[1] -= 1
         if entry[1] <= 0 and entry[2] is not None:
             del self._waiting[id(response)]
-            leftover = self.host.guard(self._record_now, response, entry[2], default=[])
-            for request in leftover:  # not storable: to the engine, as the middleware would
-                self.crawler.engine.crawl(request)
+            self.host.guard(self._record_now, response, entry[2], default=[])
 
     def record_stranded(self) -> int:
         """With Scrapy's engine idle (nothing downloading or being scraped, so every item
@@ -160,9 +166,7 @@ class PageRecorder:
         stranded = [(key, entry) for key, entry in self._waiting.items() if entry[2] is not None]
         for key, entry in stranded:
             del self._waiting[key]
-            leftover = self.host.guard(self._record_now, entry[0], entry[2], default=[])
-            for request in leftover:
-                self.crawler.engine.crawl(request)
+            self.host.guard(self._record_now, entry[0], entry[2], default=[])
         if stranded:
             self.crawler.stats.inc_value("ipr/pages/items_dropped_before_pipelines", len(stranded))
             if not getattr(self, "_warned_stranded", False):
@@ -184,11 +188,11 @@ class PageRecorder:
         self._waiting.pop(id(response), None)
         return self._record_now(response, requests)
 
-    def _scheduled(self, request: Request, receivers: list[tuple[Any, dict[str, Any] | None]]) -> bool:
+    def scheduled(self, request: Request, receivers: list[tuple[Any, dict[str, Any] | None]]) -> bool:
         """Scrapy's ``request_scheduled`` signal, as the engine sends it before it
         schedules a request (``send_catch_log``: errors logged, IgnoreRequest not):
         False when a receiver (the offsite middleware, for one) raised IgnoreRequest.
-        ``receivers`` from :meth:`_signal_receivers` (the per-call introspection of
+        ``receivers`` from :meth:`link_receivers` (the per-call introspection of
         pydispatch's ``robustApply`` cost a fifth of a crawl's speed)."""
         for receiver, fixed in receivers:
             try:
@@ -205,7 +209,7 @@ class PageRecorder:
                 logger.error("Error caught on signal handler: %(receiver)s", {"receiver": receiver}, exc_info=True)
         return True
 
-    def _signal_receivers(self) -> list[tuple[Any, dict[str, Any] | None]]:
+    def link_receivers(self) -> list[tuple[Any, dict[str, Any] | None]]:
         """The live ``request_scheduled`` receivers, each with the keyword arguments
         it takes besides ``request`` (None: let ``robustApply`` work them out)."""
         sender = self.crawler.signals.sender  # the crawler (Scrapy's SignalManager)
@@ -230,27 +234,24 @@ class PageRecorder:
         self._receivers = (key, found)
         return found
 
-    def _distinct(self, response: Response, requests: list[Request]) -> tuple[dict[bytes, Request], list[str], int, int]:
-        """The page's distinct link requests (id -> request) with their canonical URLs,
-        how many requests were examined and how many a ``request_scheduled`` receiver
-        filtered out."""
+    def _distinct(
+        self, response: Response, requests: list[Request],
+    ) -> tuple[dict[bytes, Request], list[str], list[Request], list[Request]]:
+        """The page's distinct link requests (id -> request) with their canonical URLs, the
+        requests that repeat one of them, and those past ``IPR_MAX_LINKS_PER_PAGE``."""
         identity = self.host.identity
         cfg = self.host.config
         lookup = self.ids.lookup
         seen: dict[bytes, Request] = {}
         canon: list[str] = []
-        examined = 0
-        filtered = 0
-        receivers = self._signal_receivers() if requests else []
+        repeats: list[Request] = []
+        over: list[Request] = []
         # Work bounded by IPR_MAX_LINKS_PER_PAGE: once that many distinct links
-        # are found, the requests after them are only counted (ipr/links/over_cap).
-        for request in requests:
+        # are found, the requests after them are dropped (ipr/links/over_cap).
+        for k, request in enumerate(requests):
             if len(seen) >= cfg.max_links_per_page:
+                over = requests[k:]
                 break
-            examined += 1
-            if not self._scheduled(request, receivers):
-                filtered += 1
-                continue
             if identity.is_link(request):
                 url, rid = identity.link(request, *lookup(request.url))
             else:  # POST, a body, ...: an entry of its own (Scrapy's fingerprint)
@@ -258,16 +259,17 @@ class PageRecorder:
             if rid not in seen:
                 seen[rid] = request
                 canon.append(url)
+            else:
+                repeats.append(request)
         if identity.merged:
             self.crawler.stats.set_value("ipr/links/merged", identity.merged)
-        if examined < len(requests):
-            self.crawler.stats.inc_value("ipr/links/over_cap", len(requests) - examined)
+        if over:
+            self.crawler.stats.inc_value("ipr/links/over_cap", len(over))
             logger.info(
                 "ipr-crawl: %s: %d distinct out-links recorded (IPR_MAX_LINKS_PER_PAGE), "
-                "the %d link requests after them dropped", response.url[:300],
-                cfg.max_links_per_page, len(requests) - examined,
+                "the %d link requests after them dropped", response.url[:300], cfg.max_links_per_page, len(over),
             )
-        return seen, canon, examined, filtered
+        return seen, canon, repeats, over
 
     def _record_now(self, response: Response, requests: list[Request]) -> list[Request]:
         meta = response.meta if response.request is not None else {}
@@ -281,16 +283,16 @@ class PageRecorder:
         if errors != self._redis_errors:  # Redis may have restarted and lost writes
             self._redis_errors = errors
             self.ids.forget()
-        seen, canon, examined, filtered = self._distinct(response, requests)
+        seen, canon, repeats, over = self._distinct(response, requests)
         unique = list(seen.items())
         links: list[Link] = []
-        leftover: list[Request] = []
+        link_requests: list[Request] = []  # the request of each link
         # A URL this process recorded before is in Redis: no payload (the script
         # stores one only for a new URL) and, but for importance, no tie key. In bucket
         # mode (IPR_CLUSTER_BUCKETS) only a URL of the page's own bucket: one of another
         # bucket reaches it later, through the outbox, and always carries its payload.
         tie_needed = cfg.ordering == "importance"
-        seen = identity.seen_fingerprints  # a crawl carried over from scrapy-redis
+        srfp = identity.seen_fingerprints  # a crawl carried over from scrapy-redis
         nb = cfg.cluster_buckets
         page_url = response.url
         own = bucket_of(page_url, nb)
@@ -299,13 +301,15 @@ class PageRecorder:
             b = bucket_of(canon[i], nb) if nb > 1 else 0
             if b == own and self.ids.is_known(rid):
                 links.append(Link(rid, tie_for(cfg.ordering, canon[i]) if tie_needed else 0, b"", b))
+                link_requests.append(request)
                 continue
             try:
                 payload, _ = encode_request(request, frontier.spider)
-            except (ValueError, Unstorable):  # kept in memory by the scheduler, with a warning
-                leftover.append(request)
+            except (ValueError, Unstorable) as exc:  # kept in memory by the scheduler, with a warning
+                frontier.keep_local(request, exc)
                 continue
-            links.append(Link(rid, tie_for(cfg.ordering, canon[i]), payload, b, seen.of(request) if seen else ""))
+            links.append(Link(rid, tie_for(cfg.ordering, canon[i]), payload, b, srfp.of(request) if srfp else ""))
+            link_requests.append(request)
         request_ = response.request
         lease = lease_of(request_) if request_ is not None else b""
         page_id = node_id(page_url) if request_ is None or identity.is_link(request_) else identity.of(request_)
@@ -316,30 +320,34 @@ class PageRecorder:
             # (Scrapy's duplicate rule fetches it again, enqueue.lua `unfiltered`)
             local = local[1:]
         where = {"bucket": own} if nb > 1 else {}
-        repeated = examined - filtered - len(unique)
+        refused = (repeats, over, link_requests)
         self.sent += 1
         if cfg.slow_start and self.sent <= frontier.concurrency:
             frontier.wake()  # the allowance grew: the engine may take one more now
         if cfg.record_pipelined:
             # not waited for: the crawler goes on parsing while Redis runs the script
             frontier.submit_record(page_id, tie_for(cfg.ordering, page_url), links, lease, where,
-                                   lambda res: self._recorded(res, ids, repeated, local, lease))
+                                   lambda res: self._recorded(res, ids, refused, local, lease))
             if any(link.payload for link in links):  # new URLs, probably: see wake()
                 frontier.wake()
         else:
             res = frontier.sync_record(page_id, tie_for(cfg.ordering, page_url), links, lease, where)
-            self._recorded(res, ids, repeated, local, lease)
+            self._recorded(res, ids, refused, local, lease)
         if request_ is not None:
             request_.meta[RECORDED_META] = True
-        return leftover
+        return []
 
     def _recorded(
-        self, res: RecordResult, ids: list[bytes], repeated: int, local: list[bytes], lease: bytes = b""
+        self, res: RecordResult, ids: list[bytes], refused: tuple[list[Request], list[Request], list[Request]],
+        local: list[bytes], lease: bytes = b"",
     ) -> None:
         """One page's record_page reply came: its ``ids`` (the page, then its
         links) are in Redis from now on (``local``: those in the page's own bucket, which
         this process may send without payload); stats, wake and ``pr``'s PageRank step.
-        ``repeated``: link requests that repeated a link of the page."""
+        ``refused``: link requests that repeated a link of the page, those past
+        ``IPR_MAX_LINKS_PER_PAGE``, and the request of each link sent (those not queued
+        were duplicates): Scrapy's duplicate-filter line and stat, and ``request_dropped``
+        (:meth:`RecordingHost.refused`)."""
         self.ids.remember(local)
         frontier = self.host
         frontier.settled(lease)
@@ -367,5 +375,13 @@ class PageRecorder:
         if res.refetched:
             stats.inc_value("ipr/frontier/unfiltered_refetch", res.refetched)
         stats.inc_value("ipr/links/rescored", res.rescored)
-        stats.inc_value("ipr/frontier/duplicate", repeated + links - queued)
+        repeats, over, link_requests = refused
+        stats.inc_value("ipr/frontier/duplicate", len(repeats) + links - queued)
+        if res.queued is not None:
+            fresh = set(res.queued)
+            repeats = repeats + [r for k, r in enumerate(link_requests) if k not in fresh]
+        if repeats:
+            frontier.refused(repeats, duplicates=True)
+        if over:
+            frontier.refused(over, duplicates=False)
 

@@ -64,12 +64,14 @@ class RecordResult(NamedTuple):
     propagated: int  # score updates beyond the direct targets (ipr pl/vr/ar)
     dropped: int  # propagation entries dropped by IPR_PROPAGATION_CAP
     refetched: int = 0  # known links queued again: only dont_filter requests had brought them (enqueue.lua)
+    queued: tuple[int, ...] | None = None  # indexes of the links queued (None: not told); the others were duplicates
 
 
 def record_result(reply: Sequence[Any]) -> RecordResult:
-    """record_page.lua's reply ``{added, first, rescored, propagated, dropped, refetched}``."""
+    """record_page.lua's reply ``{added, first, rescored, propagated, dropped, refetched, queued}``."""
     refetched = int(reply[5]) if len(reply) > 5 else 0
-    return RecordResult(int(reply[0]), bool(reply[1]), int(reply[2]), int(reply[3]), int(reply[4]), refetched)
+    queued = tuple(int(k) for k in reply[6]) if len(reply) > 6 else None
+    return RecordResult(int(reply[0]), bool(reply[1]), int(reply[2]), int(reply[3]), int(reply[4]), refetched, queued)
 
 
 class NodeRecord(NamedTuple):

@@ -349,6 +349,54 @@ def test_the_projects_middleware_orders_win(shop, tmp_path: Path) -> None:
     assert "FrontierDownloaderMiddleware" not in downloader_mw
 
 
+def test_scrapys_signals_and_duplicate_filter_stats_are_the_same(shop, tmp_path: Path) -> None:
+    """request_scheduled and request_dropped counted by an extension, dupefilter/filtered
+    and the "Filtered duplicate request" line: equal with and without the add-on, for a
+    spider whose pages link to each other (duplicates), with DUPEFILTER_DEBUG off and on.
+    Before, the add-on sent no request_dropped for duplicate links and counted no
+    dupefilter/filtered."""
+    root, base = shop
+    (root / "shop" / "counter.py").write_text(
+        "from scrapy import signals\n"
+        "class Count:\n"
+        "    @classmethod\n"
+        "    def from_crawler(cls, crawler):\n"
+        "        o = cls()\n"
+        "        o.stats = crawler.stats\n"
+        "        crawler.signals.connect(o.scheduled, signals.request_scheduled)\n"
+        "        crawler.signals.connect(o.dropped, signals.request_dropped)\n"
+        "        return o\n"
+        "    def scheduled(self, request, spider):\n"
+        "        self.stats.inc_value('test/scheduled')\n"
+        "    def dropped(self, request, spider):\n"
+        "        self.stats.inc_value('test/dropped')\n"
+    )
+    (root / "shop" / "spiders" / "links.py").write_text(
+        "import scrapy\n"
+        "class Links(scrapy.Spider):\n"
+        "    name = 'links'\n"
+        f"    start_urls = ['{base}/']\n"
+        "    def parse(self, response):\n"
+        "        for href in response.css('a::attr(href)').getall() * 2:\n"
+        "            if '/cat/' in href or '/product/' in href:\n"
+        "                yield response.follow(href)\n"
+        "        yield response.follow('/cat/books')\n"
+    )
+    for debug in (False, True):
+        stats = {}
+        for addon in (True, False):
+            run = scrapy(root, "crawl", "links", addon=addon, settings={
+                "EXTENSIONS": '{"shop.counter.Count": 0}', "DUPEFILTER_DEBUG": debug, "LOG_LEVEL": "DEBUG",
+                "IPR_DATA_DIR": tmp_path / f"r{debug}"})
+            assert run.returncode == 0, run.stderr[-3000:]
+            got = {k: int(v) for k, v in re.findall(r"'(test/\w+|dupefilter/filtered)': (\d+)", run.stderr)}
+            lines = run.stderr.count("Filtered duplicate request")
+            stats[addon] = (got, lines)
+        assert stats[True] == stats[False], (debug, stats)
+        assert stats[True][0]["dupefilter/filtered"] > 10 and stats[True][0]["test/dropped"] > 10
+        assert stats[True][1] == (stats[True][0]["dupefilter/filtered"] if debug else 1)
+
+
 def test_a_request_that_escapes_the_engine_does_not_keep_the_crawl_open(shop, tmp_path: Path) -> None:
     """A downloader that returns another type than a response (Scrapy's own
     test_download_wrong_type): the engine logs the error and forgets the request, with

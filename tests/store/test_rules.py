@@ -103,7 +103,7 @@ def drive(client, ordering, case, params=None, prior=None):
             else:
                 distinct = list(dict.fromkeys(out[got]))
                 links = [Link(nid(t), ties[t], payload(t)) for t in distinct]
-                added, first, _, propagated, dropped, _ = store.record_page(
+                added, first, _, propagated, dropped, *_ = store.record_page(
                     nid(got), ties[got], links, lease=member
                 )
                 assert added == ref.record_page(got, ties[got], [(t, ties[t]) for t in distinct])

@@ -488,10 +488,10 @@ def test_send_record_page_reruns_a_reply_lost_with_its_connection(redis_client, 
     time.sleep(0.2)
     store._record_conn.disconnect()  # the reply is lost with the socket
     store.settle_record()
-    assert got == [(0, False, 0, 0, 0, 0)]
+    assert got == [(0, False, 0, 0, 0, 0, ())]
     store.send_record_page(nid(2), 0, [Link(nid(3), 0, payload(3))], then=got.append)
     store.close()
-    assert got[1] == (1, True, 0, 0, 0, 0)
+    assert got[1] == (1, True, 0, 0, 0, 0, (0,))
     assert store.counts()["fetched"] == 3 and store.counts()["frontier"] == 1
 
 

@@ -8,7 +8,10 @@
 -- record_page.lua (see its header), shared with replay.lua. K: key names
 -- {meta, node, frontier, lease, req}; P: {ordering, cutoff, initial, param,
 -- cap, ia, ib, ic, id}; links as three arrays of length n (ids, tie numbers,
--- payloads). Returns added, first (boolean), rescored, updates, dropped.
+-- payloads). Returns added, first (boolean), rescored, updates, dropped, refetched
+-- (known URLs only dont_filter requests brought, queued again: _record_ctx.lua gain_to),
+-- and the 0-based indexes of the links queued (new, queued again, or sent to another
+-- bucket's outbox): the others were duplicates.
 -- `shared` (optional, replay.lua): {cache = {}, dirty = {}} kept across pages of
 -- one call; records are then written back by the caller (flush_records), once.
 
@@ -61,6 +64,7 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
   local E = {queue = {}, queued = {}}
   local on_link = rule.on_link
   local fps = P.fps  -- record_page.lua: scrapy-redis fingerprints of the links, 40 hex digits each
+  local queued = {}
   for k = 0, n - 1 do
     local tid, ttie, payload = lids[k + 1], lties[k + 1], lpay[k + 1]
     ids[#ids + 1] = tid
@@ -69,9 +73,12 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
     local c = bk and string.byte(bk.of, k + 1)
     if c and c ~= bk.own then
       out_add(X.box, c, tid, ttie, gain, payload, 0)
+      queued[#queued + 1] = k
     else
+      local again = X.refetched
       local new, r, before = X.gain_to(tid, ttie, payload, gain, fps and string.sub(fps, 40 * k + 1, 40 * k + 40))
       added = added + new
+      if new == 1 or X.refetched > again then queued[#queued + 1] = k end
       if r and new == 0 and on_link then on_link(E, P, pid, tid, r, gain, before) end
     end
   end
@@ -82,7 +89,7 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
   local updates, dropped = 0, 0
   if rule.after then updates, dropped = rule.after(X, E, P, pid, p, first, shared) end
 
-  return added, first, X.flush(pid), updates, dropped, X.refetched
+  return added, first, X.flush(pid), updates, dropped, X.refetched, queued
 end
 
 -- Write back the records a replay call kept in `shared` (see record), push's index

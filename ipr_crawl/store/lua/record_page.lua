@@ -41,7 +41,8 @@
 -- Returns {new URLs, 1 if first fetch else 0, frontier entries re-scored,
 --          propagation updates done, propagation entries dropped by the cap
 --          (push: edge updates of the push phase, 1 if its budget ran out with work left),
---          known links queued again by Scrapy's duplicate rule (enqueue.lua `unfiltered`)}.
+--          known links queued again by Scrapy's duplicate rule (enqueue.lua `unfiltered`),
+--          the 0-based indexes of the links queued (the others were duplicates)}.
 -- Cost: O(n + cap) node updates, each O(log F) in the frontier.
 --! include _record.lua
 --! include _ordering_args.lua
@@ -55,6 +56,6 @@ local bk
 if ARGV[17 + 3 * n] and ARGV[17 + 3 * n] ~= '' then bk = {own = tonumber(ARGV[17 + 3 * n]), of = ARGV[18 + 3 * n]} end
 local P = params_from(ARGV, 1)
 P.fps = ARGV[19 + 3 * n]
-local added, first, rescored, updates, dropped, refetched =
+local added, first, rescored, updates, dropped, refetched, queued =
   record(K, P, ARGV[13], ARGV[14], tonumber(ARGV[15]), n, lids, lties, lpay, nil, bk)
-return {added, first and 1 or 0, rescored, updates, dropped, refetched}
+return {added, first and 1 or 0, rescored, updates, dropped, refetched, queued}
