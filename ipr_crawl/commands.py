@@ -1,5 +1,6 @@
-"""``scrapy frontier status|top|release-leases [SPIDER]``: the ``ipr-crawl`` operator
-commands inside a Scrapy project, which find the crawl the way ``scrapy crawl`` does.
+"""``scrapy ipr status|top|release-leases [SPIDER]`` (``scrapy frontier``, its former
+name, is an alias): the ``ipr-crawl`` operator commands inside a Scrapy project, which
+find the crawl the way ``scrapy crawl`` does.
 
 The store, found as the scheduler finds it (:func:`ipr_crawl.redis_location.locate`):
 ``IPR_REDIS_URL`` with its ``IPR_REDIS_SSL_*`` files; else scrapy-redis's ``REDIS_URL``
@@ -41,7 +42,7 @@ def store_location(settings: Any) -> tuple[str, str]:
 
 
 class FrontierCommand(ScrapyCommand):
-    """``scrapy frontier``: see the module doc."""
+    """``scrapy ipr`` (alias ``scrapy frontier``): see the module doc."""
 
     requires_project = True
     requires_crawler_process = False

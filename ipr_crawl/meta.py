@@ -6,8 +6,9 @@
   accounted for (recorded, or settled by the revisit middleware).
 - :data:`REVISIT_META` (``"ipr_revisit"``): the class of a response under revisits
   (``new``, ``changed``, ``unchanged``, ``not_modified``, ``gone``).
-- :data:`DONT_REVISIT_META` (``"dont_revisit"``): set by a spider, keeps a request
-  out of conditional GETs and revisits.
+- :data:`DONT_REVISIT_META` (``"ipr_dont_revisit"``): set by a spider, keeps a request
+  out of conditional GETs and revisits (:func:`dont_revisit`; the former key
+  ``"dont_revisit"`` is still read, with a deprecation warning once).
 - :data:`NETWORK_STATUS_META` (``"_ipr_network_status"``): with Scrapy's HTTP cache and
   revisits, the status the server answered a request with (set nearest the
   downloader): a response flagged ``cached`` without it never reached the server.
@@ -17,14 +18,20 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
-__all__ = ["DONT_REVISIT_META", "LEASE_META", "NETWORK_STATUS_META", "RECORDED_META", "REVISIT_META", "TRANSIENT_META", "WRAPPED_ERRBACK_ATTR", "lease_of"]
+__all__ = [
+    "DONT_REVISIT_META", "LEASE_META", "NETWORK_STATUS_META", "OLD_DONT_REVISIT_META", "RECORDED_META", "REVISIT_META",
+    "TRANSIENT_META", "WRAPPED_ERRBACK_ATTR", "dont_revisit", "lease_of",
+]
 
 LEASE_META = "ipr_lease"
 RECORDED_META = "_ipr_recorded"
 REVISIT_META = "ipr_revisit"
-DONT_REVISIT_META = "dont_revisit"
+DONT_REVISIT_META = "ipr_dont_revisit"
+#: The former name of :data:`DONT_REVISIT_META`, unprefixed (read, deprecated).
+OLD_DONT_REVISIT_META = "dont_revisit"
 NETWORK_STATUS_META = "_ipr_network_status"
 WRAPPED_ERRBACK_ATTR = "ipr_wrapped_errback"
 #: Meta keys that belong to one fetch of a request and are never stored with it.
@@ -40,3 +47,28 @@ def lease_of(request: Any) -> bytes:
         return bytes.fromhex(value)
     except ValueError:
         return b""
+
+
+_warned_old_key = False
+
+
+def dont_revisit(request: Any) -> bool:
+    """Whether ``request`` opted out of revisits: :data:`DONT_REVISIT_META` true, or the
+    former :data:`OLD_DONT_REVISIT_META` (a :class:`DeprecationWarning` once per process).
+
+    >>> class R:
+    ...     meta = {"ipr_dont_revisit": True}
+    >>> dont_revisit(R())
+    True
+    """
+    global _warned_old_key
+    meta = request.meta
+    if meta.get(DONT_REVISIT_META):
+        return True
+    if meta.get(OLD_DONT_REVISIT_META):
+        if not _warned_old_key:
+            _warned_old_key = True
+            warnings.warn(f"Request.meta[{OLD_DONT_REVISIT_META!r}] is deprecated: use {DONT_REVISIT_META!r}",
+                          DeprecationWarning, stacklevel=2)
+        return True
+    return False

@@ -22,7 +22,8 @@ bodies of final URLs, and outside ``HttpCacheMiddleware``).
   2008, §3 (3): only changed content is archived and parsed). Dropped responses settle their lease here;
   the page's out-links in the graph stay as they were.
 - Stats: ``ipr/revisit/{new,changed,unchanged,not_modified,gone,validators_sent,cached,cache_hit}``.
-- ``request.meta["dont_revisit"] = True`` keeps a request out of all this.
+- ``request.meta["ipr_dont_revisit"] = True`` keeps a request out of all this (the
+  former key ``"dont_revisit"`` still works, with a deprecation warning).
 
 With Scrapy's ``HttpCacheMiddleware`` (``HTTPCACHE_ENABLED``; 900, closer to the
 downloader) one layer sets a request's validators, never both, and the cache's
@@ -57,7 +58,7 @@ from scrapy.utils.misc import load_object
 from twisted.python.failure import Failure
 
 from ipr_crawl.config import RevisitConfig
-from ipr_crawl.meta import DONT_REVISIT_META, NETWORK_STATUS_META, RECORDED_META, REVISIT_META
+from ipr_crawl.meta import NETWORK_STATUS_META, RECORDED_META, REVISIT_META, dont_revisit
 from ipr_crawl.scheduler import scheduler_of
 from ipr_crawl.scheduler.compat import SpiderArg
 from ipr_crawl.scheduler.refresher import SIM_TIME_HEADER
@@ -154,7 +155,7 @@ class ConditionalGetMiddleware:
         return (
             request.method == "GET"
             and request.url.startswith(("http://", "https://"))
-            and not request.meta.get(DONT_REVISIT_META)
+            and not dont_revisit(request)
         )
 
     def _accepts_304(self, request: Request) -> bool:

@@ -8,6 +8,7 @@ starts afresh with the archive as its prior (:mod:`ipr_crawl.store.archive`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -36,8 +37,8 @@ __all__ = ["Bootstrap", "embedded_data_dir", "open_crawl", "scrapy_redis_client"
 # the scheduler's log lines keep their logger's name
 logger = logging.getLogger("ipr_crawl.scheduler.core")
 
-#: a crawl opened by another process this recently (s) is joined, not resumed (two
-#: processes started together)
+#: a crawl another process kept finished this recently (s) was opened by a process of
+#: this run: not a crawl stopped at its end
 JOINED_SECS = 30.0
 
 
@@ -127,6 +128,10 @@ class Bootstrap:
         else:
             rerun = self.finished_before(client)
         resumed = store.open()
+        if not resumed:  # registered at once: a process that starts beside this one sees it crawling
+            store.beat(self.holder, 2 * cfg.heartbeat_secs, {
+                "host": self.holder.rsplit(":", 2)[0], "pid": os.getpid(),
+                "spider": getattr(self.crawler.spider, "name", ""), "started": time.time()})
         if rerun is not None and rerun["case"] == "afresh":
             self.start_afresh(client, rerun)
         elif rerun is not None:  # kept: it goes on, no longer finished
@@ -135,7 +140,7 @@ class Bootstrap:
             clear_finished(client, cfg.crawl_id)
         counts = store.counts()
         others = [h for h in store.holders() if h.get("alive") and h["holder"] != self.holder]
-        state = self.opening(client, store, resumed, len(others))
+        state = self.opening(resumed, len(others))
         logger.info(
             "ipr-crawl: crawl %r ordered by %s on %s (%s): %d known URLs, %d fetched, "
             "%d in frontier, %d in flight",
@@ -165,7 +170,7 @@ class Bootstrap:
             release(client, cfg.crawl_id, self.holder)
         pending = counts["frontier"] + counts["forced"] + counts["in_flight"]
         # another process of this run opened it (and kept it, finished): not a crawl stopped at its end
-        joined = state.startswith("joined") or _float(client.hget(store.keys["meta"], "kept_at")) > time.time() - JOINED_SECS
+        joined = others or _float(client.hget(store.keys["meta"], "kept_at")) > time.time() - JOINED_SECS
         if resumed and rerun is None and not pending and counts["fetched"] and not self.revisits_on and not joined:
             logger.warning(
                 "ipr-crawl: crawl %r has nothing left to fetch (%d pages fetched, %d failed) but did not "
@@ -177,17 +182,14 @@ class Bootstrap:
                 "" if settings.get("IPR_CRAWL_ID") else "; for a new crawl beside it: -s IPR_CRAWL_ID=<new id>",
             )
 
-    def opening(self, client: Any, store: Any, resumed: bool, others: int) -> str:
-        """The opening line's state: ``new``; ``joined`` when other live processes crawl
-        it, or another process opened it less than :data:`JOINED_SECS` ago (two processes
-        started together); else ``resumed``."""
+    @staticmethod
+    def opening(resumed: bool, others: int) -> str:
+        """The opening line's state: ``new``; ``joined`` when other live processes crawl it
+        (their heartbeats: a process that creates a crawl registers at once); else ``resumed``."""
         if not resumed:
             return "new"
         if others:
             return f"joined: {others} other process{'es' if others > 1 else ''} crawl it"
-        age = time.time() - _float(client.hget(store.keys["meta"], "created"))
-        if age < JOINED_SECS:
-            return f"joined: another process opened it {age:.1f} s ago"
         return "resumed"
 
     def finished_before(self, client: Any) -> dict[str, Any] | None:
@@ -341,7 +343,12 @@ def open_crawl(sched: Any, spider: Any, retry: RedisRetry) -> None:
     if cfg.redis_wait_replicas:
         store.wait_for_replicas(cfg.redis_wait_replicas, cfg.redis_wait_ms,
                                 on_short=lambda: sched._stats_inc("ipr/redis/wait_short"))
-    boot.open_crawl(client, store, where)
+    try:
+        boot.open_crawl(client, store, where)
+    except BaseException:  # the start failed: this process crawls nothing (its holder goes at once)
+        with contextlib.suppress(Exception):
+            store.release("holder", sched.holder)
+        raise
     if sched.revisit_config is not None:
         revisit_store = RevisitStore(client, cfg.crawl_id, sched.revisit_config.events_maxlen)
         revisit_store.holder = sched.holder

@@ -97,6 +97,12 @@ def test_scrapy_frontier_command_finds_the_crawl_like_scrapy_crawl(stopped_crawl
     )
     assert out.returncode == 0, out.stderr + out.stdout
     assert "crawl 'ops' ordered by push" in out.stdout and "fetched" in out.stdout
+    # `scrapy ipr` is the command's name; `scrapy frontier` its former one, an alias
+    ipr_cmd = subprocess.run(
+        [sys.executable, "-m", "scrapy", "ipr", "status", "graph", "-s", f"IPR_DATA_DIR={data}",
+         "-s", "IPR_CRAWL_ID=ops"], cwd=REPO, capture_output=True, text=True, timeout=120, env=env,
+    )
+    assert ipr_cmd.returncode == 0 and "crawl 'ops' ordered by push" in ipr_cmd.stdout, ipr_cmd.stderr
     # BOT_NAME.spider is the default crawl id: there is none such here
     out = subprocess.run(
         [sys.executable, "-m", "scrapy", "frontier", "top", "graph", "-s", f"IPR_DATA_DIR={data}"],

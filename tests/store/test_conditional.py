@@ -478,3 +478,24 @@ def test_a_closed_scheduler_answers_empty_and_writes_nothing(harness, redis_clie
     assert h.scheduler.enqueue_request(Request("http://a.example/y", callback=h.spider.parse)) is False
     after = {k: redis_client.dump(k) for k in keys if redis_client.type(k) != b"stream"}
     assert after == before
+
+
+def test_ipr_dont_revisit_opts_a_request_out_and_the_old_key_still_works(harness):
+    """meta["ipr_dont_revisit"]: no revisit state, no class; the former "dont_revisit"
+    does the same and warns once that it is deprecated."""
+    import warnings
+
+    h = harness()
+    req, resp = h.fetch("http://site.test/out", b"<p>x</p>", meta={"ipr_dont_revisit": True})
+    assert "ipr_revisit" not in req.meta and h.store.due_at(node_id("http://site.test/out")) is None
+    import ipr_crawl.meta
+
+    ipr_crawl.meta._warned_old_key = False  # once per process: this test's
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for path in ("old", "old2"):
+            req, resp = h.fetch(f"http://site.test/{path}", b"<p>x</p>", meta={"dont_revisit": True})
+            assert "ipr_revisit" not in req.meta and h.store.due_at(node_id(f"http://site.test/{path}")) is None
+    assert [w.category for w in caught if "dont_revisit" in str(w.message)] == [DeprecationWarning]
+    req, resp = h.fetch("http://site.test/in", b"<p>x</p>")
+    assert req.meta["ipr_revisit"] == "new"

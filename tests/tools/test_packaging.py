@@ -54,6 +54,24 @@ def test_pip_wheel_builds_the_whole_library(tmp_path: Path) -> None:
     assert not any("matplotlib" in r or "tqdm" in r for r in requires), requires
 
 
+def test_sdist_and_wheel_build_and_pass_twine_check(tmp_path: Path) -> None:
+    """What PyPI would take: ``python -m build`` makes an sdist and a wheel, and
+    ``twine check --strict`` accepts both (metadata, the README as long description);
+    the wheel registers ``scrapy ipr`` and its alias ``scrapy frontier``."""
+    out = tmp_path / "dist"
+    proc = subprocess.run([sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", str(out), str(REPO)],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    files = sorted(out.iterdir(), key=lambda f: f.suffix)
+    assert [f.suffix for f in files] == [".gz", ".whl"], files
+    check = subprocess.run([sys.executable, "-m", "twine", "check", "--strict", *map(str, files)],
+                           capture_output=True, text=True, timeout=300)
+    assert check.returncode == 0 and check.stdout.count("PASSED") == 2, check.stdout + check.stderr
+    wheel = zipfile.ZipFile(files[1])
+    entry = wheel.read(next(n for n in wheel.namelist() if n.endswith("entry_points.txt"))).decode()
+    assert "ipr = ipr_crawl.commands:FrontierCommand" in entry and "frontier = ipr_crawl.commands" in entry
+
+
 def test_a_crawl_needs_no_eval_extra(graph_server, tmp_path: Path, without_eval_extra: dict[str, str]) -> None:
     served = graph_server(EMACS, EMACS_URLS)
     env = without_eval_extra
