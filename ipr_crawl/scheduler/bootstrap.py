@@ -20,6 +20,7 @@ import redis
 from ipr_crawl.config import FrontierConfig
 from ipr_crawl.redis_location import embedded_data_dir as project_data_dir
 from ipr_crawl.redis_location import scrapy_redis_settings as project_uses_scrapy_redis
+from ipr_crawl.scheduler.heartbeat import holder_info
 from ipr_crawl.scheduler.migrate import carry_over
 from ipr_crawl.scheduler.refresher import Refresher
 from ipr_crawl.scheduler.revisits import RevisitObserver
@@ -129,9 +130,7 @@ class Bootstrap:
             rerun = self.finished_before(client)
         resumed = store.open()
         if not resumed:  # registered at once: a process that starts beside this one sees it crawling
-            store.beat(self.holder, 2 * cfg.heartbeat_secs, {
-                "host": self.holder.rsplit(":", 2)[0], "pid": os.getpid(),
-                "spider": getattr(self.crawler.spider, "name", ""), "started": time.time()})
+            store.beat(self.holder, 2 * cfg.heartbeat_secs, holder_info(self.holder, getattr(self.crawler.spider, "name", "")))
         if rerun is not None and rerun["case"] == "afresh":
             self.start_afresh(client, rerun)
         elif rerun is not None:  # kept: it goes on, no longer finished

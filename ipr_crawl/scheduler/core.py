@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import time
 import weakref
 from collections import deque
@@ -31,7 +30,7 @@ from ipr_crawl.config import FrontierConfig, RevisitConfig
 from ipr_crawl.scheduler.bootstrap import open_crawl, scrapy_redis_settings
 from ipr_crawl.scheduler.compat import close_spider, loop_deliverer, looping_call, off_loop
 from ipr_crawl.scheduler.enqueue import Enqueuer
-from ipr_crawl.scheduler.heartbeat import Heartbeat, new_holder_id
+from ipr_crawl.scheduler.heartbeat import Heartbeat, holder_info, new_holder_id
 from ipr_crawl.scheduler.identity import RequestIdentity
 from ipr_crawl.scheduler.leasing import Leases
 from ipr_crawl.scheduler.oplog import FrontierLine, close_summary, closed_without_redis_line
@@ -180,7 +179,7 @@ class IprScheduler(BaseScheduler):
         cfg = self.config
         self.heartbeat = Heartbeat(
             self.store, self.holder, cfg.heartbeat_secs,
-            {"host": self.holder.rsplit(":", 2)[0], "pid": os.getpid(), "spider": spider.name, "started": time.time()},
+            holder_info(self.holder, spider.name),
             on_lost_holder=self.wake, timeline_secs=cfg.timeline_secs, on_lapse=self.pacing.later(self.leases.lapsed),
         )
         self.heartbeat.start()

@@ -35,7 +35,7 @@ import redis
 
 from ipr_crawl.store import FrontierStore
 
-__all__ = ["Heartbeat", "new_holder_id"]
+__all__ = ["Heartbeat", "holder_info", "new_holder_id"]
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +43,11 @@ logger = logging.getLogger(__name__)
 def new_holder_id() -> str:
     """``host:pid:random``: unique per process start (a restarted process is a new holder)."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+def holder_info(holder: str, spider: str) -> dict[str, Any]:
+    """What a holder's heartbeat publishes (``holders_info``): host, pid, spider, started."""
+    return {"host": holder.rsplit(":", 2)[0], "pid": os.getpid(), "spider": spider, "started": time.time()}
 
 
 class Heartbeat:
@@ -71,6 +76,7 @@ class Heartbeat:
         self.on_lapse = on_lapse
         self.timeline_secs = timeline_secs
         self.beats = 0
+        self._started = time.monotonic()  # reset at start(): the timeline's first minutes
         #: times this process found itself declared lost (its leases went to others)
         self.lapses = 0
         self._stop = threading.Event()
@@ -100,7 +106,7 @@ class Heartbeat:
         """The timeline's interval now: ``timeline_secs``, shorter in a crawl's first minutes
         (a twentieth of the time since this process started, at least 1 s), so that a short
         crawl has samples enough to draw (``ipr-crawl report --plot``)."""
-        age = time.monotonic() - getattr(self, "_started", time.monotonic())
+        age = time.monotonic() - self._started
         return min(self.timeline_secs, max(1.0, age / 20))
 
     def _run(self) -> None:

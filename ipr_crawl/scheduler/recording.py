@@ -136,6 +136,7 @@ class PageRecorder:
         self.sent = 0
         #: id(response) -> [response, items still in the pipelines, requests held or None]
         self._waiting: dict[int, list[Any]] = {}
+        self._warned_stranded = False  # record_stranded's WARNING: once
         #: the request_scheduled receivers last seen (their ids) and what link_receivers made of them
         self._receivers: tuple[list[tuple[int, int]], list[tuple[Any, dict[str, Any] | None]]] | None = None
         signals_ = self.crawler.signals
@@ -169,7 +170,7 @@ class PageRecorder:
             self.host.guard(self._record_now, entry[0], entry[2], default=[])
         if stranded:
             self.crawler.stats.inc_value("ipr/pages/items_dropped_before_pipelines", len(stranded))
-            if not getattr(self, "_warned_stranded", False):
+            if not self._warned_stranded:
                 self._warned_stranded = True
                 logger.warning(
                     "ipr-crawl: %d pages yielded items that never reached the item pipelines (a spider "
