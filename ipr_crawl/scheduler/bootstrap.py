@@ -128,9 +128,10 @@ class Bootstrap:
             rerun = None
         else:
             rerun = self.finished_before(client)
-        resumed = store.open()
-        if not resumed:  # registered at once: a process that starts beside this one sees it crawling
+        if not client.exists(store.keys["meta"]):
+            # registered before the crawl exists: a process that opens it next sees this one crawling
             store.beat(self.holder, 2 * cfg.heartbeat_secs, holder_info(self.holder, getattr(self.crawler.spider, "name", "")))
+        resumed = store.open()
         if rerun is not None and rerun["case"] == "afresh":
             self.start_afresh(client, rerun)
         elif rerun is not None:  # kept: it goes on, no longer finished
