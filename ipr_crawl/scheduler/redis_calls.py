@@ -269,6 +269,13 @@ class RedisCalls:
             assert self.pipe is not None
             self.pipe.job(functools.partial(fn, *args), then=finished, failed=failed)
         else:
+            if self.on_loop and hasattr(self.store, "settle_record"):
+                # the last page's record call, sent on the event loop: its reply read there, its
+                # `then` (stats, signals, wake) run there, not on the thread that closes
+                try:
+                    self.loop_call(self.store.settle_record)  # Redis away: handed to the thread
+                except redis.ResponseError as exc:
+                    self.failed(exc)
             self.io.submit(fn, *args, then=finished, failed=failed)
 
         def poll() -> None:

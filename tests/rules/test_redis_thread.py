@@ -136,3 +136,40 @@ def test_a_call_waited_for_while_redis_is_away_gives_the_default():
 
     assert calls.guard(waited, default=0) == 0
     assert downs == [] and not calls.down
+
+
+def test_the_close_hands_the_last_record_reply_to_the_event_loop(redis_client, crawl_id):
+    """Calls made on the event loop (``IPR_REDIS_THREAD=auto`` without the pipelined
+    connection): the last page's record call is sent and its reply not read when the
+    crawl closes. Its ``then`` (stats, signals, waking Scrapy's engine, which asks asyncio
+    for the thread's loop) runs on the event loop's thread, not on the Redis thread that
+    runs the close (issue 49: "There is no current event loop in thread 'ipr-redis-…'")."""
+    import asyncio
+
+    from ipr_crawl.scheduler.redis_calls import RedisCalls
+    from ipr_crawl.store import FrontierStore, Link
+
+    store = FrontierStore(redis_client, crawl_id, "ipr")
+    store.open()
+    seen: list[tuple[str, int]] = []
+
+    def then(result) -> None:
+        asyncio.get_event_loop()  # what Scrapy's call_later does: raises on another thread
+        seen.append((threading.current_thread().name, result.added))
+
+    async def crawl() -> None:
+        calls = RedisCalls(5.0, lambda exc: None, lambda name: None)
+        calls.store = store
+        calls.start_thread("ipr-redis-t", 0.0)
+        calls.loop_mode = True  # as for a client without an asyncio twin (Sentinel) or another reactor
+        calls.submit_record(b"page-1", 0, [Link(b"page-2", 0, b"p")], b"", {}, then)
+        assert seen == []  # sent, not read
+        closed: list[bool] = []
+        done = calls.finish(store.close, what="closing", without_redis=lambda exc: None,
+                            closed=lambda: closed.append(True))
+        await done.asFuture(asyncio.get_running_loop())
+        calls.stop_thread(lambda key, value: None)
+        assert closed == [True]
+
+    asyncio.run(crawl())
+    assert seen == [(threading.main_thread().name, 1)]
