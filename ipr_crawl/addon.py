@@ -69,8 +69,12 @@ class OneLineErrors(logging.Filter):
     asyncio, Twisted or Scrapy would print with a traceback, by ONE line of the add-on's
     logger, ``[ipr_crawl.addon] ERROR: ipr-crawl: <what and how to fix it>``. With
     ``LOG_LEVEL`` DEBUG (Scrapy's default) a refusal other than a bad setting is followed
-    by its traceback at DEBUG, and the records after it are kept. The exit status stays
-    non-zero (Scrapy's own handling of a failed crawl)."""
+    by its traceback at DEBUG. Only two kinds of records are held back: those that carry
+    the refusal itself, and the ERRORs Scrapy logs afterwards for the refused crawl's
+    spider (:data:`~ipr_crawl.scheduler.bootstrap.REFUSED_SPIDERS`: its CoreStats closing
+    a spider that never opened) unless ``LOG_LEVEL`` is DEBUG; every other record, another
+    crawler's included, passes. The exit status stays non-zero (Scrapy's own handling of a
+    failed crawl)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -78,14 +82,16 @@ class OneLineErrors(logging.Filter):
         self.refused: BaseException | None = None
 
     def filter(self, record: logging.LogRecord) -> bool:
-        exc = _refusal(record.exc_info[1] if record.exc_info else None)
+        from ipr_crawl.scheduler.bootstrap import REFUSED_SPIDERS, refusal_of
+
+        exc = refusal_of(record.exc_info[1] if record.exc_info else None)
         if exc is None:
             failure = getattr(record, "failure", None)
-            exc = _refusal(getattr(failure, "value", None))
+            exc = refusal_of(getattr(failure, "value", None))
         if exc is None:
-            # After a refusal, the errors of a crawl that never started (Scrapy's
-            # CoreStats, the scraper's and the engine's close) are consequences, not news.
-            return self.keep_traceback or not (self.refused is not None and record.levelno >= logging.ERROR)
+            spider = getattr(record, "spider", None)
+            refused_spider = spider is not None and spider in REFUSED_SPIDERS
+            return self.keep_traceback or not (refused_spider and record.levelno >= logging.ERROR)
         if exc is self.refused:
             return False  # said once already
         self.refused = exc
@@ -93,19 +99,6 @@ class OneLineErrors(logging.Filter):
         if self.keep_traceback and not isinstance(exc, SettingError):
             logger.debug("ipr-crawl: where it was raised", exc_info=(type(exc), exc, exc.__traceback__))
         return False
-
-
-def _refusal(exc: BaseException | None) -> BaseException | None:
-    from ipr_crawl.store import FrontierUnavailable, IncompatibleCrawl
-    from ipr_crawl.store.prior import PriorError
-
-    seen = 0
-    while exc is not None and seen < 10:
-        if isinstance(exc, (SettingError, FrontierUnavailable, IncompatibleCrawl, PriorError)):
-            return exc
-        exc = exc.__cause__ or exc.__context__
-        seen += 1
-    return None
 
 
 ONE_LINE_ERRORS = OneLineErrors()
@@ -120,7 +113,9 @@ def _settle_refusal(failure: Any, crawler: Any) -> Any:
     a refusal of ipr-crawl's is said in its one line, if nothing said it yet, and
     settled as a crawl that failed to start (exit status 1); any other failure is
     passed on."""
-    exc = _refusal(failure.value)
+    from ipr_crawl.scheduler.bootstrap import refusal_of
+
+    exc = refusal_of(failure.value)
     if exc is None:
         return failure
     if ONE_LINE_ERRORS.refused is not exc:

@@ -12,6 +12,7 @@ import contextlib
 import logging
 import os
 import time
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -325,6 +326,29 @@ def _float(raw: Any) -> float:
         return float(raw)
     except (TypeError, ValueError):
         return 0.0
+
+
+#: Spiders whose crawl ipr-crawl refused to open (:func:`refusal_of`): the errors Scrapy
+#: logs for them afterwards (its CoreStats closing a spider that never opened) are
+#: consequences of the refusal, said once already (``ipr_crawl.addon.OneLineErrors``).
+REFUSED_SPIDERS: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def refusal_of(exc: BaseException | None) -> BaseException | None:
+    """The refusal of ipr-crawl's in ``exc`` or its causes (a bad setting, Redis unreachable,
+    a crawl written by an incompatible version or ordering, a prior that cannot be read),
+    or None."""
+    from ipr_crawl.config import SettingError
+    from ipr_crawl.store import FrontierUnavailable, IncompatibleCrawl
+    from ipr_crawl.store.prior import PriorError
+
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, (SettingError, FrontierUnavailable, IncompatibleCrawl, PriorError)):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
 
 
 def open_crawl(sched: Any, spider: Any, retry: RedisRetry) -> None:

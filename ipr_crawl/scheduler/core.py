@@ -27,7 +27,7 @@ from scrapy.core.scheduler import BaseScheduler
 from scrapy.http import Response
 
 from ipr_crawl.config import FrontierConfig, RevisitConfig
-from ipr_crawl.scheduler.bootstrap import open_crawl, scrapy_redis_settings
+from ipr_crawl.scheduler.bootstrap import REFUSED_SPIDERS, open_crawl, refusal_of, scrapy_redis_settings
 from ipr_crawl.scheduler.compat import close_spider, loop_deliverer, looping_call, off_loop
 from ipr_crawl.scheduler.enqueue import Enqueuer
 from ipr_crawl.scheduler.heartbeat import Heartbeat, holder_info, new_holder_id
@@ -155,7 +155,10 @@ class IprScheduler(BaseScheduler):
             on_error=lambda exc: self._stats_inc("ipr/redis/errors"),
         )
         self.calls.retry = retry
-        return off_loop(functools.partial(open_crawl, self, spider, retry), lambda _: self._started(spider, retry))
+        opened = off_loop(functools.partial(open_crawl, self, spider, retry), lambda _: self._started(spider, retry))
+        if opened is not None:  # a refusal: Scrapy's follow-on errors for this spider are not news
+            opened.addErrback(lambda f: (REFUSED_SPIDERS.add(spider) if refusal_of(f.value) else None) or f)
+        return opened
 
     def _started(self, spider: Spider, retry: RedisRetry) -> None:
         """:meth:`open`'s end, on the event loop: the Redis thread, the heartbeat."""

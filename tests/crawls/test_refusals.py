@@ -169,3 +169,70 @@ def test_top_lists_urls_without_fragments(fragment_site: str, tmp_path: Path) ->
             proc.kill()
             proc.wait()
         kill_embedded_redis(data)
+
+
+TWO_CRAWLERS = '''
+import asyncio, logging, sys
+import scrapy
+from scrapy import signals
+from scrapy.crawler import CrawlerProcess
+from scrapy.utils.log import failure_to_exc_info
+
+
+class Refused(scrapy.Spider):
+    name = "refused"
+    start_urls = ["http://127.0.0.1:9/"]
+    custom_settings = {"ADDONS": {"ipr_crawl.Addon": 0}, "IPR_REDIS_URL": "redis://127.0.0.1:9/0",
+                       "IPR_REDIS_RETRY_SECS": 0.5, "IPR_DATA_DIR": sys.argv[1]}
+
+
+class Other(scrapy.Spider):
+    """An unrelated crawler without the add-on: its start fails after the refusal, and
+    so does one of its signal handlers."""
+    name = "other"
+
+    @classmethod
+    def from_crawler(cls, crawler, *args, **kwargs):
+        spider = super().from_crawler(crawler, *args, **kwargs)
+        crawler.signals.connect(spider.on_closed, signal=signals.spider_closed)
+        return spider
+
+    async def start(self):
+        await asyncio.sleep(3)
+        raise ValueError("the other crawler's start failed")
+        yield
+
+    def on_closed(self, spider):
+        raise ValueError("the other crawler's signal handler failed")
+
+
+def failed(failure):  # as a script would report a crawl that failed to start: at once
+    logging.getLogger("scrapy.crawler").error("crawl failed", exc_info=failure_to_exc_info(failure))
+
+
+process = CrawlerProcess({"LOG_LEVEL": "INFO"})
+process.crawl(Refused).addErrback(failed)
+process.crawl(Other)
+process.start()
+'''
+
+
+def test_another_crawlers_errors_stay_after_a_refusal(tmp_path: Path) -> None:
+    """Two crawlers in one process, one refused (Redis unreachable): the refusal is one
+    line, and the other crawler's later errors (its start, a signal handler) are logged
+    and counted in its ``log_count/ERROR`` as without the add-on (issue 50, item 6:
+    before, every later ERROR on Scrapy's, asyncio's and Twisted's loggers vanished)."""
+    script = tmp_path / "two.py"
+    script.write_text(TWO_CRAWLERS)
+    run = subprocess.run([sys.executable, str(script), str(tmp_path / "data")], capture_output=True, text=True,
+                         timeout=120, cwd=tmp_path, env={**os.environ, "SCRAPY_SETTINGS_MODULE": ""})
+    log = run.stderr
+    errors = _errors(log)
+    assert any("ERROR: ipr-crawl: " in e and "127.0.0.1:9" in e for e in errors), log[-4000:]
+    assert any("the other crawler's start failed" in line for line in log.splitlines()), log[-4000:]
+    assert any("Error caught on signal handler" in e and "on_closed" in e for e in errors), log[-4000:]
+    # counted (Scrapy's LogCounterHandler counts the process's records): the refusal's line, the other's two
+    assert "'log_count/ERROR': 3" in log, log[-4000:]
+    assert "Unhandled error in Deferred" not in log and "Traceback" not in log.split("ipr-crawl: cannot reach")[0][-300:]
+    # the refused crawl's own follow-on (Scrapy's CoreStats closing a spider that never opened) stays out
+    assert not any("CoreStats" in e for e in errors), errors
