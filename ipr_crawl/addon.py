@@ -39,6 +39,19 @@ CONDITIONAL_ORDER = 580
 CACHE_VALIDATORS_MIDDLEWARE = "ipr_crawl.middlewares.conditional.CacheValidatorsMiddleware"
 #: Scrapy commands that fetch a few pages for a person to look at: the add-on steps aside.
 ONE_OFF_COMMANDS = ("shell", "fetch", "view", "parse", "check", "bench")
+_FRONTIER_QUEUES = "ipr-crawl's scheduler keeps every request in the crawl's frontier in Redis, ordered by IPR_ORDERING"
+#: Scheduler settings of Scrapy's and scrapy-redis's that the add-on's scheduler does not read: why.
+_UNUSED_SCHEDULER_SETTINGS = {
+    "SCHEDULER_PRIORITY_QUEUE": _FRONTIER_QUEUES,
+    "SCHEDULER_DISK_QUEUE": _FRONTIER_QUEUES,
+    "SCHEDULER_MEMORY_QUEUE": _FRONTIER_QUEUES,
+    "SCHEDULER_START_DISK_QUEUE": _FRONTIER_QUEUES + " (start requests included)",
+    "SCHEDULER_START_MEMORY_QUEUE": _FRONTIER_QUEUES + " (start requests included)",
+    "SCHEDULER_QUEUE_CLASS": _FRONTIER_QUEUES + " (scrapy-redis's queue is read once, with IPR_IMPORT_SCRAPY_REDIS)",
+    "SCHEDULER_DUPEFILTER_CLASS": "the frontier drops a request whose fingerprint (REQUEST_FINGERPRINTER_CLASS) "
+                                  "it has seen, unless dont_filter",
+    "SCHEDULER_IDLE_BEFORE_CLOSE": "a crawl closes when none of its processes has requests left or in flight",
+}
 _DEFAULT_DUPEFILTERS = ("scrapy.dupefilters.RFPDupeFilter", "scrapy_redis.dupefilter.RFPDupeFilter")
 
 
@@ -235,6 +248,16 @@ class Addon:
         )
 
     @staticmethod
+    def _warn_unused_scheduler_settings(settings: Any) -> None:
+        """One WARNING for each scheduler setting of Scrapy's or scrapy-redis's the project
+        sets (above the add-ons' priority) that ipr-crawl's scheduler does not read."""
+        from scrapy.settings import SETTINGS_PRIORITIES
+
+        for name, why in _UNUSED_SCHEDULER_SETTINGS.items():
+            if settings.getpriority(name) is not None and settings.getpriority(name) > SETTINGS_PRIORITIES["addon"]:
+                _warn("%s=%r is not used: %s", name, settings.get(name), why)
+
+    @staticmethod
     def _warn_changed_meanings(settings: Any) -> None:
         if settings.get("JOBDIR"):
             _warn(
@@ -244,12 +267,14 @@ class Addon:
                 "IPR_CRAWL_ID" if settings.get("IPR_CRAWL_ID") else "of the same project and spider",
             )
         dupefilter = settings.get("DUPEFILTER_CLASS")
-        dupefilter = dupefilter if isinstance(dupefilter, str) else getattr(dupefilter, "__qualname__", dupefilter)
+        if dupefilter is not None and not isinstance(dupefilter, str):  # a class: by its import path
+            dupefilter = f"{getattr(dupefilter, '__module__', '')}.{getattr(dupefilter, '__qualname__', dupefilter)}"
         if dupefilter and dupefilter not in _DEFAULT_DUPEFILTERS:
             _warn(
                 "DUPEFILTER_CLASS=%r is not used: the frontier drops a request whose fingerprint "
                 "(REQUEST_FINGERPRINTER_CLASS) it has seen, unless dont_filter", dupefilter,
             )
+        Addon._warn_unused_scheduler_settings(settings)
         if settings.getint("DEPTH_PRIORITY"):
             _warn(
                 "DEPTH_PRIORITY=%s has no effect: Request.priority does not order the frontier "

@@ -207,10 +207,36 @@ def test_jobdir_and_dupefilter_are_explained(shop, tmp_path: Path) -> None:
     run = scrapy(root, "crawl", "shop", settings={
         "JOBDIR": tmp_path / "job", "DUPEFILTER_CLASS": "scrapy.dupefilters.BaseDupeFilter",
         "DEPTH_PRIORITY": 1, "IPR_DATA_DIR": tmp_path / "r", "LOG_LEVEL": "INFO",
+        # scheduler settings the add-on's scheduler does not read (Scrapy's, scrapy-redis's)
+        "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.DownloaderAwarePriorityQueue",
+        "SCHEDULER_START_MEMORY_QUEUE": "scrapy.squeues.FifoMemoryQueue", "SCHEDULER_IDLE_BEFORE_CLOSE": 10,
     })
     assert run.returncode == 0, run.stderr[-3000:]
-    for needle in ("JOBDIR=", "DUPEFILTER_CLASS=", "DEPTH_PRIORITY=1 has no effect"):
+    for needle in ("JOBDIR=", "DUPEFILTER_CLASS=", "DEPTH_PRIORITY=1 has no effect",
+                   "SCHEDULER_PRIORITY_QUEUE='scrapy.pqueues.DownloaderAwarePriorityQueue' is not used",
+                   "SCHEDULER_START_MEMORY_QUEUE='scrapy.squeues.FifoMemoryQueue' is not used",
+                   "SCHEDULER_IDLE_BEFORE_CLOSE='10' is not used"):
         assert sum(needle in line and "WARNING" in line for line in run.stderr.splitlines()) == 1, needle
+    # the settings a project does not set get no warning
+    assert "SCHEDULER_MEMORY_QUEUE=" not in run.stderr and "SCHEDULER_QUEUE_CLASS=" not in run.stderr
+
+
+def test_scrapys_own_dupefilter_given_as_a_class_gets_no_warning(caplog) -> None:
+    """``DUPEFILTER_CLASS`` set to Scrapy's ``RFPDupeFilter`` class (not its import path) is
+    what the frontier does already: no warning (issue 50: it got a false one)."""
+    import logging
+
+    from scrapy.dupefilters import BaseDupeFilter, RFPDupeFilter
+    from scrapy.settings import Settings
+
+    from ipr_crawl.addon import Addon
+
+    with caplog.at_level(logging.WARNING, logger="ipr_crawl.addon"):
+        Addon._warn_changed_meanings(Settings({"DUPEFILTER_CLASS": RFPDupeFilter}))
+        assert caplog.records == []
+        Addon._warn_changed_meanings(Settings({"DUPEFILTER_CLASS": BaseDupeFilter}))
+    assert ["DUPEFILTER_CLASS='scrapy.dupefilters.BaseDupeFilter' is not used" in r.getMessage()
+            for r in caplog.records] == [True]
 
 
 def test_requests_yielded_before_a_callback_raises_are_kept(shop, tmp_path: Path) -> None:
