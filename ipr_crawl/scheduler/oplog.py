@@ -70,25 +70,51 @@ class FrontierLine:
         )
 
 
+#: Close reasons that leave a crawl to resume at its next run: a signal (Ctrl-C, scrapyd's
+#: cancel), Redis away, the memory limit (MEMUSAGE_LIMIT_MB, a crash by another name).
+#: A kill or a crash never reaches the close. Every other reason is a deliberate close
+#: (``CLOSESPIDER_*``, a spider's ``CloseSpider``): an end, like ``finished``.
+INTERRUPTED_REASONS = frozenset({"shutdown", "ipr_redis_unavailable", "memusage_exceeded"})
+
+
 def close_summary(store: Any, crawl_id: str, reason: str, local_left: bool, stats_set: Callable[[str, Any], None]) -> None:
-    """At close: the crawl's counts as ``ipr/frontier/*`` stats and one line; a crawl
-    closed ``finished`` with nothing pending anywhere (and nothing left in this process's
-    memory, ``local_left``) is marked finished: its next run starts afresh."""
+    """At close: the crawl's sizes as ``ipr/crawl/*`` stats (apart from the live
+    ``ipr/frontier/*`` counters of this process, some of the same names) and one line. The
+    crawl is marked finished (its next run starts afresh, with this crawl's graph as its
+    prior) when it closed ``finished`` with nothing pending anywhere (and nothing left in
+    this process's memory, ``local_left``), or when this process, the last of the crawl
+    alive, closed it deliberately (a reason not in :data:`INTERRUPTED_REASONS`:
+    ``CLOSESPIDER_*``, ``CloseSpider``). Call it after this process's holder was released."""
     counts = store.counts()
     for name, value in counts.items():
-        stats_set(f"ipr/frontier/{name}", value)
+        stats_set(f"ipr/crawl/{name}", value)
     logger.info("ipr-crawl: crawl %r closed (%s): %s", crawl_id, reason, counts)
-    if reason == "finished" and not local_left and not counts["frontier"] + counts["forced"] + counts["in_flight"]:
-        # nothing pending in the whole crawl: its next run starts afresh (open)
-        from ipr_crawl.store.archive import mark_finished
+    pending = counts["frontier"] + counts["forced"] + counts["in_flight"]
+    if reason == "finished":
+        ended = not local_left and not pending
+    elif reason in INTERRUPTED_REASONS:
+        ended = False
+    else:
+        alive, _ = store.holder_counts()
+        ended = not alive
+        if alive:
+            logger.info("ipr-crawl: this process stopped (%s); %d other processes of crawl %r go on (CLOSESPIDER_* "
+                        "limits count each process's own pages, items and time)", reason, alive, crawl_id)
+        elif pending:
+            logger.info("ipr-crawl: crawl %r ended by %s with %d requests not fetched (a deliberate close is an end; "
+                        "only a signal, a kill, a crash or Redis away leave a crawl to resume)", crawl_id, reason,
+                        pending)
+    if not ended:
+        return
+    from ipr_crawl.store.archive import mark_finished
 
-        mark_finished(store.client, crawl_id, reason, counts["fetched"], counts["failed"])
-        stats_set("ipr/finished", 1)
-        logger.info(
-            "ipr-crawl: crawl %r finished: run again, it starts afresh with this crawl's graph as its prior "
-            "(with SCHEDULER_PERSIST=True it stays finished; with IPR_REVISIT_ENABLED it revisits)",
-            crawl_id,
-        )
+    mark_finished(store.client, crawl_id, reason, counts["fetched"], counts["failed"])
+    stats_set("ipr/finished", 1)
+    logger.info(
+        "ipr-crawl: crawl %r finished: run again, it starts afresh with this crawl's graph as its prior "
+        "(with SCHEDULER_PERSIST=True it is kept%s; with IPR_REVISIT_ENABLED it revisits)",
+        crawl_id, " and goes on with the requests not fetched" if pending else "",
+    )
 
 
 def closed_without_redis_line(crawl_id: str, reason: str, exc: BaseException | None, held: int) -> None:

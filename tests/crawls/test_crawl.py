@@ -178,9 +178,9 @@ def test_resume_fetches_the_rest_once(graph_server, crawl, tmp_path):
     served = graph_server(HARVARD)
     back, _ = node_map(graph, None, served.base)
     data = tmp_path / "data"
-    first = crawl(served.seed_url, tmp_path / "run1.log", {"IPR_DATA_DIR": data, "CLOSESPIDER_PAGECOUNT": 100})
+    first = crawl(served.seed_url, tmp_path / "run1.log", {"IPR_DATA_DIR": data, "INTERRUPT_AFTER_PAGES": 100})
     assert first.returncode == 0, first.stderr[-3000:]
-    assert "(new)" in first.log and "closespider_pagecount" in first.log
+    assert "(new)" in first.log and "Spider closed (shutdown)" in first.log  # interrupted, as by Ctrl-C
     assert 100 <= len(first.fetched) < 300
     second = crawl(served.seed_url, tmp_path / "run2.log", {"IPR_DATA_DIR": data})
     assert second.returncode == 0, second.stderr[-3000:]
@@ -224,7 +224,7 @@ def test_crawl_from_redirecting_seed(graph_server, crawl, tmp_path):
 def test_resume_with_another_ordering_is_refused(graph_server, crawl, tmp_path):
     served = graph_server(HARVARD)
     data = tmp_path / "data"
-    first = crawl(served.seed_url, tmp_path / "run1.log", {"IPR_DATA_DIR": data, "CLOSESPIDER_PAGECOUNT": 20})
+    first = crawl(served.seed_url, tmp_path / "run1.log", {"IPR_DATA_DIR": data, "INTERRUPT_AFTER_PAGES": 20})
     assert first.returncode == 0, first.stderr[-3000:]
     second = crawl(served.seed_url, tmp_path / "run2.log", {"IPR_DATA_DIR": data, "IPR_ORDERING": "blc"}, timeout=120)
     out = second.log + second.stderr

@@ -39,7 +39,7 @@ def stopped_crawl(tmp_path_factory):
     data = tmp_path / "data"
     try:
         run = run_crawl(served.seed_url, tmp_path / "crawl.log", {
-            "IPR_DATA_DIR": data, "IPR_CRAWL_ID": "ops", "CLOSESPIDER_PAGECOUNT": 120, "DOWNLOAD_DELAY": 0.01,
+            "IPR_DATA_DIR": data, "IPR_CRAWL_ID": "ops", "INTERRUPT_AFTER_PAGES": 120, "DOWNLOAD_DELAY": 0.01,
             "IPR_TIMELINE_SECS": 0.2, "IPR_LOGSTATS_INTERVAL": 0.5, "IPR_HEARTBEAT_SECS": 0.5,
         })
         kill_embedded_redis(data)

@@ -112,14 +112,14 @@ def _paths(graph, seed: int) -> list[str]:
 
 @pytest.mark.slow  # a long real-crawl test: CI runs it (make test ARGS="-m 'slow or data'")
 def test_polite_resume_fetches_the_rest_once(hosts, crawl, tmp_path):
-    """Stopped by CLOSESPIDER_PAGECOUNT with requests buffered and leased: they are
+    """Interrupted (as by Ctrl-C) with requests buffered and leased: they are
     handed back at close; the resumed crawl fetches every other page once."""
     graph = read_graph(HARVARD)
     (seed_a, url_a, base_a), (seed_b, url_b, base_b) = hosts(HARVARD, "127.0.0.1", "127.0.0.2")
     settings = {"DOWNLOAD_DELAY": 0.01, "IPR_POLITE_POP": True, "IPR_DATA_DIR": tmp_path / "data"}
-    first = crawl(f"{url_a},{url_b}", tmp_path / "run1.log", {**settings, "CLOSESPIDER_PAGECOUNT": 150})
+    first = crawl(f"{url_a},{url_b}", tmp_path / "run1.log", {**settings, "INTERRUPT_AFTER_PAGES": 150})
     assert first.returncode == 0, first.stderr[-3000:]
-    assert "closespider_pagecount" in first.log
+    assert "Spider closed (shutdown)" in first.log
     second = crawl(f"{url_a},{url_b}", tmp_path / "run2.log", settings)
     assert second.returncode == 0, second.stderr[-3000:]
     assert "crawl 'ipr_crawl.graph' closed (finished)" in second.log

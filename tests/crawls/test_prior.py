@@ -126,7 +126,7 @@ def test_a_recrawl_with_a_prior(graph_server, crawl, tmp_path):
     for name, extra in (("week2", {"IPR_PRIOR_CRAWL": "week1"}), ("week2-noprior", {})):
         runs[name] = crawl(served.seed_url, tmp_path / f"{name}.log",
                            {**SEQUENTIAL, "IPR_DATA_DIR": data, "IPR_CRAWL_ID": name,
-                            "CLOSESPIDER_PAGECOUNT": pages, **extra})
+                            "INTERRUPT_AFTER_PAGES": pages, **extra})  # interrupted: resumed below
         assert runs[name].returncode == 0, runs[name].stderr[-3000:]
     store = open_crawl("week1", "", str(data))
     try:

@@ -91,10 +91,10 @@ def test_a_finished_crawl_run_again_starts_afresh_from_its_prior(graph_server, c
     assert st["rerun_of"] == f"{CRAWL}~1" and st["finished"]
     assert [a["crawl_id"] for a in st["archives"]] == [f"{CRAWL}~1"] and st["archives"][0]["fetched"] == len(fetched1)
 
-    third = crawl(served.seed_url, tmp_path / "run3.log", {"IPR_DATA_DIR": data, "CLOSESPIDER_PAGECOUNT": 5})
+    third = crawl(served.seed_url, tmp_path / "run3.log", {"IPR_DATA_DIR": data, "INTERRUPT_AFTER_PAGES": 5})
     assert f"kept as '{CRAWL}~2'; older crawls deleted (IPR_KEEP_CRAWLS=1): {CRAWL}~1" in third.log
     assert [a["crawl_id"] for a in status(data)["archives"]] == [f"{CRAWL}~2"]
-    # stopped by CLOSESPIDER_PAGECOUNT: not finished, so the next run resumes it (and finishes it)
+    # interrupted (as by Ctrl-C): not finished, so the next run resumes it (and finishes it)
     fourth = crawl(served.seed_url, tmp_path / "run4.log", {"IPR_DATA_DIR": data, "IPR_KEEP_CRAWLS": 2})
     assert "finished before" not in fourth.log and "(resumed)" in fourth.log
     both = [back[canonical_url(u)] for u in third.fetched + fourth.fetched]
@@ -290,3 +290,28 @@ def test_processes_started_together_on_a_finished_crawl_start_it_afresh_once(gra
     twice = [n for n, c in collections.Counter(pages).items() if c > 1 and n != served.seed]
     assert not twice  # (each process fetches the start URL, dont_filter)
     assert set(pages) == set(reachable(graph, served.seed))
+
+
+@pytest.mark.parametrize("limit", [{"CLOSESPIDER_PAGECOUNT": 40}, {"CLOSESPIDER_TIMEOUT": 1, "DOWNLOAD_DELAY": 0.05}])
+def test_a_closespider_close_is_an_end(graph_server, crawl, tmp_path, limit):
+    """A deliberate close (``CLOSESPIDER_*``: a daily cron job's ``CLOSESPIDER_TIMEOUT``) ends
+    the crawl as ``finished`` does: the next run starts afresh with it as its prior and
+    fetches the whole site again; the close reason stays Scrapy's. Only an interruption
+    resumes (issue 50, item 5: before, the second run fetched only the pages left)."""
+    graph = read_graph(HARVARD)
+    served = graph_server(HARVARD)
+    data = tmp_path / "data"
+    reason = next(iter(limit)).lower()
+    first = crawl(served.seed_url, tmp_path / "run1.log", {"IPR_DATA_DIR": data, **limit})
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert f"Spider closed ({reason})" in first.log and "'ipr/finished': 1" in first.log, first.log[-3000:]
+    assert f"ended by {reason} with " in first.log
+    # the crawl's sizes at close under their own names, beside this process's counters
+    assert "'ipr/crawl/frontier': " in first.log and "'ipr/frontier/new': " in first.log
+    assert 0 < len(first.fetched) < len(graph.nodes) // 2
+    second = crawl(served.seed_url, tmp_path / "run2.log", {"IPR_DATA_DIR": data})
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "started afresh" in second.log and "(resumed)" not in second.log, second.log[-3000:]
+    back = {canonical_url(served.base + p): n for n, p in page_paths(graph).items()}
+    assert {back[canonical_url(u)] for u in second.fetched} == set(reachable(graph, served.seed))
+    assert status(data)["archives"][0]["crawl_id"] == f"{CRAWL}~1"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import re
+import time
 from datetime import datetime
 
 import pytest
@@ -204,3 +205,25 @@ def test_a_start_url_is_fetched_once_per_shared_crawl(graph_server, redis_server
         assert run.returncode == 0, run.stderr[-3000:]
         assert "did not close as finished" not in run.stderr, run.stderr[-3000:]
     assert any("kept finished (SCHEDULER_PERSIST)" in run.stderr for run in again)
+
+
+def test_a_closespider_limit_stops_one_process_of_a_shared_crawl(graph_server, redis_server, tmp_path):
+    """``CLOSESPIDER_*`` limits count each process's own pages: a process that reaches its
+    limit stops and says the others go on; the crawl is not ended while they run, and the
+    last one finishes it (issue 50, item 5)."""
+    graph = read_graph(HARVARD)
+    served = graph_server(HARVARD)
+    base = {"IPR_REDIS_URL": redis_server.url, "IPR_CRAWL_ID": "limits", "DOWNLOAD_DELAY": 0.01}
+    logs = [tmp_path / "limited.log", tmp_path / "free.log"]
+    free_proc = start_crawl(served.seed_url, logs[1], base)
+    deadline = time.monotonic() + 120
+    while " ordered by " not in read_log(logs[1]) and time.monotonic() < deadline:  # it opened the crawl
+        time.sleep(0.1)
+    procs = [start_crawl(served.seed_url, logs[0], {**base, "CLOSESPIDER_PAGECOUNT": 15}), free_proc]
+    assert wait_all(procs, timeout=300) == [0, 0], [read_log(log)[-2000:] for log in logs]
+    limited, free = (read_log(log) for log in logs)
+    assert "Spider closed (closespider_pagecount)" in limited
+    assert "other processes of crawl 'limits' go on" in limited and "'ipr/finished'" not in limited, limited[-3000:]
+    assert "Spider closed (finished)" in free and "'ipr/finished': 1" in free, free[-3000:]
+    both = {canonical_url(u) for log in logs for u in fetched(log)}
+    assert len(both) == len(reachable(graph, served.seed))

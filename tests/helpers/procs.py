@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -443,7 +444,12 @@ def worker_store(settings: dict[str, object], env: dict[str, str]) -> dict[str, 
     pytest-xdist worker's own (``.scrapy/ipr-gw0``…) when the crawl would otherwise
     use the project's default one (no ``IPR_DATA_DIR``, no ``IPR_REDIS_URL``, the
     repository's settings): two workers' crawls with the default crawl id must not
-    meet in one store. Unchanged outside xdist."""
+    meet in one store (unchanged outside xdist). ``INTERRUPT_AFTER_PAGES``: the crawl
+    is interrupted as by Ctrl-C after that many responses (:mod:`interrupt`; ``env``
+    gets its ``PYTHONPATH``)."""
+    if settings.get("INTERRUPT_AFTER_PAGES"):  # interrupted as by Ctrl-C (tests/helpers/interrupt.py)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parent), env.get("PYTHONPATH")]))
+        settings = {**settings, "EXTENSIONS": json.dumps({"interrupt.InterruptAfter": 0})}
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if not worker or "SCRAPY_SETTINGS_MODULE" in env or {"IPR_DATA_DIR", "IPR_REDIS_URL"} & settings.keys():
         return settings
