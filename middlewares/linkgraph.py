@@ -7,7 +7,9 @@ atomic script call (:mod:`ipr_crawl.scheduler.recording`) once every item the
 callback yielded has left the item pipelines (at-least-once); the scheduler then
 leases them in priority order, so they are not passed on. Requests with
 ``dont_filter=True`` and non-HTTP(S) requests pass on to the scheduler untouched,
-and so does everything when another scheduler runs the crawl.
+and so does everything when another scheduler runs the crawl. A request that carries
+the lease of the page it came from (``ipr_lease``, copied with ``response.meta``) loses
+it here: a lease is its own request's, never a new request's.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from scrapy import Request
 from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
 
+from ipr_crawl.meta import LEASE_META
 from ipr_crawl.scheduler import scheduler_of
 from ipr_crawl.scheduler.compat import SpiderArg
 from ipr_crawl.scheduler.recording import order_links
@@ -56,8 +59,11 @@ class LinkGraphMiddleware:
         self._open.add(id(response))
         failed = False
         receivers: Any = None
+        lease = response.meta.get(LEASE_META) if response.request is not None else None
         try:
             async for item in result:
+                if lease is not None and isinstance(item, Request) and item.meta.get(LEASE_META) == lease:
+                    item = _without_lease(item, response)
                 if (
                     isinstance(item, Request)
                     and not item.dont_filter
@@ -96,3 +102,13 @@ class LinkGraphMiddleware:
         if frontier is not None and id(response) not in self._open:
             frontier.record_page(response, [])
         return None
+
+
+def _without_lease(request: Request, response: Response) -> Request:
+    """``request`` without the lease it copied from ``response.meta``; a copy when it shares
+    the response's meta (the callback yielded ``response.request`` again), whose lease
+    the page's record still needs."""
+    if request.meta is response.meta:
+        return request.replace(meta={k: v for k, v in request.meta.items() if k != LEASE_META})
+    del request.meta[LEASE_META]
+    return request

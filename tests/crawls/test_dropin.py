@@ -239,6 +239,43 @@ def test_scrapys_own_dupefilter_given_as_a_class_gets_no_warning(caplog) -> None
             for r in caplog.records] == [True]
 
 
+def test_a_callback_copying_response_meta_gets_its_own_lease(shop, tmp_path: Path) -> None:
+    """A callback that passes ``response.meta`` on to new ``dont_filter`` requests (a common
+    pattern) copies the add-on's ``ipr_lease``: each new request must get a lease of its
+    own, not be taken for a retry of its parent's (issue 50, item 7). The same fetches
+    and items as plain Scrapy."""
+    root, base = shop
+    (root / "shop" / "spiders" / "copier.py").write_text(
+        "import scrapy\n"
+        "from scrapy import signals\n"
+        "class Copier(scrapy.Spider):\n"
+        "    name = 'copier'\n"
+        f"    start_urls = ['{base}/cat/books']\n"
+        "    @classmethod\n"
+        "    def from_crawler(cls, crawler, *args, **kwargs):\n"
+        "        spider = super().from_crawler(crawler, *args, **kwargs)\n"
+        "        crawler.signals.connect(spider.scheduled, signal=signals.request_scheduled)\n"
+        "        return spider\n"
+        "    def scheduled(self, request, spider):\n"
+        "        self.logger.info('scheduled %s carrying lease %r', request.url, request.meta.get('ipr_lease'))\n"
+        "    def parse(self, response):\n"
+        "        for href in response.css('a.p::attr(href)').getall():\n"
+        "            yield scrapy.Request(response.urljoin(href), self.parse_product, meta=response.meta,\n"
+        "                                 dont_filter=True)\n"
+        "        yield response.request.replace(callback=self.parse_again, dont_filter=True)\n"
+        "    def parse_again(self, response):\n"
+        "        yield {'url': response.url, 'again': True}\n"
+        "    def parse_product(self, response):\n"
+        "        yield {'url': response.url}\n"
+    )
+    runs = {addon: _crawl(root, "copier", tmp_path / f"c-{addon}.jsonl", addon=addon) for addon in (True, False)}
+    assert items(tmp_path / "c-True.jsonl") == items(tmp_path / "c-False.jsonl")
+    assert len(items(tmp_path / "c-True.jsonl")) == 7  # the products and the category page fetched again
+    assert fetched(runs[True].stderr) == fetched(runs[False].stderr)
+    scheduled = re.findall(r"scheduled (\S+) carrying lease (\S+)", runs[True].stderr)
+    assert len(scheduled) == 8 and {lease for _, lease in scheduled} == {"None"}, scheduled  # the start, 7 more
+
+
 def test_requests_yielded_before_a_callback_raises_are_kept(shop, tmp_path: Path) -> None:
     root, base = shop
     (root / "shop" / "spiders" / "raiser.py").write_text(
