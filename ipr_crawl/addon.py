@@ -85,7 +85,7 @@ class OneLineErrors(logging.Filter):
     by its traceback at DEBUG. Only two kinds of records are held back: those that carry
     the refusal itself, and the ERRORs Scrapy logs afterwards for the refused crawl's
     spider (:data:`~ipr_crawl.scheduler.bootstrap.REFUSED_SPIDERS`: its CoreStats closing
-    a spider that never opened) unless ``LOG_LEVEL`` is DEBUG; every other record, another
+    a spider that never opened, its scraper's close); every other record, another
     crawler's included, passes. The exit status stays non-zero (Scrapy's own handling of a
     failed crawl)."""
 
@@ -104,7 +104,7 @@ class OneLineErrors(logging.Filter):
         if exc is None:
             spider = getattr(record, "spider", None)
             refused_spider = spider is not None and spider in REFUSED_SPIDERS
-            return self.keep_traceback or not (refused_spider and record.levelno >= logging.ERROR)
+            return not (refused_spider and record.levelno >= logging.ERROR)
         if exc is self.refused:
             return False  # said once already
         self.refused = exc

@@ -150,6 +150,7 @@ class FrontierConfig:
     redis_wait_replicas: int = 0
     redis_tls: dict[str, str] = field(default_factory=dict)
     redis_wait_ms: int = 1000
+    redis_allow_eviction: bool = False
     redis_backoff_secs: float = 0.1
     gil_switch_secs: float = 0.0002
     redis_thread: str = "auto"
@@ -215,6 +216,7 @@ class FrontierConfig:
             redis_wait_replicas=read(settings, "IPR_REDIS_WAIT_REPLICAS"),
             redis_tls=tls,
             redis_wait_ms=read(settings, "IPR_REDIS_WAIT_MS"),
+            redis_allow_eviction=read(settings, "IPR_REDIS_ALLOW_EVICTION"),
             redis_backoff_secs=read(settings, "IPR_REDIS_BACKOFF_SECS"),
             polite_pop=polite_enabled(settings),
             polite_buffer_size=read(settings, "IPR_POLITE_BUFFER_SIZE"),

@@ -71,6 +71,9 @@ SETTINGS: tuple[Setting, ...] = (
     S("IPR_REDIS_WAIT_REPLICAS", 0, "int", "after each page's record call, wait (Redis `WAIT`) until this many "
       "replicas have it, so that a failover cannot lose it; 0: do not wait ([docs/scaling.md](docs/scaling.md))",
       low=0),
+    S("IPR_REDIS_ALLOW_EVICTION", False, "bool", "start on a Redis whose `maxmemory-policy` may evict any key "
+      "when it is full (`allkeys-*`), which is refused otherwise: an evicted key is a page lost without a word "
+      "([docs/operations.md](docs/operations.md#a-full-redis))"),
     S("IPR_REDIS_WAIT_MS", 1000, "int", "`IPR_REDIS_WAIT_REPLICAS`: wait at most this long; fewer replicas in time "
       "are counted in `ipr/redis/wait_short`, the crawl goes on and sends no `WAIT` to that server for 5 s", low=1, unit="ms"),
     S("IPR_CLUSTER_BUCKETS", 1, "int", "split the crawl over this many buckets by host, each under its own "

@@ -25,9 +25,10 @@ from ipr_crawl.scheduler.heartbeat import holder_info
 from ipr_crawl.scheduler.migrate import carry_over
 from ipr_crawl.scheduler.refresher import Refresher
 from ipr_crawl.scheduler.revisits import RevisitObserver
-from ipr_crawl.store import adopt, connect, redact
+from ipr_crawl.store import adopt, connect, crawl_keys, redact
 from ipr_crawl.store.buckets import open_frontier
 from ipr_crawl.store.connection import is_cluster
+from ipr_crawl.store.memory import RedisFull, check_eviction, is_full
 from ipr_crawl.store.retry import RedisRetry
 from ipr_crawl.store.revisit import RevisitStore
 
@@ -352,6 +353,17 @@ def refusal_of(exc: BaseException | None) -> BaseException | None:
 
 
 def open_crawl(sched: Any, spider: Any, retry: RedisRetry) -> None:
+    """``IprScheduler.open``'s blocking part (:func:`_open_crawl`); a Redis too full to take
+    the crawl's first writes is a refusal (:class:`~ipr_crawl.store.memory.RedisFull`)."""
+    try:
+        _open_crawl(sched, spider, retry)
+    except redis.ResponseError as exc:
+        if not is_full(exc):
+            raise
+        raise RedisFull(sched.where, sched.opening_client) from exc
+
+
+def _open_crawl(sched: Any, spider: Any, retry: RedisRetry) -> None:
     """``IprScheduler.open``'s blocking part, on a worker thread (or in place when no event
     loop runs): connect, open (or resume) the crawl, its revisit store; sets the
     scheduler's ``where``, ``store``, ``revisits`` and ``revisit_observer``. Raises what
@@ -359,7 +371,8 @@ def open_crawl(sched: Any, spider: Any, retry: RedisRetry) -> None:
     cfg = sched.config
     boot = Bootstrap(sched.crawler, cfg, sched.revisit_config is not None, sched.holder, sched._stats_set)
     client, where, _ = boot.connect(retry)
-    sched.where = where
+    sched.where, sched.opening_client = where, client
+    eviction = check_eviction(client, where, cfg.redis_allow_eviction)  # refuses a Redis that may evict the crawl
     store = open_frontier(client, cfg.crawl_id, cfg.params, cfg.cluster_buckets, exact=cfg.pop_batch_size == 1)
     store.holder = sched.holder  # every settle names it: a lease another process took since is left alone
     store.lease_max_secs = cfg.lease_max_secs  # a live holder's leases are kept up to this age
@@ -379,4 +392,6 @@ def open_crawl(sched: Any, spider: Any, retry: RedisRetry) -> None:
         sched.revisits = sched.leases.revisits = Refresher(revisit_store, store, sched.revisit_config)
         sched.revisit_observer = RevisitObserver(sched.revisits, sched.revisit_config, spider)
     sched.store = sched.calls.store = store
+    if eviction and client.hsetnx(crawl_keys(cfg.crawl_id)["meta"], "said_eviction", "1"):  # once per crawl
+        logger.warning("ipr-crawl: %s", eviction)
     carry_over(sched, spider, client, store)  # scrapy-redis's queue and duplicate filter of this spider

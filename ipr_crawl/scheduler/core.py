@@ -33,7 +33,7 @@ from ipr_crawl.scheduler.enqueue import Enqueuer
 from ipr_crawl.scheduler.heartbeat import Heartbeat, holder_info, new_holder_id
 from ipr_crawl.scheduler.identity import RequestIdentity
 from ipr_crawl.scheduler.leasing import Leases
-from ipr_crawl.scheduler.oplog import FrontierLine, close_summary, closed_without_redis_line
+from ipr_crawl.scheduler.oplog import FrontierLine, close_summary, closed_without_redis_line, redis_stopped_line
 from ipr_crawl.scheduler.pacing import Pacing
 from ipr_crawl.scheduler.polite import PolitePop
 from ipr_crawl.scheduler.recording import PageRecorder
@@ -44,6 +44,7 @@ from ipr_crawl.scheduler.refresher import Refresher
 from ipr_crawl.scheduler.revisits import RevisitObserver
 from ipr_crawl.store import Link, RecordResult, redact
 from ipr_crawl.store.connection import is_cluster
+from ipr_crawl.store.memory import is_full
 from ipr_crawl.store.retry import RedisRetry
 
 if TYPE_CHECKING:
@@ -249,6 +250,10 @@ class IprScheduler(BaseScheduler):
             # renews, FrontierStore.beat's renew_only): no need to wait for it
             self.heartbeat.stop(timeout=0.2)
         io = self.io
+        if self.calls.down:  # Redis away or full: nothing more is written, the leases stay for the next run
+            self._closed_without_redis(reason, self.calls.retry.last_error if self.calls.retry else None)
+            self._closed()
+            return None
         if io is None or not io.alive:
             buffered = list(self.leases.buffer)
             self.leases.buffer.clear()
@@ -272,7 +277,8 @@ class IprScheduler(BaseScheduler):
             self.store.client.close()
 
     def redis_unavailable(self, exc: Exception) -> None:
-        """Redis stayed unreachable through every retry: stop the crawl cleanly.
+        """Redis stayed unreachable through every retry, or it is full (it refused a write,
+        ``OOM``): stop the crawl cleanly (reason ``ipr_redis_unavailable`` or ``ipr_redis_full``).
 
         Nothing enqueued is lost: requests leased by this process stay in the
         crawl's in-flight set and go back to the frontier when their leases
@@ -281,18 +287,18 @@ class IprScheduler(BaseScheduler):
         if self.calls.down:
             return
         self.calls.down = True
-        self._stats_inc("ipr/redis/unavailable")
+        full = is_full(exc)  # a write refused for lack of memory (OOM)
+        self._stats_inc("ipr/redis/full" if full else "ipr/redis/unavailable")
         where = getattr(self, "where", "") or (f"Redis at {redact(self.config.redis_url)}" if self.config.redis_url
                                                else "the embedded Redis")
         waited = self.calls.retry.failing_for() if self.calls.retry is not None else 0.0
-        logger.error("ipr-crawl: %s unreachable for %.1f s of retries (IPR_REDIS_RETRY_SECS=%g): %s; stopping the "
-                     "crawl (reason ipr_redis_unavailable). Nothing is lost: start it again when Redis is back",
-                     where, waited or self.config.redis_retry_secs, self.config.redis_retry_secs, exc)
+        redis_stopped_line(where, exc, waited or self.config.redis_retry_secs, self.config.redis_retry_secs,
+                           self.store.client if full else None, self._closing)
         # The crawl failed: `scrapy crawl` exits with status 1, as for a crawl whose
         # spider could not start (Scrapy's CrawlerProcess.bootstrap_failed reads it).
         self.crawler.signals.connect(self._mark_failed, signal=signals.engine_stopped)
         if not self._closing:
-            close_spider(self.crawler, "ipr_redis_unavailable")
+            close_spider(self.crawler, "ipr_redis_full" if full else "ipr_redis_unavailable")
 
     def _mark_failed(self) -> None:
         """``engine_stopped`` of a crawl stopped for ``ipr_redis_unavailable``: Scrapy's

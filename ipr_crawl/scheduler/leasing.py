@@ -29,7 +29,7 @@ from ipr_crawl.scheduler.compat import loop_deliverer
 from ipr_crawl.scheduler.identity import RequestIdentity
 from ipr_crawl.scheduler.oplog import log_wait
 from ipr_crawl.scheduler.pacing import Pacing
-from ipr_crawl.scheduler.redis_calls import REDIS_DOWN, RedisCalls
+from ipr_crawl.scheduler.redis_calls import REDIS_DOWN, RedisCalls, stops_the_crawl
 from ipr_crawl.scheduler.refresher import Refresher
 
 __all__ = ["Leases"]
@@ -419,7 +419,7 @@ class Leases:
         full Redis) is logged, and the page's lease goes back to the frontier, so the
         page is fetched again and its links recorded then, instead of waiting in flight
         (``ipr/lease/released_after_record_error``)."""
-        if isinstance(exc, REDIS_DOWN) or not lease:
+        if stops_the_crawl(exc) or not lease:  # Redis away or full: the lease stays for the next run
             self.calls.failed(exc)
             return
         logger.error("ipr-crawl: recording a page failed (%s); its lease goes back to the frontier and the page "

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["FrontierLine", "close_summary", "closed_without_redis_line", "log_wait"]
+__all__ = ["FrontierLine", "close_summary", "closed_without_redis_line", "log_wait", "redis_stopped_line"]
 
 # the scheduler's log lines keep their logger's name
 logger = logging.getLogger("ipr_crawl.scheduler.core")
@@ -71,10 +71,10 @@ class FrontierLine:
 
 
 #: Close reasons that leave a crawl to resume at its next run: a signal (Ctrl-C, scrapyd's
-#: cancel), Redis away, the memory limit (MEMUSAGE_LIMIT_MB, a crash by another name).
+#: cancel), Redis away or full, the memory limit (MEMUSAGE_LIMIT_MB, a crash by another name).
 #: A kill or a crash never reaches the close. Every other reason is a deliberate close
 #: (``CLOSESPIDER_*``, a spider's ``CloseSpider``): an end, like ``finished``.
-INTERRUPTED_REASONS = frozenset({"shutdown", "ipr_redis_unavailable", "memusage_exceeded"})
+INTERRUPTED_REASONS = frozenset({"shutdown", "ipr_redis_unavailable", "ipr_redis_full", "memusage_exceeded"})
 
 
 def close_summary(store: Any, crawl_id: str, reason: str, local_left: bool, stats_set: Callable[[str, Any], None]) -> None:
@@ -118,10 +118,35 @@ def close_summary(store: Any, crawl_id: str, reason: str, local_left: bool, stat
 
 
 def closed_without_redis_line(crawl_id: str, reason: str, exc: BaseException | None, held: int) -> None:
-    """The crawl closed without Redis: the ``held`` leases of this process stay leased."""
+    """The crawl closed without Redis (away, or full: nothing more written): the ``held``
+    leases of this process stay leased."""
+    from ipr_crawl.store.memory import is_full
+
+    how = "without writing to Redis, which is full" if reason == "ipr_redis_full" or (exc and is_full(exc)) else (
+        f"without Redis ({exc or 'unreachable'})")
     logger.error(
-        "ipr-crawl: crawl %r closed (%s) without Redis (%s): %d requests leased by this process stay "
+        "ipr-crawl: crawl %r closed (%s) %s: %d requests leased by this process stay "
         "leased; the next run of the crawl hands them back at its first pop (this process's "
         "heartbeat stops), or they go back when their leases expire (IPR_LEASE_SECS)",
-        crawl_id, reason, exc or "unreachable", held,
+        crawl_id, reason, how, held,
     )
+
+
+def redis_stopped_line(
+    where: str, exc: BaseException, waited: float, retry_secs: float, full_client: Any, closing: bool = False,
+) -> None:
+    """The crawl stops: Redis unreachable through ``waited`` s of retries, or, with
+    ``full_client`` (the crawl's client), full: it refused a write (``OOM``; ``closing``:
+    a write of the close, the crawl then not marked finished)."""
+    if full_client is None:
+        logger.error("ipr-crawl: %s unreachable for %.1f s of retries (IPR_REDIS_RETRY_SECS=%g): %s; stopping the "
+                     "crawl (reason ipr_redis_unavailable). Nothing is lost: start it again when Redis is back",
+                     where, waited, retry_secs, exc)
+        return
+    from ipr_crawl.store.memory import memory_line
+
+    logger.error("ipr-crawl: %s is full (%s) and refused a write of the crawl; %s. Nothing is lost: the requests "
+                 "this process leased stay leased for the next run. Raise the server's maxmemory (CONFIG SET "
+                 "maxmemory ...) or free memory, then run again", where,
+                 memory_line(full_client) or "its memory cannot be read",
+                 "it closes without being marked finished" if closing else "stopping the crawl (reason ipr_redis_full)")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -21,8 +20,9 @@ from typing import Any, TypeVar
 
 import redis
 
-from ipr_crawl.scheduler.redis_thread import RedisThread
+from ipr_crawl.scheduler.redis_thread import SWITCH_INTERVAL, RedisThread
 from ipr_crawl.store import Link, RecordResult
+from ipr_crawl.store.memory import is_full
 from ipr_crawl.store.pipe import Call, RedisPipe, async_connection_factory
 from ipr_crawl.store.retry import RedisRetry
 
@@ -32,6 +32,13 @@ logger = logging.getLogger("ipr_crawl.scheduler.core")
 
 #: Errors of a Redis that stays unreachable after IPR_REDIS_RETRY_SECS of retries.
 REDIS_DOWN = (redis.ConnectionError, redis.TimeoutError)
+
+
+def stops_the_crawl(exc: BaseException) -> bool:
+    """Redis unreachable for good (:data:`REDIS_DOWN`) or full (a write refused: ``OOM``)."""
+    return isinstance(exc, REDIS_DOWN) or is_full(exc)
+
+
 #: While Redis is away, how long a call the event loop must wait for (enqueue_request) is
 #: waited for before the crawl goes on (the call still runs later) (s).
 SYNC_WHILE_AWAY_SECS = 0.5
@@ -43,31 +50,7 @@ DEAD_PIPES_LIMIT = 5
 _T = TypeVar("_T")
 
 
-class _SwitchInterval:
-    """Python's thread switch interval, shared by every scheduler of the process: the
-    shortest asked for while any runs, Python's own again once the last has stopped
-    (two crawlers in one process stop in any order)."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.asked: list[float] = []
-        self.original = 0.0
-
-    def shorten(self, secs: float) -> None:
-        with self.lock:
-            if not self.asked:
-                self.original = sys.getswitchinterval()
-            self.asked.append(secs)
-            sys.setswitchinterval(min(self.asked))
-
-    def restore(self, secs: float) -> None:
-        with self.lock:
-            if secs in self.asked:
-                self.asked.remove(secs)
-            sys.setswitchinterval(min(self.asked) if self.asked else self.original)
-
-
-_SWITCH = _SwitchInterval()
+_SWITCH = SWITCH_INTERVAL
 
 
 class RedisCalls:
@@ -260,7 +243,9 @@ class RedisCalls:
 
         def failed(exc: BaseException) -> None:
             state["finished"] = True
-            if isinstance(exc, REDIS_DOWN):
+            if stops_the_crawl(exc):
+                if is_full(exc):  # said in one line; the exit status 1 (the crawl is not marked finished)
+                    self.on_down(exc)
                 without_redis(exc)
             else:
                 logger.error("ipr-crawl: %s: %s", what, exc, exc_info=(type(exc), exc, exc.__traceback__))
@@ -316,6 +301,11 @@ class RedisCalls:
             self.on_down(exc)
             return default
         except TimeoutError:
+            return default
+        except redis.ResponseError as exc:
+            if not is_full(exc):
+                raise
+            self.on_down(exc)
             return default
 
     def hand_over(self, exc: BaseException) -> Any:
@@ -489,8 +479,8 @@ class RedisCalls:
         self.submit(record, then=then, failed=failed)
 
     def failed(self, exc: BaseException) -> None:
-        """A call on the Redis thread failed: Redis gone for good stops the crawl; else logged."""
-        if isinstance(exc, REDIS_DOWN):
+        """A call on the Redis thread failed: Redis gone for good, or full, stops the crawl; else logged."""
+        if stops_the_crawl(exc):
             self.on_down(exc)
         else:
             logger.error("ipr-crawl: a Redis call failed: %s", exc, exc_info=(type(exc), exc, exc.__traceback__))

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -42,7 +43,7 @@ from typing import Any
 
 from ipr_crawl.scheduler.compat import loop_deliverer
 
-__all__ = ["BlockedTime", "RedisThread"]
+__all__ = ["SWITCH_INTERVAL", "BlockedTime", "RedisThread", "SwitchInterval"]
 
 logger = logging.getLogger(__name__)
 
@@ -190,3 +191,31 @@ class RedisThread:
             callback(value)
         elif not ok:
             logger.error("ipr-crawl: a Redis call failed", exc_info=(type(value), value, value.__traceback__))
+
+
+class SwitchInterval:
+    """Python's thread switch interval, shared by every scheduler of the process: the
+    shortest asked for while any runs, Python's own again once the last has stopped
+    (two crawlers in one process stop in any order)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.asked: list[float] = []
+        self.original = 0.0
+
+    def shorten(self, secs: float) -> None:
+        with self.lock:
+            if not self.asked:
+                self.original = sys.getswitchinterval()
+            self.asked.append(secs)
+            sys.setswitchinterval(min(self.asked))
+
+    def restore(self, secs: float) -> None:
+        with self.lock:
+            if secs in self.asked:
+                self.asked.remove(secs)
+            sys.setswitchinterval(min(self.asked) if self.asked else self.original)
+
+
+#: The process's one :class:`SwitchInterval` (``IPR_GIL_SWITCH_SECS``).
+SWITCH_INTERVAL = SwitchInterval()

@@ -105,10 +105,10 @@ def test_two_schedulers_restore_pythons_switch_interval_in_any_order():
     runs, Python's own again once the last has stopped, whichever stops first."""
     import sys
 
-    from ipr_crawl.scheduler.redis_calls import _SwitchInterval
+    from ipr_crawl.scheduler.redis_thread import SwitchInterval
 
     own = sys.getswitchinterval()
-    switch = _SwitchInterval()
+    switch = SwitchInterval()
     try:
         switch.shorten(0.0002)  # crawler A
         switch.shorten(0.001)  # crawler B
