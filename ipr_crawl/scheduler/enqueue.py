@@ -113,7 +113,7 @@ class Enqueuer:
                 self.stats_inc("ipr/frontier/redirects")
                 other_bucket = link.bucket != where.get("bucket", 0) and not request.dont_filter
 
-                def redirect_recorded(added: int) -> bool:
+                def redirect_recorded(added: int) -> bool:  # queued by the record: new, or again (Scrapy's rule)
                     if other_bucket:
                         # bucket mode, a target on another host's bucket: it went to the outbox
                         # (queued there unless that bucket knows it already)
@@ -129,7 +129,7 @@ class Enqueuer:
 
                 return self._now_or_later(
                     request, functools.partial(self.calls.store.record_page, *args, **where),
-                    self.calls.call_of("record", *args, **where), lambda result: redirect_recorded(result.added),
+                    self.calls.call_of("record", *args, **where), lambda result: redirect_recorded(result.added + result.refetched),
                 )
         return self._store(request, rid, payload, lease)
 

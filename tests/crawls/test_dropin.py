@@ -276,6 +276,27 @@ def test_a_callback_copying_response_meta_gets_its_own_lease(shop, tmp_path: Pat
     assert len(scheduled) == 8 and {lease for _, lease in scheduled} == {"None"}, scheduled  # the start, 7 more
 
 
+def test_two_start_urls_redirecting_to_one_page_fetch_it_twice_as_scrapy(shop, tmp_path: Path) -> None:
+    """Two start URLs (``dont_filter``) redirecting to one page: Scrapy fetches it twice (a
+    redirect keeps ``dont_filter``), and so does the add-on, not three times (Scrapy's
+    ``test_engine.py::TestEngine::test_crawler``: the second redirect's target was queued
+    both by its record, under Scrapy's rule for a URL only ``dont_filter`` requests had
+    brought, and in the forced queue)."""
+    root, base = shop
+    (root / "shop" / "spiders" / "twice.py").write_text(
+        "import scrapy\n"
+        "class Twice(scrapy.Spider):\n"
+        "    name = 'twice'\n"
+        f"    start_urls = ['{base}/go/1', '{base}/go/1?again=1']\n"
+        "    def parse(self, response):\n"
+        "        yield {'url': response.url}\n"
+    )
+    runs = {addon: _crawl(root, "twice", tmp_path / f"t-{addon}.jsonl", addon=addon) for addon in (True, False)}
+    assert fetched(runs[True].stderr) == fetched(runs[False].stderr)
+    assert fetched(runs[False].stderr)[("200", "GET", f"{base}/product/1")] == 2
+    assert items(tmp_path / "t-True.jsonl") == items(tmp_path / "t-False.jsonl")
+
+
 def test_requests_yielded_before_a_callback_raises_are_kept(shop, tmp_path: Path) -> None:
     root, base = shop
     (root / "shop" / "spiders" / "raiser.py").write_text(
