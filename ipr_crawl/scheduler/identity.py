@@ -22,6 +22,7 @@ to either is an edge to that node, fetched once.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from scrapy import Request
@@ -51,6 +52,8 @@ class RequestIdentity:
         self._merged: dict[bytes, tuple[str, bytes]] = {}
         #: links merged into another URL's node (``ipr/links/merged``)
         self.merged = 0
+        #: each request's fingerprint, asked once (:meth:`fingerprint`)
+        self._fps: weakref.WeakKeyDictionary[Request, bytes] = weakref.WeakKeyDictionary()
 
     def is_link(self, request: Request) -> bool:
         """True for a request that is the plain GET of its URL (a link-graph node)."""
@@ -63,7 +66,15 @@ class RequestIdentity:
             if len(self._url_fp) > 100_000:
                 self._url_fp.clear()
             url_fp = self._url_fp[request.url] = self.fingerprinter.fingerprint(Request(request.url))
-        return bool(self.fingerprinter.fingerprint(request) == url_fp)
+        return bool(self.fingerprint(request) == url_fp)
+
+    def fingerprint(self, request: Request) -> bytes:
+        """The fingerprinter's fingerprint of ``request``, asked once per request object
+        (a project's fingerprinter may cache nothing; Scrapy's duplicate filter asks once)."""
+        fp = self._fps.get(request)
+        if fp is None:
+            fp = self._fps[request] = bytes(self.fingerprinter.fingerprint(request))
+        return fp
 
     def link(self, request: Request, canon: str, rid: bytes) -> tuple[str, bytes]:
         """The ``(canonical URL, node id)`` a link request stands for: its own (``canon``,
@@ -72,7 +83,7 @@ class RequestIdentity:
         memory starts again (a URL merged before may then get a node of its own)."""
         if self.default:
             return canon, rid
-        fp = bytes(self.fingerprinter.fingerprint(request))
+        fp = self.fingerprint(request)
         first = self._merged.get(fp)
         if first is None:
             if len(self._merged) >= 1 << 20:
@@ -89,4 +100,4 @@ class RequestIdentity:
                 return node_id(request.url)
             canon = canonical_url(request.url)
             return self.link(request, canon, canonical_id(canon))[1]
-        return bytes(self.fingerprinter.fingerprint(request))[:8]
+        return self.fingerprint(request)[:8]

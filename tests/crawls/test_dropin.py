@@ -297,6 +297,47 @@ def test_two_start_urls_redirecting_to_one_page_fetch_it_twice_as_scrapy(shop, t
     assert items(tmp_path / "t-True.jsonl") == items(tmp_path / "t-False.jsonl")
 
 
+def test_a_custom_fingerprinter_hashes_each_link_once(shop, tmp_path: Path) -> None:
+    """A project's own ``REQUEST_FINGERPRINTER_CLASS`` (here one that caches nothing and
+    counts its calls per request object): the add-on asks it once per request the spider
+    made, as Scrapy's duplicate filter does (issue 50, item 8; it asked twice). A request
+    popped from the frontier is another object, rebuilt from its payload, and is asked
+    again (Scrapy never rebuilds one)."""
+    root, base = shop
+    (root / "shop" / "counting.py").write_text(
+        "import collections, logging\n"
+        "from scrapy.utils.request import RequestFingerprinter\n"
+        "CALLS = collections.Counter()\n"
+        "class CountingFingerprinter(RequestFingerprinter):\n"
+        "    def fingerprint(self, request):\n"
+        "        # a request as the spider made it (not a probe of its URL, not one rebuilt from the frontier)\n"
+        "        if request.callback is not None and 'ipr_lease' not in request.meta:\n"
+        "            CALLS[request] += 1\n"
+        "        return super().fingerprint(request)\n"
+    )
+    (root / "shop" / "spiders" / "counted.py").write_text(
+        "import scrapy\n"
+        "from shop import counting\n"
+        "class Counted(scrapy.Spider):\n"
+        "    name = 'counted'\n"
+        f"    start_urls = ['{base}/cat/books']\n"
+        "    def parse(self, response):\n"
+        "        for href in response.css('a.p::attr(href)').getall():\n"
+        "            yield response.follow(href, self.parse_product)\n"
+        "    def parse_product(self, response):\n"
+        "        yield {'url': response.url}\n"
+        "    def closed(self, reason):\n"
+        "        self.logger.info('fingerprint calls per request: %s', sorted(set(counting.CALLS.values())))\n"
+    )
+    calls = {}
+    for addon in (True, False):
+        run = _crawl(root, "counted", tmp_path / f"c-{addon}.jsonl", addon=addon,
+                     REQUEST_FINGERPRINTER_CLASS="shop.counting.CountingFingerprinter")
+        assert len(items(tmp_path / f"c-{addon}.jsonl")) == 6
+        calls[addon] = re.search(r"fingerprint calls per request: (\[.*\])", run.stderr)[1]
+    assert calls[True] == calls[False] == "[1]", calls
+
+
 def test_requests_yielded_before_a_callback_raises_are_kept(shop, tmp_path: Path) -> None:
     root, base = shop
     (root / "shop" / "spiders" / "raiser.py").write_text(
