@@ -473,6 +473,11 @@ INTENDED = {
     "tests/test_scheduler_base.py::TestMinimalSchedulerCrawl::test_crawl": "the add-on refuses a SCHEDULER setting",
     "tests/test_scheduler_base.py::TestSimpleSchedulerCrawl::test_crawl": "the add-on refuses a SCHEDULER setting",
     "tests/test_engine_close_spider.py::test_exception_scheduler": "a test of Scrapy's own Scheduler internals (dqs)",
+    # Scrapy 2.13's version only: its second crawl (4 pages, no delay, responses up to
+    # 0.4 s late) must average <= 0.25 s between responses; the add-on's slow start hands
+    # the engine one request at a time at a crawl's start (passes 3 of 3 with
+    # IPR_SLOW_START=False)
+    "tests/test_crawl.py::TestCrawl::test_fixed_delay": "the slow start of a crawl's first requests (Scrapy 2.13)",
 }
 
 
@@ -490,8 +495,9 @@ def main() -> int:
                     help="the Scrapy release whose tests run (default %(default)s, the newest supported; "
                          "2.13.* is the oldest)")
     ap.add_argument("--strict", action="store_true",
-                    help="exit 1 on an add-on-only failure not in INTENDED (DIFFERENCES.md), or a leftover "
-                         "redis-server (CI)")
+                    help="exit 1 on an add-on-only failure not in INTENDED (DIFFERENCES.md) (CI)")
+    ap.add_argument("--no-leftovers", action="store_true",
+                    help="exit 1 when a redis-server outlived its crawl (CI, on the newest Scrapy)")
     args = ap.parse_args()
     use_scrapy(args.scrapy)
 
@@ -583,15 +589,13 @@ def main() -> int:
         stamp = (f"Scrapy {sdist_version} sdist, {results['started']}, per-test timeout {args.test_timeout} s; "
                  "p/f/s/e = passed/failed/skipped/errors; seconds = wall time of each run.")
         update_readme(f"{stamp}\n\n{text}")
-    if args.strict:
-        unexpected = [f["nodeid"] for entry in results["files"].values()
-                      for f in entry.get("addon_only_failures", []) if f["nodeid"] not in INTENDED]
-        for nodeid in unexpected:
-            log(f"STRICT: {nodeid} fails with the add-on only and is not an intended difference (DIFFERENCES.md)")
-        if leftovers:
-            log(f"STRICT: {leftovers} redis-server(s) outlived their crawl")
-        return 1 if unexpected or leftovers else 0
-    return 0
+    unexpected = [f["nodeid"] for entry in results["files"].values()
+                  for f in entry.get("addon_only_failures", []) if f["nodeid"] not in INTENDED] if args.strict else []
+    for nodeid in unexpected:
+        log(f"STRICT: {nodeid} fails with the add-on only and is not an intended difference (DIFFERENCES.md)")
+    if args.no_leftovers and leftovers:
+        log(f"NO-LEFTOVERS: {leftovers} redis-server(s) outlived their crawl")
+    return 1 if unexpected or (args.no_leftovers and leftovers) else 0
 
 
 if __name__ == "__main__":

@@ -70,12 +70,14 @@ def embedded_data_dir(createdir: bool = True) -> str:
     """``.scrapy/ipr`` of the project; of the working folder when the settings
     module is known but no ``scrapy.cfg`` is (a scrapyd job)."""
     try:
-        return data_path("ipr", createdir=createdir)
+        # created here, not by Scrapy: its data_path (2.13) races when two crawlers of one
+        # process open at once ("FileExistsError: .scrapy/ipr")
+        path = data_path("ipr", createdir=False)
     except NotConfigured:
         path = os.path.abspath(os.path.join(".scrapy", "ipr"))
-        if createdir:
-            os.makedirs(path, exist_ok=True)
-        return path
+    if createdir:
+        os.makedirs(path, exist_ok=True)
+    return path
 
 
 def locate(settings: Any, spidercls: Any = None, createdir: bool = True) -> RedisLocation:
