@@ -352,6 +352,14 @@ def refusal_of(exc: BaseException | None) -> BaseException | None:
     return None
 
 
+def note_refusal(failure: Any, spider: Any) -> Any:
+    """Errback of a crawl's open: a refusal's spider joins :data:`REFUSED_SPIDERS`; the
+    failure is passed on."""
+    if refusal_of(failure.value):
+        REFUSED_SPIDERS.add(spider)
+    return failure
+
+
 def open_crawl(sched: Any, spider: Any, retry: RedisRetry) -> None:
     """``IprScheduler.open``'s blocking part (:func:`_open_crawl`); a Redis too full to take
     the crawl's first writes is a refusal (:class:`~ipr_crawl.store.memory.RedisFull`)."""

@@ -27,7 +27,7 @@ from scrapy.core.scheduler import BaseScheduler
 from scrapy.http import Response
 
 from ipr_crawl.config import FrontierConfig, RevisitConfig
-from ipr_crawl.scheduler.bootstrap import REFUSED_SPIDERS, open_crawl, refusal_of, scrapy_redis_settings
+from ipr_crawl.scheduler.bootstrap import note_refusal, open_crawl, scrapy_redis_settings
 from ipr_crawl.scheduler.compat import close_spider, loop_deliverer, looping_call, off_loop
 from ipr_crawl.scheduler.enqueue import Enqueuer
 from ipr_crawl.scheduler.heartbeat import Heartbeat, holder_info, new_holder_id
@@ -158,7 +158,7 @@ class IprScheduler(BaseScheduler):
         self.calls.retry = retry
         opened = off_loop(functools.partial(open_crawl, self, spider, retry), lambda _: self._started(spider, retry))
         if opened is not None:  # a refusal: Scrapy's follow-on errors for this spider are not news
-            opened.addErrback(lambda f: (REFUSED_SPIDERS.add(spider) if refusal_of(f.value) else None) or f)
+            opened.addErrback(note_refusal, spider)
         return opened
 
     def _started(self, spider: Spider, retry: RedisRetry) -> None:
@@ -276,7 +276,7 @@ class IprScheduler(BaseScheduler):
         if not self.redis_down:
             self.store.client.close()
 
-    def redis_unavailable(self, exc: Exception) -> None:
+    def redis_unavailable(self, exc: BaseException) -> None:
         """Redis stayed unreachable through every retry, or it is full (it refused a write,
         ``OOM``): stop the crawl cleanly (reason ``ipr_redis_unavailable`` or ``ipr_redis_full``).
 

@@ -65,7 +65,7 @@ class RedisCalls:
     store: Any  # FrontierStore, or BucketedFrontier (IPR_CLUSTER_BUCKETS > 1)
 
     def __init__(
-        self, retry_secs: float, on_down: Callable[[Exception], None], stats_inc: Callable[[str], None],
+        self, retry_secs: float, on_down: Callable[[BaseException], None], stats_inc: Callable[[str], None],
     ) -> None:
         self.retry_secs = retry_secs
         self.on_down = on_down
