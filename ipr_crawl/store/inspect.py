@@ -174,7 +174,9 @@ def status(store: FrontierStore, revisits: bool = True) -> dict[str, Any]:
     timeline (None without two samples in it); ``ordering``; ``time`` (s since the epoch);
     ``finished`` (when it closed as finished, else None); ``archives``: the finished
     crawls of this id kept by its reruns (:func:`ipr_crawl.store.archive.archives`),
-    oldest first; ``rerun_of``: the one it was started afresh from ("" if none)."""
+    oldest first; ``rerun_of``: the one it was started afresh from ("" if none);
+    ``memory``: the server's used and maximum memory, its eviction policy and this
+    crawl's share (:func:`_memory`)."""
     now = time.time()
     out: dict[str, Any] = {"crawl_id": store.crawl_id, "ordering": store.params.label, "time": now}
     out.update(store.counts())
@@ -183,6 +185,7 @@ def status(store: FrontierStore, revisits: bool = True) -> dict[str, Any]:
     rerun_of = store.client.hget(store.keys["meta"], "rerun_of")
     out["rerun_of"] = rerun_of.decode() if isinstance(rerun_of, bytes) else rerun_of or ""
     out["archives"] = archives(store.client, store.crawl_id)
+    out["memory"] = _memory(store)
     out["holders"] = store.holders()
     if revisits:
         out["revisits_due"] = store.client.zcount(store.keys["due"], "-inf", now)
@@ -194,6 +197,22 @@ def status(store: FrontierStore, revisits: bool = True) -> dict[str, Any]:
     else:
         out["pages_per_sec"] = None
     return out
+
+
+def _memory(store: FrontierStore) -> dict[str, Any]:
+    """The server's ``used`` and ``max`` memory (bytes; ``max`` 0: no limit), its
+    ``policy`` (None: unknown) and the bytes of this crawl's keys (``crawl``); ``{}`` when
+    the server's memory cannot be read."""
+    from ipr_crawl.store.archive import crawl_key_names
+    from ipr_crawl.store.memory import crawl_memory, eviction_policy, server_memory
+
+    mem: dict[str, Any] = dict(server_memory(store.client))
+    if not mem:
+        return {}
+    found = eviction_policy(store.client)
+    mem["policy"] = found[0] if found else None
+    mem["crawl"] = crawl_memory(store.client, crawl_key_names(store.client, store.crawl_id))
+    return mem
 
 
 def operate(store: FrontierStore, action: str, n: int = 20, as_json: bool = False, release_all: bool = False) -> str:
@@ -227,6 +246,12 @@ def format_status(st: dict[str, Any]) -> str:
         f"  frontier {st['frontier']:,}  forced {st['forced']:,}  in flight {st['in_flight']:,}",
         f"  last minute: {rate}",
     ]
+    mem = st.get("memory") or {}
+    if mem:
+        limit = f"maxmemory {mem['max'] / 1e6:,.1f} MB" if mem["max"] else "no maxmemory"
+        share = f" ({mem['crawl'] / mem['used']:.0%})" if mem["used"] else ""
+        lines.append(f"  Redis memory: used {mem['used'] / 1e6:,.1f} MB of {limit}, policy {mem['policy'] or 'unknown'}; "
+                     f"this crawl's keys {mem['crawl'] / 1e6:,.2f} MB{share}")
     if "revisits_due" in st:
         lines.append(f"  revisits due now {st['revisits_due']:,} of {st['revisits_scheduled']:,} scheduled")
     if st.get("finished"):

@@ -20,7 +20,7 @@ import redis
 from ipr_crawl.store.connection import FrontierUnavailable, is_cluster
 
 __all__ = [
-    "EXPIRING_KEYS", "EvictingRedis", "RedisFull", "check_eviction", "eviction_policy", "is_full", "memory_line", "server_memory",
+    "EXPIRING_KEYS", "EvictingRedis", "RedisFull", "check_eviction", "crawl_memory", "eviction_policy", "is_full", "memory_line", "server_memory",
 ]
 
 #: The crawl's keys with an expiry, which a ``volatile-*`` policy may evict: what it costs.
@@ -121,6 +121,18 @@ def server_memory(client: Any) -> dict[str, int]:
     except redis.RedisError:
         return {}
     return {"used": used, "max": maximum}
+
+
+def crawl_memory(client: Any, keys: list[str]) -> int:
+    """Bytes the crawl's ``keys`` take (``MEMORY USAGE``, Redis's estimate for large
+    aggregates); keys gone meanwhile count 0."""
+    total = 0
+    for key in keys:
+        try:
+            total += int(client.memory_usage(key) or 0)
+        except redis.ResponseError:  # MEMORY USAGE refused (a managed Redis): unknown
+            return 0
+    return total
 
 
 def memory_line(client: Any) -> str:

@@ -63,6 +63,11 @@ def test_status_top_and_report_of_a_real_crawl(stopped_crawl, tmp_path):
         assert {k: status[k] for k in counts} == counts
         assert counts["fetched"] >= 120 and counts["frontier"] > 0
         assert status["holders"] == []  # the crawler closed and forgot itself
+        # the server's memory and the crawl's share (issue 51, item 3)
+        mem = status["memory"]
+        assert mem["max"] == 0 and mem["policy"] == "noeviction" and 0 < mem["crawl"] < mem["used"], mem
+        text = ipr("status", "--data-dir", str(data))
+        assert "Redis memory: used " in text.stdout and "policy noeviction; this crawl's keys" in text.stdout
         timeline = store.timeline()
         assert len(timeline) >= 2 and timeline[-1]["fetched"] >= timeline[0]["fetched"]
         order = store.fetch_order()
