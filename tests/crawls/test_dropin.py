@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from userproject import fetched, items, scrapy
@@ -22,6 +23,16 @@ def _crawl(root: Path, spider: str, out: Path, addon: bool, **settings: object):
                  settings={"IPR_DATA_DIR": out.parent / f"redis-{out.stem}", **settings})
     assert run.returncode == 0, run.stderr[-4000:]
     return run
+
+
+def _same_as_plain(root: Path, spider: str, tmp_path: Path) -> dict[bool, Any]:
+    """Crawl ``spider`` with the add-on and without: the same fetches and the same items
+    (each run's output in ``<spider>-True.jsonl`` / ``<spider>-False.jsonl``). Returns the
+    runs by ``addon``."""
+    runs = {addon: _crawl(root, spider, tmp_path / f"{spider}-{addon}.jsonl", addon=addon) for addon in (True, False)}
+    assert items(tmp_path / f"{spider}-True.jsonl") == items(tmp_path / f"{spider}-False.jsonl")
+    assert fetched(runs[True].stderr) == fetched(runs[False].stderr)
+    return runs
 
 
 @pytest.mark.parametrize("spider", ["shop", "shopcrawl", "shopmap"])
@@ -268,10 +279,8 @@ def test_a_callback_copying_response_meta_gets_its_own_lease(shop, tmp_path: Pat
         "    def parse_product(self, response):\n"
         "        yield {'url': response.url}\n"
     )
-    runs = {addon: _crawl(root, "copier", tmp_path / f"c-{addon}.jsonl", addon=addon) for addon in (True, False)}
-    assert items(tmp_path / "c-True.jsonl") == items(tmp_path / "c-False.jsonl")
-    assert len(items(tmp_path / "c-True.jsonl")) == 7  # the products and the category page fetched again
-    assert fetched(runs[True].stderr) == fetched(runs[False].stderr)
+    runs = _same_as_plain(root, "copier", tmp_path)
+    assert len(items(tmp_path / "copier-True.jsonl")) == 7  # the products and the category page fetched again
     scheduled = re.findall(r"scheduled (\S+) carrying lease (\S+)", runs[True].stderr)
     assert len(scheduled) == 8 and {lease for _, lease in scheduled} == {"None"}, scheduled  # the start, 7 more
 
@@ -291,10 +300,8 @@ def test_two_start_urls_redirecting_to_one_page_fetch_it_twice_as_scrapy(shop, t
         "    def parse(self, response):\n"
         "        yield {'url': response.url}\n"
     )
-    runs = {addon: _crawl(root, "twice", tmp_path / f"t-{addon}.jsonl", addon=addon) for addon in (True, False)}
-    assert fetched(runs[True].stderr) == fetched(runs[False].stderr)
+    runs = _same_as_plain(root, "twice", tmp_path)
     assert fetched(runs[False].stderr)[("200", "GET", f"{base}/product/1")] == 2
-    assert items(tmp_path / "t-True.jsonl") == items(tmp_path / "t-False.jsonl")
 
 
 def test_a_custom_fingerprinter_hashes_each_link_once(shop, tmp_path: Path) -> None:
@@ -352,10 +359,8 @@ def test_requests_yielded_before_a_callback_raises_are_kept(shop, tmp_path: Path
         "    def parse_product(self, response):\n"
         "        yield {'url': response.url}\n"
     )
-    runs = {addon: _crawl(root, "raiser", tmp_path / f"r-{addon}.jsonl", addon=addon) for addon in (True, False)}
-    assert items(tmp_path / "r-True.jsonl") == items(tmp_path / "r-False.jsonl")
-    assert len(items(tmp_path / "r-True.jsonl")) == 6
-    assert fetched(runs[True].stderr) == fetched(runs[False].stderr)
+    runs = _same_as_plain(root, "raiser", tmp_path)
+    assert len(items(tmp_path / "raiser-True.jsonl")) == 6
     assert "ValueError: after yielding" in runs[True].stderr
 
 
