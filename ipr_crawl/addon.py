@@ -277,7 +277,7 @@ class Addon:
         Addon._warn_unused_scheduler_settings(settings)
         if settings.getint("DEPTH_PRIORITY"):
             _warn(
-                "DEPTH_PRIORITY=%s has no effect: Request.priority does not order the frontier "
+                "DEPTH_PRIORITY=%s has no effect: a link's Request.priority does not order the frontier "
                 "(the ordering IPR_ORDERING=%r does); IPR_ORDERING=bf gives breadth-first order",
                 settings.getint("DEPTH_PRIORITY"),
                 settings.get("IPR_ORDERING"),

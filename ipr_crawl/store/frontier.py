@@ -58,6 +58,7 @@ def create_meta(client: redis.Redis, key: str, fields: dict[str, Any]) -> bool:
 #: how long a forced enqueue's id is kept against a second application (ms): a call sent
 #: again after its reply was lost comes within seconds
 OP_TTL_MS = 600_000
+MAX_PRIORITY = 2047  #: the forced queue's priorities are Scrapy's, clamped to this (its key: _forced.lua)
 
 
 class FrontierStore(PipelinedRecord, FrontierReads):
@@ -225,7 +226,7 @@ class FrontierStore(PipelinedRecord, FrontierReads):
         carried over from it (:attr:`Link.seen_fp`); ``op``, an id of this call unique in
         the crawl (a holder id and a sequence number): the same forced request sent again
         (a reply lost with its connection) is queued once (its key ``enq:<op>`` lives
-        :data:`OP_TTL_MS`)."""
+        :data:`OP_TTL_MS`); ``priority``: a forced request's Scrapy priority (_forced.lua)."""
         keys, args = self._enqueue_argv(id_, tie, payload, dont_filter, lease, **how)
         return int(self._scripts["enqueue"](keys=keys, args=args))
 
@@ -235,14 +236,13 @@ class FrontierStore(PipelinedRecord, FrontierReads):
 
     def _enqueue_argv(
         self, id_: bytes, tie: int, payload: bytes, dont_filter: bool, lease: bytes, shared_start: bool = False,
-        seen_fp: str = "", op: str = "",
+        seen_fp: str = "", op: str = "", priority: int = 0,
     ) -> tuple[list[str], list[Any]]:
         mode = "s" if shared_start else "1" if dont_filter else "0"
         keys = self._k("meta", "node", "frontier", "lease", "req", "forced", "unfiltered", "imported_seen")
-        if op and mode == "1":
-            keys.append(self.keys["meta"][: -len("meta")] + "enq:" + op)
+        keys += [self.keys["meta"][: -len("meta")] + "enq:" + op] if op and mode == "1" else []
         return (keys, [self._lua_ordering, id_, tie, payload, mode, settle_arg(lease, self.holder), self._start_score,
-                       seen_fp, OP_TTL_MS])
+                       seen_fp, OP_TTL_MS, max(-MAX_PRIORITY, min(MAX_PRIORITY, int(priority)))])
 
     # -- the hot calls as commands, for the pipelined connection (store/pipe.py) ----------
     def pipe_scripts(self) -> list[Any]:

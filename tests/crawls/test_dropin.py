@@ -345,6 +345,32 @@ def test_a_custom_fingerprinter_hashes_each_link_once(shop, tmp_path: Path) -> N
     assert calls[True] == calls[False] == "[1]", calls
 
 
+def test_a_retry_waits_for_the_requests_of_higher_priority_as_in_scrapy(shop, tmp_path: Path) -> None:
+    """A retry carries ``RETRY_PRIORITY_ADJUST`` (-1): Scrapy fetches it once no request of
+    priority 0 is left, so with one request at a time the retried page (``/flaky``: 503,
+    then 200) is the crawl's last fetch, with and without the add-on (issue 50, item 4:
+    the add-on's forced queue served it next, before the frontier)."""
+    from procs import start_server
+    from userproject import make_project
+
+    order = {}
+    for addon in (True, False):
+        proc, m = start_server([sys.executable, str(Path(__file__).parents[1] / "helpers" / "shopsite.py")],
+                               r"serving shop at (\S+)")  # a fresh site: /flaky fails once per server
+        try:
+            root = make_project(tmp_path / f"project-{addon}", m[1].rstrip("/"))
+            run = _crawl(root, "shop", tmp_path / f"retry-{addon}.jsonl", addon=addon, CONCURRENT_REQUESTS=1)
+        finally:
+            proc.kill()
+            proc.communicate(timeout=10)
+        # the responses in order: "Retrying" for the 503 (RetryMiddleware), "Crawled (200)" after
+        order[addon] = re.findall(r"(Crawled \(\d+\)|Retrying) <(?:GET|POST) ([^>\s]+)>", run.stderr)
+    for addon, crawled in order.items():
+        flaky = [k for k, (_, url) in enumerate(crawled) if url.endswith("/flaky")]
+        assert [crawled[k][0] for k in flaky] == ["Retrying", "Crawled (200)"], (addon, crawled)
+        assert flaky[1] == len(crawled) - 1 and flaky[1] - flaky[0] > 1, (addon, crawled)
+
+
 def test_requests_yielded_before_a_callback_raises_are_kept(shop, tmp_path: Path) -> None:
     root, base = shop
     (root / "shop" / "spiders" / "raiser.py").write_text(

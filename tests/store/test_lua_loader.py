@@ -28,7 +28,7 @@ INCLUDES = sorted([*(e.name for e in LUA.iterdir() if e.name.startswith("_")), *
 #: most (the sizes of this release, a little over): a script that starts carrying what
 #: it does not use grows past its bound.
 MAX_LINES = {
-    "ack": 242, "enqueue": 288, "pop": 395, "record_page": 542, "relay": 396, "release_holder": 270,
+    "ack": 242, "enqueue": 290, "pop": 402, "record_page": 542, "relay": 396, "release_holder": 270,
     "replay": 542, "replay_record": 514, "revisit_record": 170, "revisit_refresh": 80, "sample": 30,
     "set_scores": 160,
 }

@@ -248,6 +248,25 @@ def test_forced_lease_expires_back_to_forced_queue(store):
     assert expired == 1 and items == [(token, b"\x01retry")]
 
 
+def test_forced_requests_go_by_scrapys_priority_and_a_negative_one_after_the_frontier(store):
+    """The forced queue (dont_filter requests, retries) is served by Scrapy's
+    Request.priority, then first in, first out: priority >= 0 before the frontier,
+    priority < 0 (a retry's RETRY_PRIORITY_ADJUST) once the frontier is empty (issue 50,
+    item 4). A token handed back returns to its own place."""
+    for n in (1, 2, 3, 4):
+        store.enqueue(nid(n), 0, payload(n), False)
+    _, taken = store.pop(4, 600)
+    store.ack("done", [(m, m[8:]) for m, _ in taken])  # all four known and fetched
+    store.enqueue(nid(9), 0, payload(9), False)  # a new URL: in the frontier
+    for n, prio in ((1, -1), (2, 0), (3, 5), (4, 0)):
+        assert store.enqueue(nid(n), 0, b"\x01again-%d" % n, True, priority=prio) == 2
+    _, items = store.pop(3, 600)
+    assert [body for _, body in items] == [b"\x01again-3", b"\x01again-2", b"\x01again-4"]
+    store.ack("release", [(items[0][0], b"")])  # handed back: first again
+    _, items = store.pop(3, 600)
+    assert [body for _, body in items] == [b"\x01again-3", payload(9), b"\x01again-1"]
+
+
 def test_enqueue_with_lease_settles_it(store):
     store.enqueue(nid(1), 0, payload(1), False)
     _, [(member, _)] = store.pop(1, 600)

@@ -1,16 +1,17 @@
 --! include _seq.lua
--- The forced queue (`forced` ZSET, score = forced_seq; served before the frontier,
--- FIFO): dont_filter requests (enqueue.lua) and due revisits (revisit_refresh.lua),
--- each under a token 'F' .. 8-byte forced_seq that owns its payload in `req`.
--- A lease member is a node member (16 bytes) or a token (9 bytes).
+-- The forced queue (`forced` ZSET): dont_filter requests, retries, due revisits, each under
+-- a token 'F' .. 8-byte key owning its payload in `req`; key = score = (2048 - Scrapy's
+-- priority) * 2^40 + forced_seq (older tokens: forced_seq). From FORCED_LATE (priority < 0)
+-- pop.lua serves them after the frontier. A lease member: a node member (16 B) or a token (9 B).
 local function is_token(m) return #m == 9 end
+local TWO40, FORCED_LATE = 1099511627776, 2049 * 1099511627776
 
--- Queue `payload` under a new token.
-local function forced_add(meta, req, forced, payload)
-  local fseq = redis.call('HINCRBY', meta, 'forced_seq', 1)
-  local token = 'F' .. seq8(fseq)
+-- Queue `payload` under a new token, at Scrapy priority `prio` (nil: 0).
+local function forced_add(meta, req, forced, payload, prio)
+  local key = (2048 - (tonumber(prio) or 0)) * TWO40 + redis.call('HINCRBY', meta, 'forced_seq', 1)
+  local token = 'F' .. seq8(key)
   redis.call('HSET', req, token, payload)
-  redis.call('ZADD', forced, fseq, token)
+  redis.call('ZADD', forced, string.format('%.0f', key), token)
 end
 
 -- Put a token taken from the queue back at its own place.

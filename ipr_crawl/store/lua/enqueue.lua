@@ -10,11 +10,12 @@
 -- ARGV[7] score of a new URL (its rule's start_score: opic, its initial cash; others 0)
 -- ARGV[8] (optional) scrapy-redis's fingerprint of a filtered request, in a crawl carried over
 --   from scrapy-redis: a new URL its duplicate filter saw is recorded as fetched and dropped
--- ARGV[9] how long KEYS[9] lives (ms)
+-- ARGV[9] how long KEYS[9] lives (ms)  ARGV[10] (optional) Scrapy's Request.priority of a
+--   dont_filter request (a retry's carries RETRY_PRIORITY_ADJUST): its place in the forced queue
 -- A new URL joins the frontier (score 0, opic: its initial cash; a: its prior); one a
 -- dont_filter request brought joins `unfiltered` too. A known URL is a duplicate unless
--- dont_filter, then it joins the forced queue (FIFO, served before the frontier) under a
--- token 'F' .. 8-byte counter. Scrapy's duplicate rule: a dont_filter request never enters
+-- dont_filter, then it joins the forced queue (by priority, then FIFO; _forced.lua) under a
+-- token 'F' .. 8-byte key. Scrapy's duplicate rule: a dont_filter request never enters
 -- the duplicate filter, so the first filtered request for a URL only dont_filter requests
 -- brought is fetched (forced queue) and takes the URL out of `unfiltered`
 -- (_records.lua unfiltered_hit).
@@ -50,7 +51,7 @@ if ARGV[5] == '1' and KEYS[9] and not redis.call('SET', KEYS[9], '1', 'PX', ARGV
   return 2  -- applied before (a call sent again)
 end
 if ARGV[5] == '1' or (ARGV[5] == '0' and unfiltered_hit(unfiltered, id, payload)) then
-  forced_add(meta, req, forced, payload)
+  forced_add(meta, req, forced, payload, ARGV[10])
   return 2
 end
 return 0

@@ -1,7 +1,8 @@
 -- pop: lease up to `count` requests: first hand back the leases of holders whose
 -- heartbeat is gone and leases older than the lease time, then take the forced
--- queue (FIFO), then the frontier (highest priority, then lowest seq; lsf: the site
--- with most queued URLs, then lowest seq in it).
+-- queue's requests of Scrapy priority >= 0 (highest first, then FIFO), then the frontier
+-- (highest priority, then lowest seq; lsf: the site with most queued URLs, then lowest
+-- seq in it), then, once the frontier is empty, the forced requests of priority < 0.
 -- KEYS[1] meta  KEYS[2] node  KEYS[3] frontier  KEYS[4] lease  KEYS[5] req  KEYS[6] forced
 -- ARGV[1] ordering  ARGV[2] now (ms)  ARGV[3] lease time (ms, IPR_LEASE_SECS), or
 --   "<lease time>:<max age>[:<holder ttl>]" (ms; IPR_LEASE_MAX_SECS; 2 x
@@ -34,6 +35,7 @@
 -- Cost: O((count + cap) log F); a lost holder: + O(leases in flight), once;
 -- polite scan: + O(S) payload reads.
 --! include _reclaim.lua
+--! include _forced.lua
 --! include _lease_keys.lua
 --! include _orderings.lua
 local meta, node, frontier, lease, req, forced = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
@@ -90,9 +92,12 @@ local function take(m)
   redis.call('ZADD', lease, ARGV[2], m)
   if holder ~= '' then redis.call('HSET', by, m, holder) end
 end
-if count > 0 then
-  local tokens = redis.call('ZRANGE', forced, 0, count - 1)
-  for _, m in ipairs(tokens) do
+-- forced tokens of priority >= 0 (late: < 0, after the frontier; _forced.lua)
+local function take_forced(late)
+  if taken >= count then return end
+  local lo = late and string.format('%.0f', FORCED_LATE) or '-inf'
+  local hi = late and '+inf' or string.format('(%.0f', FORCED_LATE)
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', forced, lo, hi, 'LIMIT', 0, count - taken)) do
     redis.call('ZREM', forced, m)
     take(m)
     result[#result + 1] = m
@@ -100,6 +105,7 @@ if count > 0 then
     taken = taken + 1
   end
 end
+take_forced(false)
 local function lease_it(m)
   take(m)
   result[#result + 1] = m
@@ -157,6 +163,7 @@ elseif taken < count then
   local popped = redis.call('ZPOPMIN', frontier, count - taken)
   for i = 1, #popped, 2 do lease_it(popped[i]) end
 end
+if redis.call('ZCARD', frontier) == 0 then take_forced(true) end
 local head = redis.call('ZRANGE', frontier, 0, 0, 'WITHSCORES')
 result[4] = {head[2] or '', redis.call('ZCARD', forced), overdue}
 return result
