@@ -254,7 +254,7 @@ class Addon:
         from scrapy.settings import SETTINGS_PRIORITIES
 
         for name, why in _UNUSED_SCHEDULER_SETTINGS.items():
-            if settings.getpriority(name) is not None and settings.getpriority(name) > SETTINGS_PRIORITIES["addon"]:
+            if (settings.getpriority(name) or 0) > SETTINGS_PRIORITIES["addon"]:
                 _warn("%s=%r is not used: %s", name, settings.get(name), why)
 
     @staticmethod

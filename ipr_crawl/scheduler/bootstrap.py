@@ -361,25 +361,25 @@ def note_refusal(failure: Any, spider: Any) -> Any:
 
 
 def open_crawl(sched: Any, spider: Any, retry: RedisRetry) -> None:
-    """``IprScheduler.open``'s blocking part (:func:`_open_crawl`); a Redis too full to take
-    the crawl's first writes is a refusal (:class:`~ipr_crawl.store.memory.RedisFull`)."""
-    try:
-        _open_crawl(sched, spider, retry)
-    except redis.ResponseError as exc:
-        if not is_full(exc):
-            raise
-        raise RedisFull(sched.where, sched.opening_client) from exc
-
-
-def _open_crawl(sched: Any, spider: Any, retry: RedisRetry) -> None:
     """``IprScheduler.open``'s blocking part, on a worker thread (or in place when no event
     loop runs): connect, open (or resume) the crawl, its revisit store; sets the
     scheduler's ``where``, ``store``, ``revisits`` and ``revisit_observer``. Raises what
-    :meth:`Bootstrap.connect` and :meth:`Bootstrap.open_crawl` raise."""
-    cfg = sched.config
-    boot = Bootstrap(sched.crawler, cfg, sched.revisit_config is not None, sched.holder, sched._stats_set)
+    :meth:`Bootstrap.connect` and :meth:`Bootstrap.open_crawl` raise; a Redis too full to
+    take the crawl's first writes is a refusal (:class:`~ipr_crawl.store.memory.RedisFull`)."""
+    boot = Bootstrap(sched.crawler, sched.config, sched.revisit_config is not None, sched.holder, sched._stats_set)
     client, where, _ = boot.connect(retry)
-    sched.where, sched.opening_client = where, client
+    sched.where = where
+    try:
+        _open_on(sched, spider, boot, client, where)
+    except redis.ResponseError as exc:
+        if not is_full(exc):
+            raise
+        raise RedisFull(where, client) from exc
+
+
+def _open_on(sched: Any, spider: Any, boot: Bootstrap, client: Any, where: str) -> None:
+    """:func:`open_crawl` once connected."""
+    cfg = sched.config
     eviction = check_eviction(client, where, cfg.redis_allow_eviction)  # refuses a Redis that may evict the crawl
     store = open_frontier(client, cfg.crawl_id, cfg.params, cfg.cluster_buckets, exact=cfg.pop_batch_size == 1)
     store.holder = sched.holder  # every settle names it: a lease another process took since is left alone

@@ -50,8 +50,6 @@ DEAD_PIPES_LIMIT = 5
 _T = TypeVar("_T")
 
 
-_SWITCH = SWITCH_INTERVAL
-
 
 class RedisCalls:
     """The store calls of one scheduler: on the event loop or on its Redis thread.
@@ -114,7 +112,7 @@ class RedisCalls:
             # socket call returns it waits for it, by default up to 5 ms (CPython's
             # switch interval): a pop's reply would reach the engine that late.
             self._switch_interval = gil_switch_secs
-            _SWITCH.shorten(gil_switch_secs)
+            SWITCH_INTERVAL.shorten(gil_switch_secs)
 
     def enter_loop_mode(self, wanted: bool) -> None:
         """The crawl's steady state begins: with ``wanted`` (``IPR_REDIS_THREAD=auto`` on one
@@ -203,7 +201,7 @@ class RedisCalls:
         """Stop the Redis thread, restore the switch interval; the event loop's waits
         (``ipr/redis/loop_wait_*``) and the thread's CPU as stats."""
         if self._switch_interval is not None:
-            _SWITCH.restore(self._switch_interval)
+            SWITCH_INTERVAL.restore(self._switch_interval)
             self._switch_interval = None
         if self.pipe is not None:
             self.pipe.close()
@@ -297,13 +295,10 @@ class RedisCalls:
             return default
         try:
             return fn(*args, **kwargs)
-        except REDIS_DOWN as exc:
-            self.on_down(exc)
-            return default
         except TimeoutError:
             return default
-        except redis.ResponseError as exc:
-            if not is_full(exc):
+        except redis.RedisError as exc:
+            if not stops_the_crawl(exc):
                 raise
             self.on_down(exc)
             return default

@@ -248,9 +248,10 @@ def format_status(st: dict[str, Any]) -> str:
     ]
     mem = st.get("memory") or {}
     if mem:
-        limit = f"maxmemory {mem['max'] / 1e6:,.1f} MB" if mem["max"] else "no maxmemory"
+        from ipr_crawl.store.memory import describe
+
         share = f" ({mem['crawl'] / mem['used']:.0%})" if mem["used"] else ""
-        lines.append(f"  Redis memory: used {mem['used'] / 1e6:,.1f} MB of {limit}, policy {mem['policy'] or 'unknown'}; "
+        lines.append(f"  Redis memory: {describe(mem)}, policy {mem['policy'] or 'unknown'}; "
                      f"this crawl's keys {mem['crawl'] / 1e6:,.2f} MB{share}")
     if "revisits_due" in st:
         lines.append(f"  revisits due now {st['revisits_due']:,} of {st['revisits_scheduled']:,} scheduled")

@@ -20,7 +20,7 @@ import redis
 from ipr_crawl.store.connection import FrontierUnavailable, is_cluster
 
 __all__ = [
-    "EXPIRING_KEYS", "EvictingRedis", "RedisFull", "check_eviction", "crawl_memory", "eviction_policy", "is_full", "memory_line", "server_memory",
+    "EXPIRING_KEYS", "EvictingRedis", "RedisFull", "check_eviction", "crawl_memory", "describe", "eviction_policy", "is_full", "memory_line", "server_memory",
 ]
 
 #: The crawl's keys with an expiry, which a ``volatile-*`` policy may evict: what it costs.
@@ -135,10 +135,13 @@ def crawl_memory(client: Any, keys: list[str]) -> int:
     return total
 
 
+def describe(mem: dict[str, int]) -> str:
+    """``used 1.1 MB of maxmemory 1.0 MB`` (or ``of no maxmemory``) of :func:`server_memory`'s dict."""
+    limit = f"maxmemory {mem['max'] / 1e6:,.1f} MB" if mem["max"] else "no maxmemory"
+    return f"used {mem['used'] / 1e6:,.1f} MB of {limit}"
+
+
 def memory_line(client: Any) -> str:
-    """``used 1.1 MB of maxmemory 1.0 MB`` for a log line ("" when it cannot be read)."""
+    """:func:`describe` of the crawl's server, for a log line ("" when it cannot be read)."""
     mem = server_memory(client)
-    if not mem:
-        return ""
-    limit = f"maxmemory {mem['max'] / 1e6:.1f} MB" if mem["max"] else "no maxmemory"
-    return f"used {mem['used'] / 1e6:.1f} MB of {limit}"
+    return describe(mem) if mem else ""
