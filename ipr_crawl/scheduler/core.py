@@ -371,10 +371,10 @@ class IprScheduler(BaseScheduler):
         return not self._closing and self.leases.has_pending(len(self.enqueuer.local))
 
     def _idle_check(self) -> None:
-        """Once a second: what Scrapy's engine, idle, shows (nothing downloading or being
-        scraped): pages whose items a spider middleware dropped are recorded
-        (:meth:`PageRecorder.record_stranded`), requests that escaped it are settled
-        (:meth:`Leases.settle_escaped`)."""
+        """Once a second: the pipe's watchdog (:meth:`RedisCalls.watch_pipe`); what the idle
+        engine shows: pages whose items a spider middleware dropped are recorded
+        (:meth:`PageRecorder.record_stranded`), escaped requests settled (:meth:`Leases.settle_escaped`)."""
+        self.calls.watch_pipe()
         idle = not self._closing and self.pacing.engine_idle()
         if not (idle and self.recorder.record_stranded()):
             self.leases.settle_escaped(idle, self.settle_failure)

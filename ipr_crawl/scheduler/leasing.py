@@ -360,12 +360,13 @@ class Leases:
         Its lease would keep the crawl open until ``IPR_LEASE_SECS`` and hand it out again
         to fail the same way. A lease counts as escaped when the engine was idle (nothing
         downloading, in progress or being scraped: ``engine_idle``) at two checks at least
-        1 s apart and the lease was held at both (a record call answers in milliseconds;
-        one still queued settles first, Redis calls run in order). ``settle(request,
+        1 s apart and the lease was held at both, with every Redis call answered at both
+        (:attr:`RedisCalls.quiet`: a page's record call still on its way settles its lease
+        when it is answered). ``settle(request,
         exception)``: :meth:`IprScheduler.settle_failure`. Counted in ``ipr/lease/escaped``."""
-        if not engine_idle or self.calls.away or self.calls.down:
-            # (while Redis is away, the pages' record calls wait on the Redis thread: their
-            # requests left the engine, they did not escape)
+        if not engine_idle or self.calls.away or self.calls.down or not self.calls.quiet:
+            # (while a call waits for its answer, or Redis is away, the pages' record calls
+            # may be among them: their requests left the engine, they did not escape)
             self.escaped_seen = None
             return
         out = {member for member, request in self.held.items() if request is not None}

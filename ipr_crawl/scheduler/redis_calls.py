@@ -47,6 +47,8 @@ CLOSE_WITHOUT_REDIS_SECS = 1.0
 #: breaks of the pipelined connection in a row, each with no reply, while the Redis thread's
 #: calls succeed, after which the calls stay off the pipe (a livelock guard)
 DEAD_PIPES_LIMIT = 5
+#: seconds the pipe's calls may stand still before the watchdog breaks it (RedisCalls.watch_pipe)
+PIPE_STALL_SECS = 10.0
 _T = TypeVar("_T")
 
 
@@ -168,6 +170,19 @@ class RedisCalls:
     def on_pipe(self) -> bool:
         """Whether calls go through the pipelined connection now: it is open and Redis answers."""
         return self.pipe is not None and not self.away and not self.down and self._dead_pipes < DEAD_PIPES_LIMIT
+
+    @property
+    def quiet(self) -> bool:
+        """Whether every call made so far has its answer (none to write or read on the
+        pipe, none queued on the Redis thread)."""
+        pipe_busy = self.pipe is not None and self.pipe.broken is None and self.pipe.outstanding > 0
+        return not pipe_busy and (self.io is None or self.io.in_flight == 0)
+
+    def watch_pipe(self) -> None:
+        """Once a second: a pipe whose calls stopped moving for :data:`PIPE_STALL_SECS`
+        breaks (:meth:`RedisPipe.abandon_if_stalled`), its calls go to the Redis thread."""
+        if self.pipe is not None and self.on_pipe and self.pipe.abandon_if_stalled(PIPE_STALL_SECS):
+            self.stats_inc("ipr/redis/pipe_stalls")
 
     def _count_pipe_break(self, exc: BaseException) -> None:
         """A break of the pipelined connection: counted in a row while no reply came since

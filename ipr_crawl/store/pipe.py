@@ -77,6 +77,8 @@ class _Item:
     #: the blocking function that gives the same value (for a job, or run again after a break)
     fallback: Callable[[], Any]
     sent_at: float = 0.0
+    #: handed to ``on_broken`` by a break: answered there, never written again here
+    handed: bool = False
 
 
 @dataclass(slots=True)
@@ -158,6 +160,8 @@ class RedisPipe:
         self._sent: deque[_Item] = deque()
         self._flush_due = False
         self._writing = False
+        #: the calls of the write under way (in no queue while it connects)
+        self._batch: list[_Item] = []
         self._job_running = False
         self._reader: asyncio.Task[None] | None = None
         self._replies_due = asyncio.Event()
@@ -166,12 +170,17 @@ class RedisPipe:
         self.broken: BaseException | None = None
         self.closed = False
         self.stats = PipeStats()
+        #: bumped by every break: a write begun before it neither writes nor queues again
+        self._epoch = 0
+        #: when the pipe last moved (a reply read, a write done, a job done, work queued while idle)
+        self._moved_at = time.monotonic()
 
     # -- the callers' side ---------------------------------------------------------------
     @property
     def outstanding(self) -> int:
         """Calls and jobs queued and not answered yet."""
-        return len(self._unsent) + len(self._sent) + int(self._job_running)
+        writing = sum(1 for i in self._batch if i not in self._sent) if self._writing else 0
+        return len(self._unsent) + len(self._sent) + writing + int(self._job_running)
 
     def send(
         self, call: Call, fallback: Callable[[], Any], then: Callable[[Any], Any] | None = None,
@@ -190,9 +199,43 @@ class RedisPipe:
         """Queue a blocking ``fn()`` in the calls' order (run through ``run_job``)."""
         self._queue(_Item(None, then, failed, fn))
 
+    def stalled_for(self) -> float:
+        """Seconds the pipe has had calls to write or replies to read without any moving
+        (0.0 while it is idle, broken, or a job runs on the Redis thread, which has its own
+        bounds). A reply overdue is bounded by ``socket_timeout``; this is the watchdog for
+        the rest (:meth:`abandon`)."""
+        if self.broken is not None or self.closed or self._job_running:
+            return 0.0
+        if not (self._unsent or self._sent or self._writing):
+            return 0.0
+        return time.monotonic() - self._moved_at
+
+    def describe(self) -> str:
+        """The pipe's state in one line, for a log."""
+        head = self._sent[0] if self._sent else None
+        waiting = f", the oldest reply awaited {time.monotonic() - head.sent_at:.1f} s" if head and head.sent_at else ""
+        return (f"{len(self._unsent)} calls to write, {len(self._sent)} replies to read{waiting}, "
+                f"writing {self._writing}, flush due {self._flush_due}, job running {self._job_running}, "
+                f"connected {self._conn is not None}, reader running "
+                f"{self._reader is not None and not self._reader.done()}")
+
+    def abandon_if_stalled(self, secs: float) -> bool:
+        """The watchdog: a pipe that has not moved for ``secs`` (:meth:`stalled_for`)
+        breaks now, with a WARNING that says its state; its calls not answered go to
+        ``on_broken``, in order. Returns whether it broke."""
+        stalled = self.stalled_for()
+        if stalled <= 0.0 or stalled < secs:
+            return False
+        logger.warning("ipr-crawl: the pipelined Redis connection has not moved for %.0f s (%s); its calls go to "
+                       "the Redis thread", stalled, self.describe())
+        self._break(TimeoutError(f"the pipelined connection did not move for {stalled:.0f} s"))
+        return True
+
     def _queue(self, item: _Item) -> None:
         if self.broken is not None or self.closed:
             raise RuntimeError("the Redis pipe is broken or closed")
+        if not (self._unsent or self._sent or self._writing or self._job_running):
+            self._moved_at = time.monotonic()
         self._unsent.append(item)
         if not self._flush_due:
             self._flush_due = True
@@ -228,6 +271,7 @@ class RedisPipe:
             batch.append(self._unsent.popleft())
         if batch:
             self._writing = True
+            self._batch = batch
             self._spawn(self._write(batch))
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
@@ -236,11 +280,14 @@ class RedisPipe:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    async def _connection(self) -> aconn.AbstractConnection:
+    async def _connection(self, epoch: int) -> aconn.AbstractConnection:
         if self._conn is not None:
             return self._conn
         conn = self._connect()
         await conn.connect()
+        if epoch != self._epoch or self.broken is not None or self.closed:  # broke meanwhile: not this one
+            self._spawn(conn.disconnect(nowait=True))
+            raise self.broken or ConnectionError("the pipe broke while connecting")
         self._conn = conn
         if self._scripts:  # loaded first: no EVALSHA of this connection meets NOSCRIPT
             loads = [("SCRIPT", "LOAD", s.script) for s in self._scripts]
@@ -254,10 +301,9 @@ class RedisPipe:
         logger.error("ipr-crawl: SCRIPT LOAD failed on the pipelined connection: %s", exc)
 
     async def _write(self, batch: list[_Item]) -> None:
+        epoch = self._epoch
         try:
-            conn = await self._connection()
-            if self.broken is not None:
-                raise self.broken
+            conn = await self._connection(epoch)
             now = time.monotonic()
             commands: list[tuple[Any, ...]] = []
             head = self._sent[0] if self._sent and self._sent[0].sent_at == 0.0 else None
@@ -271,16 +317,22 @@ class RedisPipe:
             self.stats.writes += 1
             self.stats.commands += len(commands)
             self._replies_due.set()
+            if not conn.is_connected:  # dropped by a break: redis-py would connect it again, unread
+                raise self.broken or ConnectionError("the pipe's connection was dropped")
             await conn.send_packed_command(conn.pack_commands(commands), check_health=False)
         except Exception as exc:  # noqa: BLE001 - lost, timed out, or closed under the write: a break
-            self._writing = False
-            # a batch not yet in _sent goes back first, in order
+            self._writing, self._batch = False, []
+            # a batch neither in _sent nor handed on by a break goes back first, in order
             for item in reversed(batch):
-                if item not in self._sent:
+                if not item.handed and item not in self._sent:
                     self._unsent.appendleft(item)
-            self._break(exc)
+            if epoch == self._epoch:
+                self._break(exc)
+            else:  # a break (and maybe a reset) came during the write: this error is that connection's
+                self._flush_soon()
             return
-        self._writing = False
+        self._writing, self._batch = False, []
+        self._moved_at = time.monotonic()
         if self._unsent and not self._flush_due:
             self._flush_due = True
             self.loop.call_soon(self._flush)
@@ -311,7 +363,12 @@ class RedisPipe:
                 return
             if self._sent and self._sent[0] is item:
                 self._sent.popleft()
-            self._answered(item, replies)
+            self._moved_at = time.monotonic()
+            try:
+                if not item.handed:  # (handed: answered by on_broken already, a break during the read)
+                    self._answered(item, replies)
+            except Exception:  # a caller's then() raised: logged, the reader goes on
+                logger.exception("ipr-crawl: handling a pipelined Redis reply failed")
             if not self._sent and self._unsent and not self._flush_due:  # a job waits for the replies
                 self._flush_due = True
                 self.loop.call_soon(self._flush)
@@ -357,6 +414,7 @@ class RedisPipe:
 
         def done(ok: bool, value: Any) -> None:
             self._job_running = False
+            self._moved_at = time.monotonic()
             if ok:
                 if item.then is not None:
                     item.then(value)
@@ -373,12 +431,21 @@ class RedisPipe:
             return
         self.broken = exc
         self.stats.breaks += 1
+        self._epoch += 1
         # in order; the SCRIPT LOADs of the lost connection are not handed on
-        items = [i for i in (*self._sent, *self._unsent) if not _is_load(i)]
+        writing = [i for i in self._batch if i not in self._sent] if self._writing else []
+        items = [i for i in (*self._sent, *writing, *self._unsent) if not _is_load(i)]
+        for item in items:
+            item.handed = True
         self._sent.clear()
         self._unsent.clear()
         self._drop_connection()
         self._on_broken([(i.fallback, i.then, i.failed) for i in items], exc)
+
+    def _flush_soon(self) -> None:
+        if self._unsent and not self._flush_due and self.broken is None and not self.closed:
+            self._flush_due = True
+            self.loop.call_soon(self._flush)
 
     def _drop_connection(self) -> None:
         conn, self._conn = self._conn, None

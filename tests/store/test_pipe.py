@@ -157,3 +157,33 @@ def test_a_reconnect_follows_the_pools_current_socket(tmp_path):
         client.shutdown()
     finally:
         other.shutdown()
+
+
+def test_a_pipe_that_stands_still_is_broken_by_its_watchdog(redis_client, crawl_id, caplog):
+    """``abandon_if_stalled``: nothing moves (here the server pauses every client, ``CLIENT
+    PAUSE``) for longer than the watchdog allows: the pipe breaks with a WARNING that says
+    its state, and hands its call on; an idle pipe is left alone."""
+    store = FrontierStore(redis_client, crawl_id, "bf")
+    store.open()
+    broken: list[Any] = []
+
+    async def main() -> None:
+        pipe = _pipe(store, broken)
+        assert not pipe.abandon_if_stalled(0.0)  # idle: nothing to stand still
+        answered: list[Any] = []
+        pipe.send(store.pending_call(), lambda: None, then=answered.append)
+        await _until(lambda: answered)
+        redis_client.execute_command("CLIENT", "PAUSE", 3000, "ALL")
+        pipe.send(store.pending_call(), lambda: "again", then=answered.append)
+        await asyncio.sleep(0.6)
+        assert pipe.stalled_for() >= 0.5
+        assert not pipe.abandon_if_stalled(5.0)
+        assert pipe.abandon_if_stalled(0.5)
+        pipe.close()
+
+    asyncio.run(main())
+    redis_client.execute_command("CLIENT", "UNPAUSE")
+    (exc, items), = broken
+    assert "did not move" in str(exc)
+    assert [fallback() for fallback, _, _ in items] == ["again"]
+    assert "has not moved for 1 s (0 calls to write, 1 replies to read" in caplog.text
