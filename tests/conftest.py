@@ -28,6 +28,9 @@ from hypothesis import settings as _hypothesis_settings  # noqa: E402
 _hypothesis_settings.register_profile("default", derandomize=True)
 _hypothesis_settings.register_profile("explore", derandomize=False)
 _hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+# Every Lua script run by the tests, here and in the `scrapy crawl` processes they
+# start, checks that each key it touches was given in KEYS (ipr_crawl/store/lua_keys.py).
+os.environ.setdefault("IPR_LUA_CHECK_KEYS", "1")
 DATA = REPO / "ipr_crawl" / "data"
 #: Small real data sets shipped for the tests (tests/data/SOURCES.md): the default
 #: suite needs nothing outside the repository.

@@ -313,7 +313,7 @@ class BucketedFrontier:
         applied = 0
         for t, args in by_target.items():
             store = self.stores[t]
-            res = store._scripts["relay"](keys=store._k("meta", "node", "frontier", "lease", "req"),
+            res = store._scripts["relay"](keys=store._record_keys,
                                           args=[*store._record_head, *args])
             if self._wait is not None and time.monotonic() >= self._relay_paused[t]:
                 if int(self._wait_on(store.keys["meta"])) < self._wait[0]:

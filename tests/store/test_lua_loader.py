@@ -28,10 +28,18 @@ INCLUDES = sorted([*(e.name for e in LUA.iterdir() if e.name.startswith("_")), *
 #: most (the sizes of this release, a little over): a script that starts carrying what
 #: it does not use grows past its bound.
 MAX_LINES = {
-    "ack": 242, "enqueue": 290, "pop": 402, "record_page": 542, "relay": 396, "release_holder": 270,
-    "replay": 542, "replay_record": 514, "revisit_record": 170, "revisit_refresh": 80, "sample": 30,
+    "ack": 242, "enqueue": 290, "pop": 402, "record_page": 545, "relay": 399, "release_holder": 270,
+    "replay": 545, "replay_record": 517, "revisit_record": 170, "revisit_refresh": 80, "sample": 30,
     "set_scores": 160,
 }
+
+
+@pytest.fixture(autouse=True)
+def _scripts_as_written(monkeypatch):
+    """The scripts as shipped, without the tests' key check (tests/conftest.py)."""
+    monkeypatch.delenv("IPR_LUA_CHECK_KEYS", raising=False)
+
+
 TOP_LOCAL = re.compile(r"^local (?:function (\w+)|([\w, ]+?)\s*=)", re.M)
 
 

