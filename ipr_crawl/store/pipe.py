@@ -203,7 +203,7 @@ class RedisPipe:
         """Seconds the pipe has had calls to write or replies to read without any moving
         (0.0 while it is idle, broken, or a job runs on the Redis thread, which has its own
         bounds). A reply overdue is bounded by ``socket_timeout``; this is the watchdog for
-        the rest (:meth:`abandon`)."""
+        the rest (:meth:`abandon_if_stalled`)."""
         if self.broken is not None or self.closed or self._job_running:
             return 0.0
         if not (self._unsent or self._sent or self._writing):
