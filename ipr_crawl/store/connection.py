@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
-from redis.cluster import RedisCluster
+from redis.cluster import ClusterPipeline, RedisCluster
 
 _PASSWORD_HINT = "put it in the URL, redis://:PASSWORD@host:port/db or redis://USER:PASSWORD@host:port/db "
 
@@ -288,6 +288,15 @@ class IprCluster(RedisCluster):
     def execute_command(self, *args: Any, **kwargs: Any) -> Any:
         return self._retried(lambda: super(IprCluster, self).execute_command(*args, **kwargs))
 
+    def pipeline(self, transaction: Any = None, shard_hint: Any = None) -> Any:
+        """redis-py's :class:`~redis.cluster.ClusterPipeline`, its ``execute`` governed by
+        the crawl's RedisRetry too (:class:`IprClusterPipeline`)."""
+        pipe = super().pipeline(transaction, shard_hint)
+        pipe.__class__ = IprClusterPipeline  # its class, made and configured by redis-py
+        pipe.ipr_retry = self.ipr_retry
+        pipe.ipr_staged = []
+        return pipe
+
     def execute_on_node_of(self, key: str, *args: Any) -> Any:
         """A keyless command (``WAIT``) on the node that holds ``key``, that node found
         again at every attempt: after a failover the key's master is another node, and a
@@ -310,6 +319,38 @@ class IprCluster(RedisCluster):
     def record_pool(self, key: str) -> Any:
         """The connection pool of the master that owns ``key``'s slot now."""
         return self.get_redis_connection(self.get_node_from_key(key)).connection_pool
+
+
+class IprClusterPipeline(ClusterPipeline):
+    """A :class:`~redis.cluster.ClusterPipeline` whose ``execute`` is retried under the
+    crawl's :class:`~ipr_crawl.store.retry.RedisRetry`, as :class:`IprCluster` retries
+    single commands. redis-py's cluster pipeline sends its commands without passing
+    through ``RedisCluster.execute_command`` and empties itself after every attempt, so
+    the commands staged are kept and staged again before each new attempt. Only the
+    crawl's idempotent reads and writes (counts, heartbeats, score writes) are pipelined."""
+
+    ipr_retry: Any = None
+    ipr_staged: list[tuple[tuple[Any, ...], dict[str, Any]]]
+
+    def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        self.ipr_staged.append((args, kwargs))
+        return super().execute_command(*args, **kwargs)
+
+    def execute(self, raise_on_error: bool = True) -> list[Any]:
+        staged, self.ipr_staged = self.ipr_staged, []
+        if self.ipr_retry is None:
+            return super().execute(raise_on_error)
+        attempts = 0
+
+        def attempt() -> list[Any]:
+            nonlocal attempts
+            attempts += 1
+            if attempts > 1:  # the failed attempt emptied the pipeline
+                for args, kwargs in staged:
+                    ClusterPipeline.execute_command(self, *args, **kwargs)
+            return ClusterPipeline.execute(self, raise_on_error)
+
+        return self.ipr_retry.call_with_retry(attempt, lambda exc: None)
 
 
 def adopt(client: redis.Redis, where: str, retry: Any = None) -> redis.Redis:
