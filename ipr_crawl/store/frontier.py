@@ -104,7 +104,7 @@ class FrontierStore(PipelinedRecord, FrontierReads):
         #: (leases, [holder ids])
         self.last_lost: tuple[int, list[str]] = (0, [])
         self.last_head: tuple[float, int] = (float("inf"), 0)
-        self._record_keys = self._k("meta", "node", "frontier", "lease", "req", "forced", "unfiltered", "imported_seen")
+        self._record_keys = self._k("meta", "node", "frontier", "lease", "req", "forced", "unfiltered", "imported_seen", "order")
         self._open_record_pipeline()
 
     # -- lifecycle -------------------------------------------------------------

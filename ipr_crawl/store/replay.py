@@ -39,7 +39,7 @@ class ReplayStore(FrontierStore):
         propagation drops)``.
         """
         res = self._scripts["replay"](
-            keys=self._k("meta", "node", "frontier", "lease", "req", "graph", "forced", "unfiltered", "imported_seen"),
+            keys=self._k("meta", "node", "frontier", "lease", "req", "graph", "forced", "unfiltered", "imported_seen", "order"),
             args=[*self._record_head, count],
         )
         return list(res[3:]), int(res[0]), int(res[1]), int(res[2])
@@ -48,7 +48,7 @@ class ReplayStore(FrontierStore):
         """Record the given pages in order from the stored graph (replay_record.lua)."""
         return int(
             self._scripts["replay_record"](
-                keys=self._k("meta", "node", "frontier", "lease", "req", "graph", "forced", "unfiltered", "imported_seen"),
+                keys=self._k("meta", "node", "frontier", "lease", "req", "graph", "forced", "unfiltered", "imported_seen", "order"),
                 args=[*self._record_head, *page_ids],
             )
         )

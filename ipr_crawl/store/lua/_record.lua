@@ -52,7 +52,7 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
     redis.call('HINCRBY', meta, 'fetched', 1)
     -- the fetch order, 8 bytes per page (`order`, store/keys.py): the report's
     -- PageRank-over-time curve
-    redis.call('APPEND', string.sub(meta, 1, -5) .. 'order', pid)
+    redis.call('APPEND', K.order, pid)
     -- the ordering's rule at a first fetch (ordering/rules/<name>.lua)
     if rule.first then share, link_gain = rule.first(p, n, P, lties) end
   end

@@ -20,7 +20,7 @@
 --     entries (out_add);
 --   and what the rule's setup adds (push, _push.lua's push_index: push_gain,
 --     resid_index, resid_top, resid_left, resid_flush).
--- K: key names (meta, node, frontier, req, forced, unfiltered, imported_seen); P: ordering parameters; shared: replay.lua's cache kept across pages.
+-- K: key names (meta, node, frontier, req, forced, unfiltered, imported_seen, order); P: ordering parameters; shared: replay.lua's cache kept across pages.
 local function record_ctx(K, P, shared)
   local meta, node, frontier, req, ordering = K.meta, K.node, K.frontier, K.req, P.ordering
   local cache, written, dirty, order = {}, {}, {}, {}

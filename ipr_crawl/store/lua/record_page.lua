@@ -1,7 +1,7 @@
 -- record_page: page p was fetched; record it with its out-links, register new
 -- URLs, apply the ordering's score update and re-score frontier entries in place.
 -- KEYS[1] meta  KEYS[2] node  KEYS[3] frontier  KEYS[4] lease  KEYS[5] req
--- KEYS[6] forced  KEYS[7] unfiltered  KEYS[8] imported_seen
+-- KEYS[6] forced  KEYS[7] unfiltered  KEYS[8] imported_seen  KEYS[9] order
 -- ARGV[1] ordering: ipr | push | blc | ifs | bf | opic | importance | pr | lsf
 -- ARGV[2] IPR cut-off: dl1 | pl | vr | ar
 -- ARGV[3] initial score added to s_p at its first fetch (ipr; Yamada et al. 2004, §3: 1)
@@ -48,7 +48,7 @@
 --! include _record.lua
 --! include _ordering_args.lua
 local K = {meta = KEYS[1], node = KEYS[2], frontier = KEYS[3], lease = KEYS[4], req = KEYS[5],
-  forced = KEYS[6], unfiltered = KEYS[7], imported_seen = KEYS[8]}
+  forced = KEYS[6], unfiltered = KEYS[7], imported_seen = KEYS[8], order = KEYS[9]}
 local n = tonumber(ARGV[16])
 local lids, lties, lpay = {}, {}, {}
 for k = 0, n - 1 do

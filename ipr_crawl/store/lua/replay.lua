@@ -7,7 +7,7 @@
 -- KEYS[1] meta  KEYS[2] node  KEYS[3] frontier  KEYS[4] lease  KEYS[5] req
 -- KEYS[6] graph (node id -> 8-byte double own tie .. n x (8-byte id,
 --   8-byte double tie), links in numbering order)
--- KEYS[7] forced  KEYS[8] unfiltered  KEYS[9] imported_seen
+-- KEYS[7] forced  KEYS[8] unfiltered  KEYS[9] imported_seen  KEYS[10] order
 -- ARGV[1..12] ordering parameters as record_page.lua ARGV[1..12]  ARGV[13] count
 -- Returns {pages recorded first, propagation updates, propagation drops, id1, id2, ...}
 -- (ids in fetch order). Cost: O(count * (outdegree + cap) log F).
@@ -16,7 +16,7 @@
 --! include _graph.lua
 --! include _ordering_args.lua
 local K = {meta = KEYS[1], node = KEYS[2], frontier = KEYS[3], lease = KEYS[4], req = KEYS[5],
-  forced = KEYS[7], unfiltered = KEYS[8], imported_seen = KEYS[9]}
+  forced = KEYS[7], unfiltered = KEYS[8], imported_seen = KEYS[9], order = KEYS[10]}
 local graph = KEYS[6]
 local P = params_from(ARGV, 1)
 local count = tonumber(ARGV[N_ORDERING_ARGS + 1])

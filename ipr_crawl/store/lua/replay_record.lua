@@ -7,7 +7,7 @@
 --! include _graph.lua
 --! include _ordering_args.lua
 local K = {meta = KEYS[1], node = KEYS[2], frontier = KEYS[3], lease = KEYS[4], req = KEYS[5],
-  forced = KEYS[7], unfiltered = KEYS[8], imported_seen = KEYS[9]}
+  forced = KEYS[7], unfiltered = KEYS[8], imported_seen = KEYS[9], order = KEYS[10]}
 local graph = KEYS[6]
 local P = params_from(ARGV, 1)
 for i = N_ORDERING_ARGS + 1, #ARGV do
