@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import redis
+from redis.exceptions import ClusterError, TryAgainError
 
 from ipr_crawl.scheduler.redis_thread import SWITCH_INTERVAL, RedisThread
 from ipr_crawl.store import Link, RecordResult
@@ -31,7 +32,10 @@ __all__ = ["CLOSE_WITHOUT_REDIS_SECS", "REDIS_DOWN", "SYNC_WHILE_AWAY_SECS", "Re
 logger = logging.getLogger("ipr_crawl.scheduler.core")
 
 #: Errors of a Redis that stays unreachable after IPR_REDIS_RETRY_SECS of retries.
-REDIS_DOWN = (redis.ConnectionError, redis.TimeoutError)
+#: Redis unreachable: a connection error, a timeout, or a Redis Cluster that did not
+#: settle (CLUSTERDOWN, TRYAGAIN, redis-py's "TTL exhausted" of redirections) through
+#: every retry (store/retry.py)
+REDIS_DOWN = (redis.ConnectionError, redis.TimeoutError, ClusterError, TryAgainError)
 
 
 def stops_the_crawl(exc: BaseException) -> bool:

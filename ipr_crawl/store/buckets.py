@@ -40,13 +40,11 @@ from ipr_crawl.ordering.params import OrderingParams
 from ipr_crawl.store.frontier import FrontierStore, IncompatibleCrawl, create_meta
 from ipr_crawl.store.keys import SCHEMA_VERSION, crawl_keys
 from ipr_crawl.store.record import Link, NodeRecord, RecordResult
+from ipr_crawl.store.relay import OutboxRelay
 
 __all__ = ["BucketedFrontier", "open_frontier"]
 
 logger = logging.getLogger(__name__)
-
-#: What one relay call applies on a target bucket, at most, beyond each source's first entry (bytes; ~15,000 links).
-RELAY_BYTES = 1 << 18
 
 #: Move a bucket's forced_seq into its own range (ARGV[1] = its base), once, atomically
 #: (processes open a crawl together): _forced.lua numbers tokens from it.
@@ -78,7 +76,7 @@ def _per_bucket(name: str, doc: str) -> Any:
     return property(lambda self: getattr(self.stores[0], name), put, doc=doc)
 
 
-class BucketedFrontier:
+class BucketedFrontier(OutboxRelay):
     """The frontier of one crawl split into ``buckets`` FrontierStores by host.
 
     The methods are those of :class:`FrontierStore` the scheduler calls; the ones that
@@ -106,8 +104,10 @@ class BucketedFrontier:
         self.buckets = buckets
         self.keys = crawl_keys(crawl_id)
         self.stores = [FrontierStore(client, f"{crawl_id}:{b}", params) for b in range(buckets)]
-        for store in self.stores:
-            store.buckets = buckets  # type: ignore[attr-defined]
+        for b, store in enumerate(self.stores):
+            store.buckets = buckets
+            # its outboxes, one per other bucket (_outbox.lua writes them): in every record call's KEYS
+            store._record_keys += [self._outbox(b, c) for c in range(buckets) if c != b]
         self.relay_secs = relay_secs
         self.relay_batch = relay_batch
         self._last_relay = 0.0
@@ -206,7 +206,8 @@ class BucketedFrontier:
 
     # -- routing -----------------------------------------------------------------
     def _bucket_of_lease(self, lease: bytes, bucket: int | None) -> int:
-        b = self._lease_bucket.pop(lease, None) if lease else None
+        # kept until the record call succeeded: a failed one's lease is handed back there (ack)
+        b = self._lease_bucket.get(lease) if lease else None
         if b is not None:
             return b
         if bucket is None:
@@ -220,7 +221,9 @@ class BucketedFrontier:
         came from, else ``bucket``); links of other buckets go to its outbox."""
         self.settle_record()
         b = self._bucket_of_lease(lease, bucket)
-        return self.stores[b].record_page(page_id, page_tie, links, lease, bucket=b)
+        result = self.stores[b].record_page(page_id, page_tie, links, lease, bucket=b)
+        self._lease_bucket.pop(lease, None)
+        return result
 
     def send_record_page(
         self, page_id: bytes, page_tie: int, links: Sequence[Link], lease: bytes = b"",
@@ -230,7 +233,13 @@ class BucketedFrontier:
         outstanding over all buckets)."""
         self.settle_record()
         b = self._bucket_of_lease(lease, bucket)
-        self.stores[b].send_record_page(page_id, page_tie, links, lease, then=then, bucket=b)
+
+        def recorded(result: RecordResult) -> None:
+            self._lease_bucket.pop(lease, None)
+            if then is not None:
+                then(result)
+
+        self.stores[b].send_record_page(page_id, page_tie, links, lease, then=recorded, bucket=b)
 
     def settle_record(self) -> None:
         for store in self.stores:
@@ -275,73 +284,9 @@ class BucketedFrontier:
         return any(self._pipelined(lambda pipe: [pipe.hexists(store.keys["node"], id_) for store in self.stores]))
 
     # -- the relay -----------------------------------------------------------------
-    def _outbox(self, source: int, target: int) -> str:
-        return self.stores[source].keys["meta"][: -len("meta")] + f"outbox:{target}"
-
     @property
     def last_overdue(self) -> int:  # leases of live holders the last pops moved back, past the max age
         return sum(store.last_overdue for store in self.stores)
-
-    def relay(self) -> int:
-        """Apply up to ``relay_batch`` outbox entries per pair of buckets on their target
-        bucket (relay.lua; idempotent), at most :data:`RELAY_BYTES` of them per target
-        (one script call's work stays bounded), then trim what was applied from the sources.
-        Three pipelined round trips. Returns the entries applied."""
-        pairs = [(s, t) for s in range(self.buckets) for t in range(self.buckets) if s != t]
-        read = self._pipelined(lambda pipe: [pipe.xrange(self._outbox(s, t), count=self.relay_batch) for s, t in pairs])
-        by_target: dict[int, list[Any]] = {}
-        budget: dict[int, int] = {}
-        trims: list[tuple[str, bytes]] = []
-        for (s, t), entries in zip(pairs, read):
-            # one relay call's work is bounded: entries past RELAY_BYTES per target wait
-            # for the next relay (at least one entry per source goes, however large)
-            taken: list[Any] = []
-            for entry in entries:
-                size = len(entry[1][b"e"])
-                if taken and budget.get(t, 0) + size > RELAY_BYTES:
-                    break
-                budget[t] = budget.get(t, 0) + size
-                taken.append(entry)
-            if not taken:
-                continue
-            args = by_target.setdefault(t, [])
-            args += [s, len(taken)]
-            for entry_id, fields in taken:
-                args += [entry_id, fields[b"e"]]
-                self.relayed_bytes += len(fields[b"e"])
-            trims.append((self._outbox(s, t), taken[-1][0]))
-        applied = 0
-        for t, args in by_target.items():
-            store = self.stores[t]
-            res = store._scripts["relay"](keys=store._record_keys,
-                                          args=[*store._record_head, *args])
-            if self._wait is not None and time.monotonic() >= self._relay_paused[t]:
-                if int(self._wait_on(store.keys["meta"])) < self._wait[0]:
-                    self._relay_paused[t] = time.monotonic() + 5.0
-            applied += int(res[0])
-            self.relayed += int(res[0])
-            self.relay_skipped += int(res[1])
-        if trims:
-            def trim(pipe: Any) -> None:
-                for key, last in trims:
-                    ms, seq = last.decode().split("-")
-                    pipe.xtrim(key, minid=f"{ms}-{int(seq) + 1}", approximate=False)  # exact: what is read next is new
-
-            self._pipelined(trim)
-        self._last_relay = time.monotonic()
-        return applied
-
-    def _wait_on(self, key: str) -> Any:
-        """``WAIT`` on the server (the cluster node) that holds ``key``."""
-        from ipr_crawl.store.connection import wait_replicas
-
-        assert self._wait is not None
-        return wait_replicas(self.client, key, *self._wait)
-
-    def outbox_size(self) -> int:
-        """Outbox entries not yet applied and trimmed, over all pairs of buckets."""
-        pairs = [(s, t) for s in range(self.buckets) for t in range(self.buckets) if s != t]
-        return sum(self._pipelined(lambda pipe: [pipe.xlen(self._outbox(s, t)) for s, t in pairs]))
 
     # -- pops ------------------------------------------------------------------------
     def _heads(self) -> list[tuple[int, float]]:

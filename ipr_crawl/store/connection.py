@@ -264,7 +264,8 @@ class IprCluster(RedisCluster):
     master failed after ``cluster-node-timeout``, then a replica is elected, Redis
     Cluster specification, "Replica election and promotion"). :meth:`set_retry`
     keeps that inner retry and wraps every command in ``RedisRetry``'s time-bounded
-    back-off, which also retries ``CLUSTERDOWN`` and ``TRYAGAIN`` replies. Every key of
+    back-off, which also retries ``CLUSTERDOWN`` and ``TRYAGAIN`` replies and redis-py's
+    "TTL exhausted" (too many redirections in a row, during a slot migration). Every key of
     one crawl carries one hash tag (:func:`ipr_crawl.store.keys.crawl_keys`), so each
     script call runs on one node.
     """
@@ -273,10 +274,12 @@ class IprCluster(RedisCluster):
 
     def set_retry(self, retry: Any) -> None:
         """Let ``retry`` (a RedisRetry, or None) govern every command."""
-        from redis.exceptions import ClusterDownError, RedisClusterException, TryAgainError
+        from redis.exceptions import ClusterDownError, ClusterError, RedisClusterException, TryAgainError
 
         if retry is not None:
-            retry.update_supported_errors([ClusterDownError, TryAgainError, RedisClusterException])
+            # ClusterError: "TTL exhausted", redis-py's 16 MOVED/ASK/TRYAGAIN replies in a row,
+            # which a slot being migrated key by key gives a multi-key script for seconds
+            retry.update_supported_errors([ClusterDownError, ClusterError, TryAgainError, RedisClusterException])
         self.ipr_retry = retry
 
     def _retried(self, attempt: Callable[[], Any]) -> Any:

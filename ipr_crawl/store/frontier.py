@@ -22,7 +22,7 @@ import redis
 from ipr_crawl.ordering.params import OrderingParams
 from ipr_crawl.ordering.reference import resid_level
 from ipr_crawl.ordering.rules import rule_of
-from ipr_crawl.store.keys import SCHEMA_VERSION, crawl_keys
+from ipr_crawl.store.keys import DERIVED_KEYS, RECORD_KEYS, SCHEMA_VERSION, crawl_keys
 from ipr_crawl.store.lua_loader import script_source
 from ipr_crawl.store.pipe import Call, evalsha
 from ipr_crawl.store.pipelined import PipelinedRecord, settle_arg
@@ -104,7 +104,7 @@ class FrontierStore(PipelinedRecord, FrontierReads):
         #: (leases, [holder ids])
         self.last_lost: tuple[int, list[str]] = (0, [])
         self.last_head: tuple[float, int] = (float("inf"), 0)
-        self._record_keys = self._k("meta", "node", "frontier", "lease", "req", "forced", "unfiltered", "imported_seen", "order")
+        self._record_keys = self._k(*RECORD_KEYS, *DERIVED_KEYS)
         self._open_record_pipeline()
 
     # -- lifecycle -------------------------------------------------------------
@@ -239,10 +239,10 @@ class FrontierStore(PipelinedRecord, FrontierReads):
         seen_fp: str = "", op: str = "", priority: int = 0,
     ) -> tuple[list[str], list[Any]]:
         mode = "s" if shared_start else "1" if dont_filter else "0"
-        keys = self._k("meta", "node", "frontier", "lease", "req", "forced", "unfiltered", "imported_seen")
-        keys += [self.keys["meta"][: -len("meta")] + "enq:" + op] if op and mode == "1" else []
+        keys = self._k("meta", "node", "frontier", "lease", "req", "forced", "unfiltered", "imported_seen", *DERIVED_KEYS)
+        keys += [self.keys["meta"][: -len("meta")] + "enq:" + op] if op and mode == "1" else []  # the last key
         return (keys, [self._lua_ordering, id_, tie, payload, mode, settle_arg(lease, self.holder), self._start_score,
-                       seen_fp, OP_TTL_MS, max(-MAX_PRIORITY, min(MAX_PRIORITY, int(priority)))])
+                       seen_fp, OP_TTL_MS if op and mode == "1" else 0, max(-MAX_PRIORITY, min(MAX_PRIORITY, int(priority)))])
 
     # -- the hot calls as commands, for the pipelined connection (store/pipe.py) ----------
     def pipe_scripts(self) -> list[Any]:
@@ -326,7 +326,7 @@ class FrontierStore(PipelinedRecord, FrontierReads):
         args: list[Any] = [self._lua_ordering, now_ms, lease_arg, count, requeue_cap, holder]
         if scan > 0:
             args += [scan, offset, repr(float(min_ratio)), *busy]
-        return self._k("meta", "node", "frontier", "lease", "req", "forced"), args
+        return self._k("meta", "node", "frontier", "lease", "req", "forced", *DERIVED_KEYS), args
 
     def _popped(self, res: Any) -> tuple[int, list[tuple[bytes, bytes | None]]]:
         reclaimed = int(res[1])
@@ -395,7 +395,7 @@ class FrontierStore(PipelinedRecord, FrontierReads):
         if mode not in ("holder", "dead", "all") or (mode == "holder") != bool(holder):
             raise ValueError(f"release: mode {mode!r} with holder {holder!r}")
         n, forgotten = self._scripts["release_holder"](
-            keys=self._k("meta", "node", "frontier", "lease", "req", "forced"),
+            keys=self._k("meta", "node", "frontier", "lease", "req", "forced", *DERIVED_KEYS),
             args=[self._lua_ordering, int(time.time() * 1000), mode, holder],
         )
         return int(n), [h.decode() for h in forgotten]
@@ -446,7 +446,7 @@ class FrontierStore(PipelinedRecord, FrontierReads):
         """Append one sample of the crawl's counts to the ``timeline`` stream, unless
         a process of the crawl did so less than ``interval_secs`` ago (sample.lua).
         Returns whether it wrote one."""
-        keys = self._k("meta", "node", "frontier", "lease", "forced", "due", "timeline")
+        keys = self._k("meta", "node", "frontier", "lease", "forced", "due", "timeline", *DERIVED_KEYS)
         return bool(self._scripts["sample"](
             keys=keys, args=[int(time.time() * 1000), int(interval_secs * 1000), maxlen],
         ))
@@ -488,7 +488,7 @@ class FrontierStore(PipelinedRecord, FrontierReads):
         argv: list[Any] = [self._lua_ordering, mode]
         for member, id_ in leases:
             argv += [settle_arg(member, self.holder), id_]
-        return self._k("meta", "node", "frontier", "lease", "req", "forced"), argv
+        return self._k("meta", "node", "frontier", "lease", "req", "forced", *DERIVED_KEYS), argv
 
     def drop(self) -> int:
         """Delete every key of this crawl (``ipr:{<crawl id>}:*``, SCAN + DEL in

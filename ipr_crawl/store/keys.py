@@ -55,7 +55,7 @@ from __future__ import annotations
 
 from ipr_crawl.crawl_id import check_crawl_id
 
-__all__ = ["SCHEMA_VERSION", "KEY_NAMES", "crawl_keys"]
+__all__ = ["DERIVED_KEYS", "RECORD_KEYS", "SCHEMA_VERSION", "KEY_NAMES", "crawl_keys"]
 
 #: 5: the push index ``resid`` scores a residual's level, not the residual; 4: leases are scored by when they were taken (not by a deadline) and name
 #: their holder; 3: payloads carry their download slot (codec format 2); 2: out-links kept in the
@@ -68,6 +68,13 @@ KEY_NAMES = (
     # revisits (store/revisit.py)
     "revisit", "due", "revisit_req", "changes", "revisit_out", "rates", "rate_pool",
 )
+
+#: The keys of a record call (record_page.lua, relay.lua), KEYS[1..9], in this order.
+RECORD_KEYS = ("meta", "node", "frontier", "lease", "req", "forced", "unfiltered", "imported_seen", "order")
+#: The keys the scripts build by name from another key of the crawl (_lease_keys.lua,
+#: _push.lua): passed in KEYS after each such script's own keys, so that every key a
+#: script touches is declared (a Redis Cluster checks them before the script runs).
+DERIVED_KEYS = ("lease_by", "lease_since", "holders", "holders_info", "resid", "pushing")
 
 
 def crawl_keys(crawl_id: str) -> dict[str, str]:

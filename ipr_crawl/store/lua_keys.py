@@ -30,9 +30,6 @@ KEY_CHECK_ENV = "IPR_LUA_CHECK_KEYS"
 #: Lua patterns on the key's name (anchored at its end). Each is a place where a script
 #: can fail halfway during a Cluster slot migration.
 BUILT_IN_SCRIPT: tuple[str, ...] = (
-    ":lease_by$", ":lease_since$", ":holders$", ":holders_info$",  # _lease_keys.lua, _reclaim.lua
-    ":hwm$", ":outbox:%d+$",  # relay.lua, _outbox.lua (buckets)
-    ":resid$", ":pushing$",  # _push.lua
     ":prior:%d+$",  # _prior.lua: the prior's hash buckets
     ":site:.+$", ":sites$",  # ordering/rules/lsf.lua: the site queues
 )

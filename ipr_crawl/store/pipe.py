@@ -160,7 +160,7 @@ class RedisPipe:
         self._sent: deque[_Item] = deque()
         self._flush_due = False
         self._writing = False
-        #: the calls of the write under way (in no queue while it connects)
+        #: the calls of the write under way while they are in no queue (it connects)
         self._batch: list[_Item] = []
         self._job_running = False
         self._reader: asyncio.Task[None] | None = None
@@ -179,8 +179,7 @@ class RedisPipe:
     @property
     def outstanding(self) -> int:
         """Calls and jobs queued and not answered yet."""
-        writing = sum(1 for i in self._batch if i not in self._sent) if self._writing else 0
-        return len(self._unsent) + len(self._sent) + writing + int(self._job_running)
+        return len(self._unsent) + len(self._sent) + len(self._batch) + int(self._job_running)
 
     def send(
         self, call: Call, fallback: Callable[[], Any], then: Callable[[Any], Any] | None = None,
@@ -237,9 +236,7 @@ class RedisPipe:
         if not (self._unsent or self._sent or self._writing or self._job_running):
             self._moved_at = time.monotonic()
         self._unsent.append(item)
-        if not self._flush_due:
-            self._flush_due = True
-            self.loop.call_soon(self._flush)
+        self._flush_soon()
 
     def reset(self) -> None:
         """After a break, once its calls were answered elsewhere: the next call opens a
@@ -248,6 +245,7 @@ class RedisPipe:
             return
         self.broken = None
         self._conn = None
+        self._flush_soon()
 
     def close(self) -> None:
         """Disconnect (calls not answered are dropped: call it once :attr:`outstanding` is 0)."""
@@ -314,6 +312,7 @@ class RedisPipe:
                 item.sent_at = now
                 commands.extend(item.call.commands)  # type: ignore[union-attr]
             self._sent.extend(batch)
+            self._batch = []  # in _sent now
             self.stats.writes += 1
             self.stats.commands += len(commands)
             self._replies_due.set()
@@ -333,9 +332,7 @@ class RedisPipe:
             return
         self._writing, self._batch = False, []
         self._moved_at = time.monotonic()
-        if self._unsent and not self._flush_due:
-            self._flush_due = True
-            self.loop.call_soon(self._flush)
+        self._flush_soon()
 
     # -- reading ---------------------------------------------------------------------------
     async def _read_loop(self) -> None:
@@ -369,9 +366,8 @@ class RedisPipe:
                     self._answered(item, replies)
             except Exception:  # a caller's then() raised: logged, the reader goes on
                 logger.exception("ipr-crawl: handling a pipelined Redis reply failed")
-            if not self._sent and self._unsent and not self._flush_due:  # a job waits for the replies
-                self._flush_due = True
-                self.loop.call_soon(self._flush)
+            if not self._sent:  # a job may wait for every reply
+                self._flush_soon()
 
     def _answered(self, item: _Item, replies: list[Any]) -> None:
         rtt = time.monotonic() - item.sent_at
@@ -415,14 +411,15 @@ class RedisPipe:
         def done(ok: bool, value: Any) -> None:
             self._job_running = False
             self._moved_at = time.monotonic()
-            if ok:
-                if item.then is not None:
+            try:
+                if not ok:
+                    self._deliver_error(item, value)
+                elif item.then is not None:
                     item.then(value)
-            else:
-                self._deliver_error(item, value)
-            if self._unsent and not self._flush_due and self.broken is None:
-                self._flush_due = True
-                self.loop.call_soon(self._flush)
+            except Exception:  # a caller's then() raised: logged; the calls after it are written
+                logger.exception("ipr-crawl: handling a pipelined Redis job's result failed")
+            finally:
+                self._flush_soon()
 
         self._run_job(item.fallback, done)
 
@@ -433,8 +430,7 @@ class RedisPipe:
         self.stats.breaks += 1
         self._epoch += 1
         # in order; the SCRIPT LOADs of the lost connection are not handed on
-        writing = [i for i in self._batch if i not in self._sent] if self._writing else []
-        items = [i for i in (*self._sent, *writing, *self._unsent) if not _is_load(i)]
+        items = [i for i in (*self._sent, *self._batch, *self._unsent) if not _is_load(i)]
         for item in items:
             item.handed = True
         self._sent.clear()
@@ -443,6 +439,7 @@ class RedisPipe:
         self._on_broken([(i.fallback, i.then, i.failed) for i in items], exc)
 
     def _flush_soon(self) -> None:
+        """The one place a flush is scheduled: calls wait, none is due, the pipe works."""
         if self._unsent and not self._flush_due and self.broken is None and not self.closed:
             self._flush_due = True
             self.loop.call_soon(self._flush)

@@ -11,6 +11,7 @@ import struct
 from collections.abc import Iterable, Sequence
 
 from ipr_crawl.store.frontier import FrontierStore
+from ipr_crawl.store.keys import DERIVED_KEYS
 
 __all__ = ["ReplayStore"]
 
@@ -39,7 +40,8 @@ class ReplayStore(FrontierStore):
         propagation drops)``.
         """
         res = self._scripts["replay"](
-            keys=self._k("meta", "node", "frontier", "lease", "req", "graph", "forced", "unfiltered", "imported_seen", "order"),
+            keys=self._k("meta", "node", "frontier", "lease", "req", "graph", "forced", "unfiltered", "imported_seen", "order",
+                          *DERIVED_KEYS),
             args=[*self._record_head, count],
         )
         return list(res[3:]), int(res[0]), int(res[1]), int(res[2])
@@ -48,7 +50,8 @@ class ReplayStore(FrontierStore):
         """Record the given pages in order from the stored graph (replay_record.lua)."""
         return int(
             self._scripts["replay_record"](
-                keys=self._k("meta", "node", "frontier", "lease", "req", "graph", "forced", "unfiltered", "imported_seen", "order"),
+                keys=self._k("meta", "node", "frontier", "lease", "req", "graph", "forced", "unfiltered", "imported_seen", "order",
+                          *DERIVED_KEYS),
                 args=[*self._record_head, *page_ids],
             )
         )

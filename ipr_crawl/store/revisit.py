@@ -28,7 +28,7 @@ import redis
 
 from ipr_crawl.ordering.urls import canonical_url
 from ipr_crawl.revisit.policy import DAY, RevisitState, estimated_rate
-from ipr_crawl.store.keys import crawl_keys
+from ipr_crawl.store.keys import DERIVED_KEYS, crawl_keys
 from ipr_crawl.store.lua_loader import script_source
 from ipr_crawl.store.pipelined import settle_arg
 
@@ -183,7 +183,8 @@ class RevisitStore:
         for key, value in (event or {}).items():
             argv += [key, _field(value)]
         keys = [self.keys[k] for k in
-                ("revisit", "due", "revisit_req", "changes", "lease", "req", "revisit_out", "rates", "rate_pool")]
+                ("revisit", "due", "revisit_req", "changes", "lease", "req", "revisit_out", "rates", "rate_pool",
+                 *DERIVED_KEYS)]
         return bool(self._record(keys=keys, args=argv))
 
     # -- the refresher ------------------------------------------------------------------

@@ -125,7 +125,7 @@ def test_relay_applies_each_outbox_entry_once(redis_client):
         target = many.stores[1]
         args = [0, 1, entries[0][0], entries[0][1][b"e"]]
         run = lambda: target._scripts["relay"](  # noqa: E731
-            keys=target._record_keys, args=[*target._record_head, *args])
+            keys=many.relay_keys(1), args=[*target._record_head, *args])
         assert [int(x) for x in run()] == [1, 0, 2, 0]
         assert [int(x) for x in run()] == [0, 1, 0, 0]  # again: skipped
         assert many.relay() == 0  # the relay finds it applied, and trims it
@@ -409,7 +409,7 @@ def test_one_relay_call_applies_a_bounded_amount_of_work(redis_client, monkeypat
     """A relay applies at most RELAY_BYTES of outbox entries per target in one script call
     (beyond the first of each source); the rest waits in the outbox for the next relay,
     and nothing is lost."""
-    from ipr_crawl.store import buckets as buckets_mod
+    from ipr_crawl.store import relay as relay_mod
 
     cid = f"t-{uuid.uuid4().hex[:10]}"
     many = BucketedFrontier(redis_client, cid, OrderingParams(ordering="blc"), 2)
@@ -421,9 +421,46 @@ def test_one_relay_call_applies_a_bounded_amount_of_work(redis_client, monkeypat
         box = many._outbox(0, 1)
         assert redis_client.xlen(box) == 4
         entry = len(redis_client.xrange(box, count=1)[0][1][b"e"])
-        monkeypatch.setattr(buckets_mod, "RELAY_BYTES", 2 * entry)  # two entries per call
+        monkeypatch.setattr(relay_mod, "RELAY_BYTES", 2 * entry)  # two entries per call
         assert many.relay() == 2 and redis_client.xlen(box) == 2  # the other two wait
         assert many.relay() == 2 and redis_client.xlen(box) == 0
         assert all(many.stores[1].node_score(nid(n)) == 1 for n in range(102, 110))
+    finally:
+        many.drop()
+
+
+def test_a_failed_record_hands_its_lease_back_to_its_own_bucket(redis_client, monkeypatch):
+    """A record call that fails (a script error; "TTL exhausted" during a slot migration)
+    keeps the lease's bucket known, so the scheduler's hand-back (ack ``release``)
+    settles the lease where it was taken. The bucket used to be forgotten before the
+    call: a forced-queue token, whose node the release cannot name, was then released
+    in bucket 0 and stayed in flight in its own until IPR_LEASE_SECS (a cluster fault
+    schedule ended with "1 in flight" and never closed)."""
+    import redis
+
+    cid = f"t-{uuid.uuid4().hex[:10]}"
+    many = BucketedFrontier(redis_client, cid, OrderingParams(ordering="bf"), 2)
+    try:
+        many.open()
+        many.enqueue(nid(2), 0, b"p", False, bucket=1)
+        _, first = many.pop(1, 600)
+        many.record_page(nid(2), 0, [], lease=first[0][0], bucket=1)
+        many.enqueue(nid(2), 0, b"again", True, bucket=1)  # a dont_filter request: a token
+        _, items = many.pop(1, 600)
+        token = items[0][0]
+        assert token[:1] == b"F"
+
+        def fails(*args, **kwargs):
+            raise redis.ResponseError("a script error")
+
+        monkeypatch.setattr(many.stores[1], "record_page", fails)
+        with pytest.raises(redis.ResponseError):
+            many.record_page(nid(2), 0, [], lease=token, bucket=1)
+        monkeypatch.undo()
+        assert many.ack("release", [(token, b"")]) == 1  # as Leases.record_failed hands it back
+        assert redis_client.zcard(many.stores[1].keys["lease"]) == 0
+        assert redis_client.zcard(many.stores[1].keys["forced"]) == 1
+        _, again = many.pop(1, 600)
+        assert [p for _, p in again] == [b"again"]
     finally:
         many.drop()

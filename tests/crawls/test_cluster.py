@@ -8,6 +8,7 @@ from __future__ import annotations
 import collections
 import re
 import socket
+import threading
 import time
 
 import pytest
@@ -196,6 +197,49 @@ def test_a_pipeline_after_a_failover_waits_for_the_promoted_master(cluster):
     assert store.pending() == 1
     assert time.monotonic() - started < 30
     assert retry.errors > 0  # the failover was seen, and waited for
+    client.close()
+
+
+def test_a_script_over_a_slot_half_migrated_waits_for_the_migration(cluster):
+    """A record call while the crawl's slot is being migrated key by key, its `node`
+    hash already on the new master and its other keys not: Redis answers TRYAGAIN, and
+    redis-py gives up after 16 redirections in a row ("TTL exhausted", ClusterError)
+    within a second (a pop and three record calls failed so in a fault schedule, whose
+    crawl then never ended). The crawl's RedisRetry retries it until the migration ends, and the page
+    is recorded once, on the new master."""
+    client = connect(other_node(cluster, "mg"), "", retry=RedisRetry(40))
+    store = FrontierStore(client, "mg", "push")
+    store.open()
+    store.enqueue(nid(0), 0, b"seed", False)
+    _, items = store.pop(1, 600)
+    key = store.keys["meta"]
+    source = cluster.master_of(key)
+    target = next(p for p in cluster.masters_now() if p != source)
+    with cluster.node(source) as src, cluster.node(target) as dst:
+        slot, src_id, dst_id = src.cluster("keyslot", key), src.cluster("myid"), dst.cluster("myid")
+        dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
+        src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)
+        src.execute_command("MIGRATE", "127.0.0.1", target, "", 0, 5000, "KEYS", store.keys["node"])
+
+    def finish() -> None:  # the rest of the migration, 1.5 s later
+        time.sleep(1.5)
+        with cluster.node(source) as src, cluster.node(target) as dst:
+            while keys := src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100):
+                src.execute_command("MIGRATE", "127.0.0.1", target, "", 0, 5000, "KEYS", *keys)
+            dst.execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+            src.execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+
+    mover = threading.Thread(target=finish)
+    mover.start()
+    started = time.monotonic()
+    try:
+        result = store.record_page(nid(0), 0, [Link(nid(1), 0, b"p1")], items[0][0])
+    finally:
+        mover.join()
+    assert time.monotonic() - started >= 1.0  # it waited for the migration
+    assert result.added == 1
+    assert cluster.master_of(key) == target
+    assert store.counts()["fetched"] == 1 and store.counts()["frontier"] == 1
     client.close()
 
 

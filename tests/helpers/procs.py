@@ -343,6 +343,63 @@ class LocalCluster:
         proc.kill()
         proc.wait(20)
 
+    def masters_now(self) -> list[int]:
+        """The ports of the masters that hold slots now (after failovers)."""
+        with self.node(self.live()[0]) as c:
+            return sorted({int(e[2][1]) for e in c.cluster("slots")})
+
+    def rejoin(self, port: int, timeout: float = 60.0) -> None:
+        """Start the killed node ``port`` again from its files: once its replica was
+        promoted it comes back as that one's replica; returns once its replication link
+        is up (a later failover of that shard then has a replica to promote)."""
+        deadline = time.monotonic() + timeout
+        while True:  # the failover first: the live nodes name another master for its slots
+            try:
+                if port not in self.masters_now():
+                    break
+            except redis.RedisError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no replica of node {port} was promoted")
+            time.sleep(0.1)
+        self.wait_ok(timeout)
+        self._start_node(port)
+        while True:
+            try:
+                with self.node(port) as c:
+                    info = c.info("replication")
+                if info.get("role") == "slave" and info.get("master_link_status") == "up":
+                    return
+            except redis.RedisError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"node {port} did not rejoin as a replica")
+            time.sleep(0.1)
+
+    def move_slot(self, slot: int, target: int, keys_per_step: int = 1, pause: float = 0.05) -> int:
+        """Migrate one slot to master ``target`` the way ``redis-cli --cluster reshard``
+        does (Redis Cluster specification, "Live reconfiguration": SETSLOT IMPORTING /
+        MIGRATING, MIGRATE key by key, SETSLOT NODE), slowly: ``keys_per_step`` keys per
+        MIGRATE, ``pause`` s between them, so clients meet the slot split between two
+        masters (ASK, TRYAGAIN) for a while. Returns the keys moved."""
+        source = next(int(e[2][1]) for e in self.node(target).cluster("slots") if e[0] <= slot <= e[1])
+        if source == target:
+            return 0
+        with self.node(source) as src, self.node(target) as dst:
+            src_id, dst_id = src.cluster("myid"), dst.cluster("myid")
+            dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
+            src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)
+            moved = 0
+            while keys := src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, keys_per_step):
+                src.execute_command("MIGRATE", "127.0.0.1", target, "", 0, 5000, "KEYS", *keys)
+                moved += len(keys)
+                time.sleep(pause)
+            others = [p for p in self.masters_now() if p not in (source, target)]
+            for port in (target, source, *others):  # the destination first (the specification's order)
+                with self.node(port) as c:
+                    c.execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+        return moved
+
     def stop(self) -> None:
         # SIGKILL: the cluster's data is thrown away, and a node told to shut down may
         # first wait for its replicas (redis-server's shutdown-timeout), seconds each

@@ -187,3 +187,38 @@ def test_a_pipe_that_stands_still_is_broken_by_its_watchdog(redis_client, crawl_
     assert "did not move" in str(exc)
     assert [fallback() for fallback, _, _ in items] == ["again"]
     assert "has not moved for 1 s (0 calls to write, 1 replies to read" in caplog.text
+
+
+def test_a_job_whose_then_raises_leaves_no_call_unwritten(redis_client, crawl_id, caplog):
+    """A job's ``then`` that raises is logged, and the calls queued while the job ran are
+    written: the job's end scheduled their flush after ``then``, so before the fix they
+    stayed queued with no flush due, until the watchdog broke the pipe ("3 calls to
+    write, 0 replies to read, writing False, flush due False, job running False", seen
+    once in a fault schedule)."""
+    store = FrontierStore(redis_client, crawl_id, "bf")
+    store.open()
+    got: list[Any] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        factory = async_connection_factory(store.client)
+        assert factory is not None
+
+        def run_job(fn: Any, done: Any) -> None:  # as the Redis thread: the result comes later
+            value = fn()
+            loop.call_later(0.05, done, True, value)
+
+        pipe = RedisPipe(factory, store.pipe_scripts(), run_job, lambda items, exc: None)
+
+        def boom(_: Any) -> None:
+            raise RuntimeError("a caller's then() failed")
+
+        pipe.job(lambda: "job", then=boom)
+        await asyncio.sleep(0.01)  # the job runs
+        pipe.send(store.pending_call(), lambda: None, then=got.append)
+        await _until(lambda: got, secs=2.0)
+        pipe.close()
+
+    asyncio.run(main())
+    assert got == [0]
+    assert "handling a pipelined Redis job's result failed" in caplog.text

@@ -1,7 +1,8 @@
 -- enqueue: a request that did not come through record_page (start requests,
 -- retries, requests of errbacks, dont_filter requests).
 -- KEYS[1] meta  KEYS[2] node  KEYS[3] frontier  KEYS[4] lease  KEYS[5] req  KEYS[6] forced
--- KEYS[7] unfiltered  KEYS[8] imported_seen  KEYS[9] (optional, dont_filter) enq:<op>: this call's
+-- KEYS[7] unfiltered  KEYS[8] imported_seen  KEYS[9..] store/keys.py DERIVED_KEYS, then (optional,
+--   dont_filter, ARGV[9] > 0) the last key: enq:<op>, this call's
 --   id; a call sent again (its reply lost) finds it and queues nothing more
 -- ARGV[1] ordering  ARGV[2] id (8 bytes)  ARGV[3] tie key  ARGV[4] payload
 -- ARGV[5] '1' dont_filter, 's' a start request of a crawl other processes share (dont_filter,
@@ -10,7 +11,7 @@
 -- ARGV[7] score of a new URL (its rule's start_score: opic, its initial cash; others 0)
 -- ARGV[8] (optional) scrapy-redis's fingerprint of a filtered request, in a crawl carried over
 --   from scrapy-redis: a new URL its duplicate filter saw is recorded as fetched and dropped
--- ARGV[9] how long KEYS[9] lives (ms)  ARGV[10] (optional) Scrapy's Request.priority of a
+-- ARGV[9] how long enq:<op> lives (ms; 0: no such key)  ARGV[10] (optional) Scrapy's Request.priority of a
 --   dont_filter request (a retry's carries RETRY_PRIORITY_ADJUST): its place in the forced queue
 -- A new URL joins the frontier (score 0, opic: its initial cash; a: its prior); one a
 -- dont_filter request brought joins `unfiltered` too. A known URL is a duplicate unless
@@ -47,7 +48,7 @@ if not r then
   if ARGV[5] ~= '0' then redis.call('SADD', unfiltered, id) end
   return 1
 end
-if ARGV[5] == '1' and KEYS[9] and not redis.call('SET', KEYS[9], '1', 'PX', ARGV[9], 'NX') then
+if ARGV[5] == '1' and ARGV[9] ~= '0' and not redis.call('SET', KEYS[#KEYS], '1', 'PX', ARGV[9], 'NX') then
   return 2  -- applied before (a call sent again)
 end
 if ARGV[5] == '1' or (ARGV[5] == '0' and unfiltered_hit(unfiltered, id, payload)) then

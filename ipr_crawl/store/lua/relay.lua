@@ -5,6 +5,7 @@
 -- change nothing more.
 -- KEYS[1] meta  KEYS[2] node  KEYS[3] frontier  KEYS[4] lease  KEYS[5] req (this bucket)
 -- KEYS[6] forced  KEYS[7] unfiltered  KEYS[8] imported_seen  KEYS[9] order (this bucket)
+-- KEYS[10..15] store/keys.py DERIVED_KEYS, then this bucket's outboxes, KEYS[#KEYS] hwm
 -- ARGV[1..N_ORDERING_ARGS] ordering parameters as record_page.lua
 -- then groups: source bucket, number of entries k, then k pairs (stream id, entry)
 --   (entry: the cmsgpack list written by out_flush in the source bucket)
@@ -38,7 +39,7 @@ end
 local K = {meta = KEYS[1], node = KEYS[2], frontier = KEYS[3], lease = KEYS[4], req = KEYS[5],
   forced = KEYS[6], unfiltered = KEYS[7], imported_seen = KEYS[8], order = KEYS[9]}
 local P = params_from(ARGV, 1)
-local hwm = string.sub(K.meta, 1, -5) .. 'hwm'
+local hwm = KEYS[#KEYS]
 -- a stream id 'ms-seq' as two numbers
 local function sid(s)
   local dash = string.find(s, '-', 1, true)
