@@ -677,3 +677,46 @@ def test_an_embedded_server_that_does_not_start_at_once_is_started_again(tmp_pat
     with pytest.raises(connection.FrontierUnavailable, match="cannot start the embedded Redis in .*Error 2"):
         connection._start_embedded(type("M", (), {"Redis": Never}), str(tmp_path / "ipr.rdb"), "everysec", str(tmp_path))
     assert len(calls) == connection.EMBEDDED_START_ATTEMPTS
+
+
+def test_a_settling_script_that_fails_halfway_leaves_its_lease_in_flight(redis_client, crawl_id):
+    """Redis does not undo what a script wrote before an error (EVAL documentation,
+    "Script atomicity"). record_page, ack and enqueue check, write what the settling
+    changes, and settle the lease last: a call that fails halfway (here a key of the
+    wrong type) leaves the lease in flight, so the scheduler's hand-back or the lease
+    time brings the page back. They used to settle it first: the page was no longer
+    leased, queued or recorded."""
+    store = FrontierStore(redis_client, crawl_id, "bf")
+    store.open()
+    keys = store.keys
+
+    def wrong_type(key: str):
+        saved = redis_client.dump(key)
+        redis_client.delete(key)
+        redis_client.set(key, "not a hash")
+        return lambda: (redis_client.delete(key), saved and redis_client.restore(key, 0, saved))
+
+    def leased() -> int:
+        return int(redis_client.zcard(keys["lease"]))
+
+    store.enqueue(nid(1), 0, b"p1", False)
+    _, first = store.pop(1, 600)
+    restore = wrong_type(keys["req"])  # the record's new link payload cannot be written
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        store.record_page(nid(1), 0, [Link(nid(2), 0, b"p2")], first[0][0])
+    restore()
+    assert leased() == 1 and store.counts()["fetched"] == 0
+    assert store.node_state(nid(1)) != 2  # not recorded: fetched again
+    restore = wrong_type(keys["frontier"])  # the hand-back cannot queue it again
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        store.ack("release", [(first[0][0], nid(1))])
+    restore()
+    assert leased() == 1
+    assert store.ack("release", [(first[0][0], nid(1))]) == 1  # once the key is right
+    _, again = store.pop(1, 600)
+    assert again == [(first[0][0], b"p1")]
+    restore = wrong_type(keys["forced"])  # a retry (dont_filter) cannot be queued
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        store.enqueue(nid(1), 0, b"retry", True, again[0][0])
+    restore()
+    assert leased() == 1

@@ -11,15 +11,20 @@ local function lease_arg(a)
   return string.sub(a, 2, n + 1), string.sub(a, n + 2)
 end
 
+-- Whether lease `m` is in flight and `holder`'s (nil or '': anyone's): a settling call
+-- checks with it, writes what the settling changes, and settles the lease last.
+local function lease_holds(lease, m, holder)
+  local h = holder and holder ~= '' and redis.call('HGET', lease_by_key(lease), m)
+  return (not h or h == holder) and redis.call('ZSCORE', lease, m) ~= false
+end
+
 -- Settle lease `m` (it no longer has a holder); 1 if it was in flight. `holder` (the
 -- settling caller's id; nil or '': anyone, a reclaim): a lease another holder took
 -- since (reclaimed, then leased again) is that holder's, and is left alone (0).
 local function lease_settle(lease, m, holder)
   local by = lease_by_key(lease)
-  if holder and holder ~= '' then
-    local h = redis.call('HGET', by, m)
-    if h and h ~= holder then return 0 end
-  end
+  local h = holder and holder ~= '' and redis.call('HGET', by, m)
+  if h and h ~= holder then return 0 end
   redis.call('HDEL', by, m)
   redis.call('HDEL', lease_since_key(lease), m)
   return redis.call('ZREM', lease, m)

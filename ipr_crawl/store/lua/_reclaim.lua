@@ -6,7 +6,7 @@
 -- A lease that will not be settled by its holder goes back: a forced-queue token
 -- to the forced queue (at its own place), a node still unfetched to the frontier.
 local function lease_requeue(meta, node, frontier, lease, forced, ordering, m)
-  if lease_settle(lease, m) == 0 then return 0 end
+  if not lease_holds(lease, m) then return 0 end
   if is_token(m) then
     forced_return(forced, m)
   else
@@ -14,7 +14,7 @@ local function lease_requeue(meta, node, frontier, lease, forced, ordering, m)
     local r = rec_get(node, id)
     if r and r.st == 0 then frontier_add(meta, frontier, ordering, r, m) end
   end
-  return 1
+  return lease_settle(lease, m)  -- last: a call that fails before leaves it leased
 end
 
 -- Hand back every lease of the holders in `dead` (a set: holder id -> true) and

@@ -24,7 +24,6 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
   local ordering = P.ordering
 
   local lease_m, holder = lease_arg(lease_member)
-  if lease_m ~= '' then lease_ack(lease, req, lease_m, holder) end
 
   local X = record_ctx(K, P, shared)
   X.bucketed = bk ~= nil
@@ -37,22 +36,16 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
   end
   touch(pid)
   local first = p.st ~= 2
-  if not is_token(lease_m) then
-    if p.st == 0 then frontier_remove(meta, frontier, ordering, p, member_of(p, pid)) end
-    redis.call('HDEL', req, pid)
-  end
-  -- else a dont_filter request (a forced-queue token) was fetched: the URL's own request,
-  -- queued or in flight, keeps its place and its payload, as Scrapy still fetches it (the
-  -- page is recorded now, and again as a refetch when that one comes)
+  -- a dont_filter request (a forced-queue token) fetched: the URL's own request, queued or
+  -- in flight, keeps its place and its payload, as Scrapy still fetches it (the page is
+  -- recorded now, and again as a refetch when that one comes)
+  local own = not is_token(lease_m)
+  local dequeue = own and p.st == 0 and member_of(p, pid)
 
   local share, link_gain = 0, nil
   if first then
     p.st = 2
     p.a = 0  -- an unfetched node's a is its prior
-    redis.call('HINCRBY', meta, 'fetched', 1)
-    -- the fetch order, 8 bytes per page (`order`, store/keys.py): the report's
-    -- PageRank-over-time curve
-    redis.call('APPEND', K.order, pid)
     -- the ordering's rule at a first fetch (ordering/rules/<name>.lua)
     if rule.first then share, link_gain = rule.first(p, n, P, lties) end
   end
@@ -89,7 +82,16 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
   local updates, dropped = 0, 0
   if rule.after then updates, dropped = rule.after(X, E, P, pid, p, first, shared) end
 
-  return added, first, X.flush(pid), updates, dropped, X.refetched, queued
+  local rescored = X.flush(pid)
+  -- the fetch settled last: a call that fails before leaves the page leased, fetched again
+  if first then
+    redis.call('HINCRBY', meta, 'fetched', 1)
+    redis.call('APPEND', K.order, pid)  -- the fetch order, 8 bytes a page (store/keys.py)
+  end
+  if dequeue then frontier_remove(meta, frontier, ordering, p, dequeue) end
+  if own then redis.call('HDEL', req, pid) end
+  if lease_m ~= '' then lease_ack(lease, req, lease_m, holder) end
+  return added, first, rescored, updates, dropped, X.refetched, queued
 end
 
 -- Write back the records a replay call kept in `shared` (see record), push's index

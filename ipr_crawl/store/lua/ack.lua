@@ -16,7 +16,7 @@ local settled = 0
 for i = 3, #ARGV, 2 do
   local m, holder = lease_arg(ARGV[i])
   local id = ARGV[i + 1]
-  if lease_settle(lease, m, holder) == 1 then
+  if lease_holds(lease, m, holder) then  -- settled after what it changes
     settled = settled + 1
     if is_token(m) then
       if mode == 'release' then
@@ -40,6 +40,7 @@ for i = 3, #ARGV, 2 do
         redis.call('HINCRBY', meta, 'failed', 1)
       end
     end
+    lease_settle(lease, m, holder)
   end
 end
 return settled

@@ -30,13 +30,17 @@
 local meta, node, frontier, lease, req, forced, unfiltered = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local ordering, id, payload = ARGV[1], ARGV[2], ARGV[4]
 local lease_member, holder = lease_arg(ARGV[6])
-if lease_member ~= '' then lease_ack(lease, req, lease_member, holder) end
+-- the settled lease (a retry's) last: a call that fails before it leaves it leased
+local function settled(v)
+  if lease_member ~= '' then lease_ack(lease, req, lease_member, holder) end
+  return v
+end
 local r = rec_get(node, id)
 if not r and imported_hit(KEYS[8], ARGV[8]) then
   r = new_record(meta, tonumber(ARGV[3]))
   r.st = 2
   rec_put(node, id, r)
-  return 0
+  return settled(0)
 end
 if not r then
   r = new_record(meta, tonumber(ARGV[3]))
@@ -46,13 +50,13 @@ if not r then
   if payload ~= '' then redis.call('HSET', req, id, payload) end
   frontier_add(meta, frontier, ordering, r, member_of(r, id))
   if ARGV[5] ~= '0' then redis.call('SADD', unfiltered, id) end
-  return 1
+  return settled(1)
 end
 if ARGV[5] == '1' and ARGV[9] ~= '0' and not redis.call('SET', KEYS[#KEYS], '1', 'PX', ARGV[9], 'NX') then
-  return 2  -- applied before (a call sent again)
+  return settled(2)  -- applied before (a call sent again)
 end
 if ARGV[5] == '1' or (ARGV[5] == '0' and unfiltered_hit(unfiltered, id, payload)) then
   forced_add(meta, req, forced, payload, ARGV[10])
-  return 2
+  return settled(2)
 end
-return 0
+return settled(0)

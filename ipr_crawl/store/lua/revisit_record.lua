@@ -43,9 +43,6 @@ else
   redis.call('HDEL', revisit_req, id)
 end
 if ARGV[4] ~= '' then redis.call('HSET', revisit_req, id, ARGV[4]) end
-local settled = 0
-local m, holder = lease_arg(ARGV[5])
-if m ~= '' then settled = lease_ack(lease, req, m, holder) end
 local new_bin, spend = ARGV[8], true
 if string.sub(new_bin, 1, 1) == '!' then new_bin, spend = string.sub(new_bin, 2), false end
 if new_bin ~= '' and spend then redis.call('HINCRBY', KEYS[8], 'accesses', 1) end  -- the budget's spend
@@ -83,4 +80,7 @@ if #ARGV >= 15 then
   end
   redis.call('XADD', changes, 'MAXLEN', '~', ARGV[6], '*', unpack(event))
 end
-return settled
+-- the lease last: a call that fails before it leaves the page leased
+local m, holder = lease_arg(ARGV[5])
+if m ~= '' then return lease_ack(lease, req, m, holder) end
+return 0
