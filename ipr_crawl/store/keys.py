@@ -72,9 +72,10 @@ KEY_NAMES = (
 #: The keys of a record call (record_page.lua, relay.lua), KEYS[1..9], in this order.
 RECORD_KEYS = ("meta", "node", "frontier", "lease", "req", "forced", "unfiltered", "imported_seen", "order")
 #: The keys the scripts build by name from another key of the crawl (_lease_keys.lua,
-#: _push.lua): passed in KEYS after each such script's own keys, so that every key a
-#: script touches is declared (a Redis Cluster checks them before the script runs).
-DERIVED_KEYS = ("lease_by", "lease_since", "holders", "holders_info", "resid", "pushing")
+#: _push.lua, ordering/rules/lsf.lua): passed in KEYS after each such script's own keys,
+#: so that every key a script touches is declared (a Redis Cluster checks them before
+#: the script runs).
+DERIVED_KEYS = ("lease_by", "lease_since", "holders", "holders_info", "resid", "pushing", "sites")
 
 
 def crawl_keys(crawl_id: str) -> dict[str, str]:

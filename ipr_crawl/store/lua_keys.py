@@ -31,7 +31,7 @@ KEY_CHECK_ENV = "IPR_LUA_CHECK_KEYS"
 #: can fail halfway during a Cluster slot migration.
 BUILT_IN_SCRIPT: tuple[str, ...] = (
     ":prior:%d+$",  # _prior.lua: the prior's hash buckets
-    ":site:.+$", ":sites$",  # ordering/rules/lsf.lua: the site queues
+    ":site:.+$",  # ordering/rules/lsf.lua: the site queues
 )
 
 _CALL = re.compile(r"\bredis\.(p?call)\(")

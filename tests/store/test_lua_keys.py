@@ -26,7 +26,7 @@ def test_a_key_not_in_keys_stops_the_script_with_its_name(redis_client):
         probe(keys=["k1"])
     assert probe(keys=["k1", "k1:other"]) is None  # given: runs
     # pcall is checked too; a key listed as built inside a script passes
-    listed = redis_client.register_script(with_key_check("listed", "return redis.pcall('GET', KEYS[1] .. ':sites')"))
+    listed = redis_client.register_script(with_key_check("listed", "return redis.pcall('GET', KEYS[1] .. ':prior:7')"))
     assert listed(keys=["ipr:{c}:meta"]) is None
 
 

@@ -2,7 +2,7 @@
 -- URLs, apply the ordering's score update and re-score frontier entries in place.
 -- KEYS[1] meta  KEYS[2] node  KEYS[3] frontier  KEYS[4] lease  KEYS[5] req
 -- KEYS[6] forced  KEYS[7] unfiltered  KEYS[8] imported_seen  KEYS[9] order
--- KEYS[10..15] store/keys.py DERIVED_KEYS, then (bucket mode) this bucket's outboxes (_outbox.lua)
+-- KEYS[10..16] store/keys.py DERIVED_KEYS, then (bucket mode) this bucket's outboxes (_outbox.lua)
 -- ARGV[1] ordering: ipr | push | blc | ifs | bf | opic | importance | pr | lsf
 -- ARGV[2] IPR cut-off: dl1 | pl | vr | ar
 -- ARGV[3] initial score added to s_p at its first fetch (ipr; Yamada et al. 2004, §3: 1)

@@ -5,7 +5,7 @@
 -- change nothing more.
 -- KEYS[1] meta  KEYS[2] node  KEYS[3] frontier  KEYS[4] lease  KEYS[5] req (this bucket)
 -- KEYS[6] forced  KEYS[7] unfiltered  KEYS[8] imported_seen  KEYS[9] order (this bucket)
--- KEYS[10..15] store/keys.py DERIVED_KEYS, then this bucket's outboxes, KEYS[#KEYS] hwm
+-- KEYS[10..16] store/keys.py DERIVED_KEYS, then this bucket's outboxes, KEYS[#KEYS] hwm
 -- ARGV[1..N_ORDERING_ARGS] ordering parameters as record_page.lua
 -- then groups: source bucket, number of entries k, then k pairs (stream id, entry)
 --   (entry: the cmsgpack list written by out_flush in the source bucket)
