@@ -193,16 +193,12 @@ class BucketedFrontier(OutboxRelay):
 
     def _pipelined(self, build: Callable[[Any], Any]) -> list[Any]:
         """Run the commands ``build(pipe)`` queues in one pipeline (not a transaction:
-        on a cluster it is split by node), under the client's RedisRetry when it has one
-        (a cluster client's pipelines bypass its command retry). Every caller's commands
-        are reads or idempotent, so running them again after an error is safe."""
-        def run() -> list[Any]:
-            pipe = self.client.pipeline(transaction=False)
-            build(pipe)
-            return pipe.execute()
-
-        retry = getattr(self.client, "ipr_retry", None)
-        return retry.call_with_retry(run, lambda exc: None) if retry is not None else run()
+        on a cluster it is split by node), retried under the client's RedisRetry as every
+        pipeline of the crawl's client is (a cluster's: IprClusterPipeline). Every
+        caller's commands are reads or idempotent, so running them again is safe."""
+        pipe = self.client.pipeline(transaction=False)
+        build(pipe)
+        return pipe.execute()
 
     # -- routing -----------------------------------------------------------------
     def _bucket_of_lease(self, lease: bytes, bucket: int | None) -> int:

@@ -104,7 +104,9 @@ class FrontierStore(PipelinedRecord, FrontierReads):
         #: (leases, [holder ids])
         self.last_lost: tuple[int, list[str]] = (0, [])
         self.last_head: tuple[float, int] = (float("inf"), 0)
-        self._record_keys = self._k(*RECORD_KEYS, *DERIVED_KEYS)
+        self._record_keys = self._k(*RECORD_KEYS, *DERIVED_KEYS)  # pop, ack, release_holder: the first 6
+        self._settle_keys = self._k(*RECORD_KEYS[:6], *DERIVED_KEYS)
+        self._enqueue_keys = self._k(*RECORD_KEYS[:8], *DERIVED_KEYS)
         self._open_record_pipeline()
 
     # -- lifecycle -------------------------------------------------------------
@@ -239,10 +241,10 @@ class FrontierStore(PipelinedRecord, FrontierReads):
         seen_fp: str = "", op: str = "", priority: int = 0,
     ) -> tuple[list[str], list[Any]]:
         mode = "s" if shared_start else "1" if dont_filter else "0"
-        keys = self._k("meta", "node", "frontier", "lease", "req", "forced", "unfiltered", "imported_seen", *DERIVED_KEYS)
-        keys += [self.keys["meta"][: -len("meta")] + "enq:" + op] if op and mode == "1" else []  # the last key
+        once = bool(op) and mode == "1"  # enq:<op>, the last key: a call sent again queues nothing more
+        keys = [*self._enqueue_keys, self.keys["meta"][: -len("meta")] + "enq:" + op] if once else self._enqueue_keys
         return (keys, [self._lua_ordering, id_, tie, payload, mode, settle_arg(lease, self.holder), self._start_score,
-                       seen_fp, OP_TTL_MS if op and mode == "1" else 0, max(-MAX_PRIORITY, min(MAX_PRIORITY, int(priority)))])
+                       seen_fp, OP_TTL_MS if once else 0, max(-MAX_PRIORITY, min(MAX_PRIORITY, int(priority)))])
 
     # -- the hot calls as commands, for the pipelined connection (store/pipe.py) ----------
     def pipe_scripts(self) -> list[Any]:
@@ -326,7 +328,7 @@ class FrontierStore(PipelinedRecord, FrontierReads):
         args: list[Any] = [self._lua_ordering, now_ms, lease_arg, count, requeue_cap, holder]
         if scan > 0:
             args += [scan, offset, repr(float(min_ratio)), *busy]
-        return self._k("meta", "node", "frontier", "lease", "req", "forced", *DERIVED_KEYS), args
+        return self._settle_keys, args
 
     def _popped(self, res: Any) -> tuple[int, list[tuple[bytes, bytes | None]]]:
         reclaimed = int(res[1])
@@ -394,10 +396,8 @@ class FrontierStore(PipelinedRecord, FrontierReads):
         holders forgotten)``."""
         if mode not in ("holder", "dead", "all") or (mode == "holder") != bool(holder):
             raise ValueError(f"release: mode {mode!r} with holder {holder!r}")
-        n, forgotten = self._scripts["release_holder"](
-            keys=self._k("meta", "node", "frontier", "lease", "req", "forced", *DERIVED_KEYS),
-            args=[self._lua_ordering, int(time.time() * 1000), mode, holder],
-        )
+        args = [self._lua_ordering, int(time.time() * 1000), mode, holder]
+        n, forgotten = self._scripts["release_holder"](keys=self._settle_keys, args=args)
         return int(n), [h.decode() for h in forgotten]
 
     def release_stale(self, holder: str, keep: set[bytes], before: float) -> int:
@@ -488,7 +488,7 @@ class FrontierStore(PipelinedRecord, FrontierReads):
         argv: list[Any] = [self._lua_ordering, mode]
         for member, id_ in leases:
             argv += [settle_arg(member, self.holder), id_]
-        return self._k("meta", "node", "frontier", "lease", "req", "forced", *DERIVED_KEYS), argv
+        return self._settle_keys, argv
 
     def drop(self) -> int:
         """Delete every key of this crawl (``ipr:{<crawl id>}:*``, SCAN + DEL in
