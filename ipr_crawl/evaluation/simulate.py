@@ -310,6 +310,7 @@ def _ordering_run(
     )
     if prior_label is not None:
         set_prior(client, cid, priors[prior_label][1], args.prior_weight)
+        store.refresh_prior()
         name = f"{name}+prior({prior_label})"
     in_redis = args.mode == "in-redis"
     if in_redis:

@@ -164,6 +164,8 @@ class Bootstrap:
             except BaseException:
                 self.rerun_failed(client, rerun)
                 raise
+        if hasattr(store, "refresh_prior"):  # its calls name the prior's buckets in KEYS
+            store.refresh_prior()
         if rerun is not None and rerun["case"] == "afresh":
             # last: processes of the crawl that started beside this one wait for it (store/archive.py)
             from ipr_crawl.store.archive import release

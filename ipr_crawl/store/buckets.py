@@ -149,8 +149,8 @@ class BucketedFrontier(OutboxRelay):
                 raise IncompatibleCrawl(
                     f"crawl {self.crawl_id!r} is split into {int(buckets)} buckets (IPR_CLUSTER_BUCKETS); this "
                     f"run has {self.buckets}. Use the same IPR_CLUSTER_BUCKETS or another IPR_CRAWL_ID")
-            # schema 4 -> 5: each bucket re-indexes its push residuals as it opens
-            if schema is None or int(schema) not in (4, SCHEMA_VERSION):
+            # schema 4 -> 5 -> 6: each bucket upgrades its own keys as it opens (store/upgrade.py)
+            if schema is None or int(schema) not in (4, 5, SCHEMA_VERSION):
                 raise IncompatibleCrawl(
                     f"crawl {self.crawl_id!r} was written with schema {schema!r}; this is ipr-crawl schema "
                     f"{SCHEMA_VERSION}. Use another IPR_CRAWL_ID or delete its keys")

@@ -20,7 +20,6 @@ from typing import Any
 import redis
 
 from ipr_crawl.ordering.params import OrderingParams
-from ipr_crawl.ordering.reference import resid_level
 from ipr_crawl.ordering.rules import rule_of
 from ipr_crawl.store.keys import DERIVED_KEYS, RECORD_KEYS, SCHEMA_VERSION, crawl_keys
 from ipr_crawl.store.lua_loader import script_source
@@ -28,6 +27,7 @@ from ipr_crawl.store.pipe import Call, evalsha
 from ipr_crawl.store.pipelined import PipelinedRecord, settle_arg
 from ipr_crawl.store.reads import FrontierReads
 from ipr_crawl.store.record import ID_SIZE, Link, RecordResult, parse_record, record_result
+from ipr_crawl.store.upgrade import upgrade
 
 __all__ = ["FrontierStore", "IncompatibleCrawl", "script_source"]
 
@@ -126,12 +126,8 @@ class FrontierStore(PipelinedRecord, FrontierReads):
             version = int(schema) if schema is not None else None
         except ValueError:
             version = None
-        if version == 3:
-            self._upgrade_from_3()
-            version = 4
-        if version == 4:
-            self._upgrade_from_4()
-            version = 5
+        version = upgrade(self, version)
+        self.refresh_prior()
         if version != SCHEMA_VERSION:
             raise IncompatibleCrawl(
                 f"crawl {self.crawl_id!r} was written with schema {schema!r}; this is "
@@ -153,49 +149,12 @@ class FrontierStore(PipelinedRecord, FrontierReads):
             )
         return True
 
-    def _upgrade_from_3(self) -> None:
-        """Schema 3 -> 4: a lease's score was its deadline, now it is when it was taken.
-        Leases in flight are counted as taken now (they have no holder: the lease time
-        bounds them)."""
-        c: Any = self.client
-        now = int(time.time() * 1000)
-        members = c.zrange(self.keys["lease"], 0, -1)
-        pipe = c.pipeline(transaction=True)
-        if members:
-            pipe.zadd(self.keys["lease"], dict.fromkeys(members, now))
-        pipe.hset(self.keys["meta"], "schema", 4)
-        pipe.execute()
-        logger.info("ipr-crawl: crawl %r upgraded from schema 3 to 4", self.crawl_id)
-
-    def _upgrade_from_4(self) -> None:
-        """Schema 4 -> 5: push's residual index ``resid`` was scored by ``a / outdeg``;
-        it is now scored by that value's level
-        (:func:`ipr_crawl.ordering.reference.resid_level`). Every entry is re-scored from
-        its node record (entries no longer indexed are removed); other orderings have no
-        entries. Cost: one pass over ``resid``, in chunks of 1,000."""
-        c: Any = self.client
-        resid, eps = self.keys["resid"], float(self.params.push_epsilon)
-        members = [m for m, _ in c.zscan_iter(resid, count=1000)]
-        for i in range(0, len(members), 1000):
-            chunk = members[i : i + 1000]
-            raws = c.hmget(self.keys["node"], chunk)
-            levels: dict[bytes, int] = {}
-            gone: list[bytes] = []
-            for m, raw in zip(chunk, raws):
-                head = parse_record(raw)[0] if raw else None
-                if head and head.state == 2 and head.outdeg > 0 and head.a > 0 and head.a >= eps:
-                    levels[m] = resid_level(head.a / head.outdeg)
-                else:
-                    gone.append(m)
-            pipe = c.pipeline(transaction=False)
-            if levels:
-                pipe.zadd(resid, levels)
-            if gone:
-                pipe.zrem(resid, *gone)
-            pipe.execute()
-        c.hset(self.keys["meta"], "schema", 5)
-        logger.info("ipr-crawl: crawl %r upgraded from schema 4 to 5 (%d push residuals re-indexed)",
-                    self.crawl_id, len(members))
+    def refresh_prior(self) -> int:
+        """Read the crawl's prior bucket count (``prior_buckets`` in ``meta``, written
+        last when a prior is installed, store/prior.py) into :attr:`prior_buckets`."""
+        raw = self.client.hget(self.keys["meta"], "prior_buckets")
+        self.prior_buckets = int(raw) if raw else 0
+        return self.prior_buckets
 
     def _k(self, *names: str) -> list[str]:
         return [self.keys[n] for n in names]
@@ -242,7 +201,9 @@ class FrontierStore(PipelinedRecord, FrontierReads):
     ) -> tuple[list[str], list[Any]]:
         mode = "s" if shared_start else "1" if dont_filter else "0"
         once = bool(op) and mode == "1"  # enq:<op>, the last key: a call sent again queues nothing more
-        keys = [*self._enqueue_keys, self.keys["meta"][: -len("meta")] + "enq:" + op] if once else self._enqueue_keys
+        keys = [*self._enqueue_keys, *self.prior_keys([id_])]
+        if once:
+            keys.append(self.keys["meta"][: -len("meta")] + "enq:" + op)
         return (keys, [self._lua_ordering, id_, tie, payload, mode, settle_arg(lease, self.holder), self._start_score,
                        seen_fp, OP_TTL_MS if once else 0, max(-MAX_PRIORITY, min(MAX_PRIORITY, int(priority)))])
 
@@ -282,7 +243,7 @@ class FrontierStore(PipelinedRecord, FrontierReads):
         """:meth:`record_page` as a :class:`~ipr_crawl.store.pipe.Call` (same value), with
         the ``WAIT`` of :meth:`wait_for_replicas` after it when one is asked."""
         argv = self._record_argv(page_id, page_tie, links, lease, bucket)
-        commands = [evalsha(self._scripts["record_page"], self._record_keys, argv)]
+        commands = [evalsha(self._scripts["record_page"], self._record_keys_of(argv), argv)]
         if self._waiting():
             assert self._wait is not None
             commands.append(("WAIT", self._wait[0], self._wait[1]))

@@ -24,7 +24,9 @@ scripts stay atomic in one Redis Cluster slot). Keys:
 ``imported_seen`` set    a crawl carried over from scrapy-redis: its duplicate filter's fingerprints
                          (scheduler/migrate.py); a new URL found there is known as fetched
 ``req``           hash   node id or forced token -> request payload (scheduler/codec.py)
-``sites``         zset   larger-sites-first: sites by pending URLs (``site:<hash>`` queues)
+``sites``         zset   larger-sites-first: site hash -> -(its queued URLs)
+``siteq``         zset   larger-sites-first: the site queues, members 8-byte site hash .. frontier
+                         member, all scored 0 (ordered by site, then seq)
 ``resid``         zset   push: fetched node id, score = level of residual / out-degree (mass not yet pushed on; ordering.reference.resid_level)
 ``pushing``       string push: the hub being pushed in parts: id, share per link, next link index
 ``graph``         hash   replays only: a graph to replay (:mod:`ipr_crawl.store.replay`)
@@ -57,12 +59,13 @@ from ipr_crawl.crawl_id import check_crawl_id
 
 __all__ = ["DERIVED_KEYS", "RECORD_KEYS", "SCHEMA_VERSION", "KEY_NAMES", "crawl_keys"]
 
+#: 6: larger-sites-first's site queues are one ``siteq`` (not a ``site:<hash>`` key per site);
 #: 5: the push index ``resid`` scores a residual's level, not the residual; 4: leases are scored by when they were taken (not by a deadline) and name
 #: their holder; 3: payloads carry their download slot (codec format 2); 2: out-links kept in the
 #: node record; 1: a separate `out` hash.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 KEY_NAMES = (
-    "meta", "node", "frontier", "lease", "forced", "unfiltered", "imported_seen", "req", "sites", "graph", "resid", "pushing",
+    "meta", "node", "frontier", "lease", "forced", "unfiltered", "imported_seen", "req", "sites", "siteq", "graph", "resid", "pushing",
     # leases, their holders, what the operator sees (status, report)
     "lease_by", "lease_since", "holders", "holders_info", "order", "timeline",
     # revisits (store/revisit.py)
@@ -75,7 +78,7 @@ RECORD_KEYS = ("meta", "node", "frontier", "lease", "req", "forced", "unfiltered
 #: _push.lua, ordering/rules/lsf.lua): passed in KEYS after each such script's own keys,
 #: so that every key a script touches is declared (a Redis Cluster checks them before
 #: the script runs).
-DERIVED_KEYS = ("lease_by", "lease_since", "holders", "holders_info", "resid", "pushing", "sites")
+DERIVED_KEYS = ("lease_by", "lease_since", "holders", "holders_info", "resid", "pushing", "sites", "siteq")
 
 
 def crawl_keys(crawl_id: str) -> dict[str, str]:

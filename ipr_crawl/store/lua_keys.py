@@ -12,8 +12,8 @@ and transactions"). The tests run every script with this check
 ``redis.call``/``redis.pcall`` so that a key neither in ``KEYS`` nor listed in
 :data:`BUILT_IN_SCRIPT` raises a script error naming the script, the command and the key.
 
-:data:`BUILT_IN_SCRIPT` is the list of keys still built inside the scripts: it may only
-shrink. Off (the default, and in every crawl), the scripts are exactly as written.
+:data:`BUILT_IN_SCRIPT` is the list of keys still built inside the scripts: it is empty
+and may only stay so. Off (the default, and in every crawl), the scripts are exactly as written.
 """
 
 from __future__ import annotations
@@ -26,13 +26,12 @@ __all__ = ["BUILT_IN_SCRIPT", "KEY_CHECK_ENV", "key_check_on", "with_key_check"]
 #: The environment variable that turns the check on (any value but "" and "0").
 KEY_CHECK_ENV = "IPR_LUA_CHECK_KEYS"
 
-#: Keys the scripts still build from another key instead of receiving them in KEYS, as
-#: Lua patterns on the key's name (anchored at its end). Each is a place where a script
-#: can fail halfway during a Cluster slot migration.
-BUILT_IN_SCRIPT: tuple[str, ...] = (
-    ":prior:%d+$",  # _prior.lua: the prior's hash buckets
-    ":site:.+$",  # ordering/rules/lsf.lua: the site queues
-)
+#: Keys the scripts may build from another key without receiving them in KEYS, as Lua
+#: patterns on the key's name (anchored at its end). Each would be a place where a
+#: script can fail halfway during a Cluster slot migration; none is left (the prior's
+#: buckets are named by the caller, store/pipelined.py ``prior_keys``; larger-sites-first
+#: keeps its site queues in one key, ``siteq``).
+BUILT_IN_SCRIPT: tuple[str, ...] = ()
 
 _CALL = re.compile(r"\bredis\.(p?call)\(")
 

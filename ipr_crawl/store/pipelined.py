@@ -60,6 +60,28 @@ class PipelinedRecord:
     #: a holder's heartbeat deadline (2 x IPR_HEARTBEAT_SECS): a pop by a holder found
     #: lost registers it again with it (0: never)
     holder_ttl_secs: float = 0.0
+    #: the crawl's prior (IPR_PRIOR_CRAWL, store/prior.py): its number of hash buckets
+    #: ``prior:<n>``, 0 without one; a call that may create nodes names the buckets of
+    #: its ids in KEYS (:meth:`prior_keys`)
+    prior_buckets: int = 0
+
+    def prior_keys(self, ids: Sequence[bytes]) -> list[str]:
+        """The prior's hash buckets ``prior:<n>`` where ids ``ids`` would be (the
+        bucket of an id: its last 4 bytes, big-endian, mod :attr:`prior_buckets`, as
+        _prior.lua looks it up), once each, sorted; [] without a prior."""
+        n = self.prior_buckets
+        if not n:
+            return []
+        base = self.keys["meta"][: -len("meta")] + "prior:"
+        return [f"{base}{b}" for b in sorted({int.from_bytes(i[4:8], "big") % n for i in ids})]
+
+    def _record_keys_of(self, argv: Sequence[Any]) -> list[str]:
+        """The KEYS of a record call of argument list ``argv`` (:meth:`_record_argv`):
+        the record keys, then the prior's buckets of its links."""
+        if not self.prior_buckets:
+            return self._record_keys
+        at = len(self._record_head) + 3  # the link count, then (id, tie, payload) per link
+        return [*self._record_keys, *self.prior_keys(argv[at + 1 : at + 1 + 3 * int(argv[at]) : 3])]
 
     def _open_record_pipeline(self) -> None:
         """No call outstanding, no connection yet, no WAIT."""
@@ -100,7 +122,7 @@ class PipelinedRecord:
         return self._record_now(self._record_argv(page_id, page_tie, links, lease, bucket))
 
     def _record_now(self, argv: list[Any]) -> RecordResult:
-        result = record_result(self._scripts["record_page"](keys=self._record_keys, args=argv))
+        result = record_result(self._scripts["record_page"](keys=self._record_keys_of(argv), args=argv))
         if self._waiting():
             assert self._wait is not None
             n, ms, _ = self._wait
@@ -154,7 +176,7 @@ class PipelinedRecord:
         self.settle_record()
         self._outstanding_wait = False
         argv = self._record_argv(page_id, page_tie, links, lease, bucket)
-        keys = self._record_keys
+        keys = self._record_keys_of(argv)
         self._outstanding = (argv, then)
         try:
             self._record_conn = self._record_conn or self._new_record_conn()

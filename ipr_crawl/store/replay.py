@@ -33,15 +33,22 @@ class ReplayStore(FrontierStore):
                 pending = 0
         pipe.execute()
 
+    def _replay_keys(self) -> list[str]:
+        """The KEYS of replay.lua and replay_record.lua: the crawl's keys, then every
+        bucket of its prior (a replay creates nodes from the graph it reads in Redis,
+        so which buckets it looks up is not known before the call)."""
+        buckets = self.refresh_prior()
+        base = self.keys["meta"][: -len("meta")] + "prior:"
+        return [*self._k("meta", "node", "frontier", "lease", "req", "graph", "forced", "unfiltered", "imported_seen",
+                         "order", *DERIVED_KEYS), *(f"{base}{b}" for b in range(buckets))]
+
     def replay(self, count: int) -> tuple[list[bytes], int, int, int]:
         """Pop-and-record up to ``count`` pages from the stored graph (replay.lua).
 
         Returns ``(page ids in fetch order, first fetches, propagation updates,
         propagation drops)``.
         """
-        res = self._scripts["replay"](
-            keys=self._k("meta", "node", "frontier", "lease", "req", "graph", "forced", "unfiltered", "imported_seen", "order",
-                          *DERIVED_KEYS),
+        res = self._scripts["replay"](keys=self._replay_keys(),
             args=[*self._record_head, count],
         )
         return list(res[3:]), int(res[0]), int(res[1]), int(res[2])
@@ -50,8 +57,7 @@ class ReplayStore(FrontierStore):
         """Record the given pages in order from the stored graph (replay_record.lua)."""
         return int(
             self._scripts["replay_record"](
-                keys=self._k("meta", "node", "frontier", "lease", "req", "graph", "forced", "unfiltered", "imported_seen", "order",
-                          *DERIVED_KEYS),
+                keys=self._replay_keys(),
                 args=[*self._record_head, *page_ids],
             )
         )

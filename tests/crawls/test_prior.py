@@ -84,6 +84,7 @@ def test_install_prior_errors_and_resume(redis_client):
         with pytest.raises(PriorError, match="was started with IPR_PRIOR_CRAWL"):
             install_prior(redis_client, new, "other", 1.0)
         # the new crawl's new URLs carry the prior: 3 is the most linked-to of the old graph's sinks
+        assert b.refresh_prior() == info["buckets"]  # as the scheduler does after installing it
         b.enqueue(nid(3), 0, b"", False)
         b.enqueue(nid(9), 0, b"", False)  # unknown to the prior
         rec = b.records()

@@ -81,6 +81,7 @@ def drive(client, ordering, case, params=None, prior=None):
         ref = ReferenceFrontier(ordering, cutoff=cutoff, prior=prior, **params)
         if prior is not None:
             set_prior(client, cid, [(nid(k), v) for k, v in prior.items()], store.params.prior_weight)
+            store.refresh_prior()  # installed after open, as no crawl does: its calls name the buckets
         assert store.enqueue(nid(seed), ties[seed], payload(seed), False) == ref.enqueue(seed, ties[seed])
         order: list[int] = []
         while True:

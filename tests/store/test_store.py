@@ -324,8 +324,47 @@ def test_schema_4_push_crawl_is_upgraded(redis_client, crawl_id):
     redis_client.zadd(resid, {m: h.a / h.outdeg for m, h in heads.items()} | {nid(3): 0.5})
     redis_client.hset(s.keys["meta"], "schema", 4)
     assert FrontierStore(redis_client, crawl_id, "push", push_budget=0).open() is True
-    assert int(redis_client.hget(s.keys["meta"], "schema")) == SCHEMA_VERSION == 5
+    assert int(redis_client.hget(s.keys["meta"], "schema")) == SCHEMA_VERSION == 6
     assert dict(redis_client.zrange(resid, 0, -1, withscores=True)) == levels
+
+
+def test_schema_5_larger_sites_first_crawl_is_upgraded(redis_client, crawl_id):
+    """Schema 5 kept one queue per site (``site:<hash>``, scored by seq); opening it
+    moves them into ``siteq``, and the crawl pops in the order a crawl that never had
+    the old layout pops."""
+    sites = [7, 7, 3, 7, 2 ** 52 - 1, 3, 5, 2 ** 52 - 1, 7]
+
+    def fill(cid: str) -> FrontierStore:
+        store = FrontierStore(redis_client, cid, "larger-sites-first")
+        store.open()
+        for n, site in enumerate(sites, 1):
+            store.enqueue(nid(n), site, payload(n), False)
+        return store
+
+    def drain(store: FrontierStore) -> list[bytes]:
+        popped = []
+        while True:
+            _, items = store.pop(1, 600)
+            if not items:
+                return popped
+            popped.append(items[0][0])
+            store.record_page(items[0][0][8:], 0, [], lease=items[0][0])
+
+    want = drain(fill(crawl_id + "-control"))
+    old = fill(crawl_id)
+    base = old.keys["meta"][: -len("meta")]
+    for member in redis_client.zrange(old.keys["siteq"], 0, -1):  # what schema 5 wrote
+        site, m = int.from_bytes(member[:8], "big"), member[8:]
+        redis_client.zadd(f"{base}site:{site}", {m: int.from_bytes(m[:8], "big")})
+    redis_client.delete(old.keys["siteq"])
+    redis_client.hset(old.keys["meta"], "schema", 5)
+    assert FrontierStore(redis_client, crawl_id, "larger-sites-first").open() is True
+    assert int(redis_client.hget(old.keys["meta"], "schema")) == SCHEMA_VERSION
+    assert not redis_client.keys(f"{base}site:*")
+    assert redis_client.zcard(old.keys["siteq"]) == len(sites)
+    assert drain(old) == want and len(want) == len(sites)
+    # the site with most queued URLs first (7: four), then equal counts by site name
+    assert [int.from_bytes(m[8:], "big") for m in want] == [1, 2, 3, 5, 4, 6, 8, 7, 9]
 
 
 #: the graph of the two "resumed with a larger epsilon" tests below
