@@ -61,10 +61,26 @@ VPY = VENV / "bin" / "python"
 RESULTS = HERE / "results.json"
 README = HERE / "README.md"
 
-#: The Scrapy release whose tests judge (``--scrapy``): the newest the add-on supports.
-#: Another release gets a cache and a venv of its own (``.cache-<release>``, ``.venv-<release>``).
+#: The Scrapy release whose tests judge by default: the newest tested here. ``--scrapy
+#: newest`` asks pip for the newest release it offers (:func:`newest_scrapy`). Another
+#: release gets a cache and a venv of its own (``.cache-<release>``, ``.venv-<release>``).
 DEFAULT_SCRAPY = "2.19.*"
 SCRAPY_SPEC = f"scrapy=={DEFAULT_SCRAPY}"
+
+
+def newest_scrapy() -> str:
+    """The newest Scrapy release pip offers, as ``<major>.<minor>.*`` (``pip index
+    versions``); :data:`DEFAULT_SCRAPY` when pip cannot say (offline), with a line on stderr."""
+    try:
+        out = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "scrapy"],
+                             capture_output=True, text=True, timeout=120).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        out = ""
+    m = re.search(r"^scrapy \((\d+)\.(\d+)\.", out, re.MULTILINE)
+    if m is None:
+        print(f"conformance: pip names no newest Scrapy; judging with {DEFAULT_SCRAPY}", file=sys.stderr)
+        return DEFAULT_SCRAPY
+    return f"{m[1]}.{m[2]}.*"
 
 
 def use_scrapy(release: str) -> None:
@@ -492,13 +508,16 @@ def main() -> int:
     ap.add_argument("--no-readme", action="store_true", help="do not rewrite the table in README.md")
     ap.add_argument("--output", default=str(RESULTS), help="results file (default %(default)s)")
     ap.add_argument("--scrapy", default=DEFAULT_SCRAPY,
-                    help="the Scrapy release whose tests run (default %(default)s, the newest supported; "
-                         "2.13.* is the oldest)")
+                    help="the Scrapy release whose tests run (default %(default)s; 'newest': the newest pip "
+                         "offers; 2.13.* is the oldest supported)")
     ap.add_argument("--strict", action="store_true",
                     help="exit 1 on an add-on-only failure not in INTENDED (DIFFERENCES.md) (CI)")
     ap.add_argument("--no-leftovers", action="store_true",
                     help="exit 1 when a redis-server outlived its crawl (CI, on the newest Scrapy)")
     args = ap.parse_args()
+    if args.scrapy == "newest":
+        args.scrapy = newest_scrapy()
+        print(f"conformance: the newest Scrapy pip offers: {args.scrapy}", file=sys.stderr)
     use_scrapy(args.scrapy)
 
     t0 = time.monotonic()

@@ -12,17 +12,17 @@ It steps aside, and says so, for Scrapy's one-off commands (``shell``, ``fetch``
 ``view``, ``parse``, ``check``, ``bench``): they run on Scrapy's own in-memory
 scheduler and leave the crawl's frontier untouched. It refuses a ``SCHEDULER``
 setting that would silently replace its scheduler, and warns about settings the
-frontier gives another meaning (``JOBDIR``, ``DUPEFILTER_CLASS``, ``DEPTH_PRIORITY``).
+frontier gives another meaning (``JOBDIR``, ``DUPEFILTER_CLASS``; ``DEPTH_PRIORITY`` with larger-sites-first).
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
 from typing import Any
 
 from ipr_crawl.config import DEFAULTS, SettingError, check_settings, read
 from ipr_crawl.scheduler.compat import on_crawl_failure, reactorless_refusal
+from ipr_crawl.scheduler.internals import running_command
 
 __all__ = ["Addon", "ONE_OFF_COMMANDS"]
 
@@ -53,27 +53,6 @@ _UNUSED_SCHEDULER_SETTINGS = {
     "SCHEDULER_IDLE_BEFORE_CLOSE": "a crawl closes when none of its processes has requests left or in flight",
 }
 _DEFAULT_DUPEFILTERS = ("scrapy.dupefilters.RFPDupeFilter", "scrapy_redis.dupefilter.RFPDupeFilter")
-
-
-def running_command() -> str:
-    """The name of the ``scrapy`` command running this crawler (``"crawl"``,
-    ``"shell"``, ...), read from the call stack; ``""`` when none is (a script
-    using ``CrawlerProcess``, scrapyd's ``crawl``)."""
-    from scrapy.commands import ScrapyCommand
-
-    frame = inspect.currentframe()
-    try:
-        while frame is not None:
-            owner = frame.f_locals.get("self")
-            if isinstance(owner, ScrapyCommand):
-                module = type(owner).__module__
-                if module.startswith("scrapy.commands."):
-                    return module.rsplit(".", 1)[-1]
-                return type(owner).__name__.lower()
-            frame = frame.f_back
-    finally:
-        del frame
-    return ""
 
 
 class OneLineErrors(logging.Filter):
@@ -275,10 +254,9 @@ class Addon:
                 "(REQUEST_FINGERPRINTER_CLASS) it has seen, unless dont_filter", dupefilter,
             )
         Addon._warn_unused_scheduler_settings(settings)
-        if settings.getint("DEPTH_PRIORITY"):
+        if settings.getint("DEPTH_PRIORITY") and settings.get("IPR_ORDERING") == "larger-sites-first":
             _warn(
-                "DEPTH_PRIORITY=%s has no effect: a link's Request.priority does not order the frontier "
-                "(the ordering IPR_ORDERING=%r does); IPR_ORDERING=bf gives breadth-first order",
-                settings.getint("DEPTH_PRIORITY"),
-                settings.get("IPR_ORDERING"),
+                "DEPTH_PRIORITY=%s has no effect with IPR_ORDERING='larger-sites-first', which takes the "
+                "site with most queued URLs first whatever a request's priority; any other ordering "
+                "orders by Request.priority first", settings.getint("DEPTH_PRIORITY"),
             )

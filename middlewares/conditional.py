@@ -61,6 +61,7 @@ from ipr_crawl.config import RevisitConfig
 from ipr_crawl.meta import NETWORK_STATUS_META, RECORDED_META, REVISIT_META, dont_revisit
 from ipr_crawl.scheduler import scheduler_of
 from ipr_crawl.scheduler.compat import SpiderArg
+from ipr_crawl.scheduler.internals import cache_skips
 from ipr_crawl.scheduler.refresher import SIM_TIME_HEADER
 from ipr_crawl.scheduler.revisits import FLAGS, RevisitObserver
 
@@ -263,7 +264,7 @@ class CacheValidatorsMiddleware:
 
     def _stores_304(self, request: Request) -> bool:
         """Whether the cache would keep a 304 to ``request`` as the page's copy."""
-        if request.meta.get("dont_cache") or "_dont_cache" in request.meta:
+        if cache_skips(request):
             return False
         return bool(self.policy.should_cache_response(Response(request.url, status=304), request))
 

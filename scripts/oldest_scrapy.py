@@ -37,6 +37,7 @@ DEFAULT_TESTS = [
     "tests/crawls/test_dropin.py::test_bad_settings_and_overrides_say_so_in_one_line",
     "tests/crawls/test_crawl.py::test_one_request_at_a_time_is_the_exact_order_at_the_default_pop_batch",
     "tests/crawls/test_crawl.py::test_resume_fetches_the_rest_once",
+    "tests/crawls/test_crawl.py::test_depth_priority_is_the_first_key_as_in_scrapy",
     "tests/crawls/test_rerun.py::test_a_rerun_that_fails_to_start_lets_the_next_start_go_at_once",
 ]
 TEST_TOOLS = ["pytest>=8", "pytest-xdist>=3.5,<4", "hypothesis>=6.100"]

@@ -17,11 +17,11 @@ from typing import Any
 
 import msgpack
 from scrapy import Request, Spider
-from scrapy.http.request import _find_method
 from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.request import request_from_dict
 
 from ipr_crawl.meta import TRANSIENT_META, WRAPPED_ERRBACK_ATTR
+from ipr_crawl.scheduler.internals import callback_name
 
 __all__ = [
     "encode_request", "decode_request", "payload_slot", "slot_of", "PayloadError", "TRANSIENT_META", "Unstorable",
@@ -218,27 +218,28 @@ def _check_packable(data: dict[str, Any]) -> None:
 
 
 #: (spider, function) -> the spider's method name of that function (Scrapy's
-#: ``_find_method`` lists every member of the spider for each request: a fifth of the
-#: add-on's own time per link on small pages). Weak on the spider.
+#: ``_find_method``, :func:`~ipr_crawl.scheduler.internals.callback_name`, lists every
+#: member of the spider for each request: a fifth of the add-on's own time per link on
+#: small pages). Weak on the spider.
 _METHOD_NAMES: weakref.WeakKeyDictionary[Any, dict[Any, str]] = weakref.WeakKeyDictionary()
 
 
 def _method_name(spider: Spider | None, func: Any) -> Any:
     """The name :meth:`scrapy.Request.to_dict` stores for a callback or errback:
-    Scrapy's own ``_find_method`` (raising ValueError as it does), cached per spider
-    and function."""
+    Scrapy's own (:func:`~ipr_crawl.scheduler.internals.callback_name`, raising
+    ValueError as it does), cached per spider and function."""
     if not callable(func):
         return func
     inner = getattr(func, "__func__", None)
     if spider is None or inner is None:
-        return _find_method(spider, func)
+        return callback_name(spider, func)
     try:
         names = _METHOD_NAMES.setdefault(spider, {})
     except TypeError:  # a spider that cannot be weakly referenced
-        return _find_method(spider, func)
+        return callback_name(spider, func)
     name = names.get(inner)
     if name is None:
-        name = names[inner] = _find_method(spider, func)
+        name = names[inner] = callback_name(spider, func)
     return name
 
 

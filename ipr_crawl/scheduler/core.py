@@ -32,6 +32,7 @@ from ipr_crawl.scheduler.compat import close_spider, loop_deliverer, looping_cal
 from ipr_crawl.scheduler.enqueue import Enqueuer
 from ipr_crawl.scheduler.heartbeat import Heartbeat, holder_info, new_holder_id
 from ipr_crawl.scheduler.identity import RequestIdentity
+from ipr_crawl.scheduler.internals import mark_crawl_failed, warn_missing
 from ipr_crawl.scheduler.leasing import Leases
 from ipr_crawl.scheduler.oplog import FrontierLine, close_summary, closed_without_redis_line, redis_stopped_line
 from ipr_crawl.scheduler.pacing import Pacing
@@ -112,7 +113,8 @@ class IprScheduler(BaseScheduler):
         #: records parsed pages (the link-graph middleware's calls)
         self.recorder = PageRecorder(self, crawler)
         #: how many requests to lease now, and waking the engine (pacing.py)
-        self.pacing = Pacing(crawler, config, self._concurrency, lambda: self.recorder.sent, self._stats_inc)
+        self.pacing = Pacing(crawler, config, self._concurrency, lambda: self.recorder.sent, self._stats_inc,
+                             lambda: sum(1 for r in self.leases.held.values() if r is not None))
         #: this process's name on its leases (host:pid:random)
         self.holder = new_holder_id()
         self.heartbeat: Heartbeat | None = None
@@ -169,6 +171,7 @@ class IprScheduler(BaseScheduler):
             self.leases.watch_recovery(retry, embedded=not cfg.redis_url and not scrapy_redis_settings(self.crawler))
         self._start_heartbeat(spider)
         _by_crawler[self.crawler] = self
+        warn_missing(self.crawler)  # Scrapy internals this Scrapy lacks, in one WARNING
 
     def _start_heartbeat(self, spider: Spider) -> None:
         # From here on (the crawl's steady state) the event loop makes one attempt per Redis
@@ -295,16 +298,13 @@ class IprScheduler(BaseScheduler):
         waited = self.calls.retry.failing_for() if self.calls.retry is not None else 0.0
         redis_stopped_line(where, exc, waited or self.config.redis_retry_secs, self.config.redis_retry_secs,
                            self.store.client if full else None, self._closing)
-        # The crawl failed: `scrapy crawl` exits with status 1, as for a crawl whose
-        # spider could not start (Scrapy's CrawlerProcess.bootstrap_failed reads it).
+        # the crawl failed: `scrapy crawl` exits with status 1 (internals.mark_crawl_failed)
         self.crawler.signals.connect(self._mark_failed, signal=signals.engine_stopped)
         if not self._closing:
             close_spider(self.crawler, "ipr_redis_full" if full else "ipr_redis_unavailable")
 
-    def _mark_failed(self) -> None:
-        """``engine_stopped`` of a crawl stopped for ``ipr_redis_unavailable``: Scrapy's
-        crawl command exits with status 1 when the crawler has no spider at the end."""
-        self.crawler.spider = None
+    def _mark_failed(self) -> None:  # engine_stopped after Redis away or full: `scrapy crawl` exits 1
+        mark_crawl_failed(self.crawler)
 
     @property
     def redis(self) -> redis.Redis:

@@ -168,10 +168,10 @@ class Enqueuer:
         elif force:  # queued once, even if the call is sent again after its reply was lost
             self._ops += 1
             where["op"] = f"{self.calls.store.holder}:{self._ops}"
-            if request.priority:  # Scrapy's order first (a retry's RETRY_PRIORITY_ADJUST included)
-                where["priority"] = request.priority
         elif self.identity.seen_fingerprints is not None:
             where["seen_fp"] = self.identity.seen_fingerprints.of(request)
+        if request.priority:  # Scrapy's order first (a retry's RETRY_PRIORITY_ADJUST included)
+            where["priority"] = request.priority
         return self._now_or_later(
             request, functools.partial(self.calls.store.enqueue, *args, **where),
             self.calls.call_of("enqueue", *args, **where), stored,

@@ -1,10 +1,9 @@
 """Pacing: how many requests the scheduler leases now, and waking the engine.
 
 ``IPR_SLOW_START`` and ``IPR_WAIT_FOR_PARSE`` hold pops to the engine's requests in
-progress; ``IPR_POP_BATCH_SIZE`` caps a pop at half of ``CONCURRENT_REQUESTS``. The one
-place that reaches Scrapy's private ``crawler.engine._slot`` (its requests in progress,
-its ``nextcall``) is :meth:`Pacing._slot`; :meth:`Pacing.engine_idle` reads the engine's
-state as its ``spider_is_idle`` does.
+progress; ``IPR_POP_BATCH_SIZE`` caps a pop at half of ``CONCURRENT_REQUESTS``. What
+it reads of Scrapy's engine that is not public API (its requests in progress, waking
+it) goes through :mod:`ipr_crawl.scheduler.internals`.
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ipr_crawl.config import FrontierConfig
+from ipr_crawl.scheduler.internals import engine_holds_nothing, requests_in_progress, wake_engine
 
 __all__ = ["Pacing"]
 
@@ -22,17 +22,21 @@ __all__ = ["Pacing"]
 class Pacing:
     """The pacing of one scheduler: ``config`` its settings, ``concurrency``
     ``CONCURRENT_REQUESTS`` (at least 1), ``sent()`` the pages this process has sent to be
-    recorded, ``stats_inc(key)`` the waits' counter."""
+    recorded, ``stats_inc(key)`` the waits' counter, ``handed_out()`` the requests handed
+    to the engine and not settled."""
 
     def __init__(
         self, crawler: Any, config: FrontierConfig, concurrency: int, sent: Callable[[], int],
-        stats_inc: Callable[[str], None],
+        stats_inc: Callable[[str], None], handed_out: Callable[[], int] = lambda: 0,
     ) -> None:
         self.crawler = crawler
         self.config = config
         self.concurrency = concurrency
         self.sent = sent
         self.stats_inc = stats_inc
+        #: the requests this process handed to the engine and has not settled (where
+        #: Scrapy does not say how many it holds)
+        self.handed_out = handed_out
         #: wake() from another thread goes through deliver (on_loop)
         self.loop_thread = 0
         self.deliver: Callable[..., Any] | None = None
@@ -41,28 +45,10 @@ class Pacing:
         self._window = 0.0
         self._taken = 0
 
-    def _engine(self) -> Any:
-        """Scrapy's engine, or None before the crawl starts (Scrapy 2.19's ``Crawler.engine``
-        raises RuntimeError then)."""
-        try:
-            return getattr(self.crawler, "engine", None)
-        except RuntimeError:
-            return None
-
-    def _slot(self) -> Any:
-        """Scrapy's engine slot (private: ``inprogress``, ``nextcall``), or None before the engine runs."""
-        return getattr(self._engine(), "_slot", None)
-
     def engine_idle(self) -> bool:
-        """Whether Scrapy's engine holds no request: none in progress (``_slot.inprogress``),
-        none in the downloader, none being scraped. False before the engine runs."""
-        engine = self._engine()
-        slot = self._slot()
-        if engine is None or slot is None:
-            return False
-        scraper_slot = getattr(getattr(engine, "scraper", None), "slot", None)
-        return (not getattr(slot, "inprogress", True) and not getattr(engine.downloader, "active", True)
-                and scraper_slot is not None and scraper_slot.is_idle())
+        """Whether Scrapy's engine holds no request: none in progress, none in the
+        downloader, none being scraped (:func:`~ipr_crawl.scheduler.internals.engine_holds_nothing`)."""
+        return engine_holds_nothing(self.crawler)
 
     def held_back(self) -> bool:
         """``IPR_SLOW_START``: True while the engine already has as many requests in
@@ -101,7 +87,9 @@ class Pacing:
         if not ramping and not self.config.wait_for_parse:
             return self.pop_batch()
         allowance = max(1, self.sent()) if ramping else self.concurrency
-        in_progress = len(getattr(self._slot(), "inprogress", ()) or ())
+        in_progress = requests_in_progress(self.crawler)
+        if in_progress is None:  # a Scrapy that does not say: the requests handed out, not settled
+            in_progress = self.handed_out()
         return min(self.pop_batch(), max(0, allowance - in_progress))
 
     def ahead(self, rtt_secs: float) -> int:
@@ -137,9 +125,7 @@ class Pacing:
             # the engine's timers belong to the loop's thread
             self.deliver(self.wake)
             return
-        nextcall = getattr(self._slot(), "nextcall", None)
-        if nextcall is not None:
-            nextcall.schedule()
+        wake_engine(self.crawler)
 
     def later(self, fn: Callable[[], Any]) -> Callable[[], None]:
         """``fn`` as a callable for another thread: it runs ``fn()`` on the event loop

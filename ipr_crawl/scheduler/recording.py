@@ -30,8 +30,6 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-from pydispatch.dispatcher import getAllReceivers, liveReceivers
-from pydispatch.robustapply import robustApply
 from scrapy import Request, Spider, signals
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response
@@ -42,6 +40,7 @@ from ipr_crawl.ordering.reference import tie_rule_order
 from ipr_crawl.ordering.urls import bucket_of, canonical_url, node_id, site_of, tie_for
 from ipr_crawl.scheduler.codec import Unstorable, encode_request
 from ipr_crawl.scheduler.identity import RequestIdentity
+from ipr_crawl.scheduler.internals import request_scheduled_receivers, send_to_receiver
 from ipr_crawl.scheduler.linkcache import LinkIds
 from ipr_crawl.store import Link, RecordResult
 
@@ -189,32 +188,37 @@ class PageRecorder:
         self._waiting.pop(id(response), None)
         return self._record_now(response, requests)
 
-    def scheduled(self, request: Request, receivers: list[tuple[Any, dict[str, Any] | None]]) -> bool:
+    def scheduled(self, request: Request, receivers: list[tuple[Any, dict[str, Any] | None]] | None) -> bool:
         """Scrapy's ``request_scheduled`` signal, as the engine sends it before it
         schedules a request (``send_catch_log``: errors logged, IgnoreRequest not):
         False when a receiver (the offsite middleware, for one) raised IgnoreRequest.
         ``receivers`` from :meth:`link_receivers` (the per-call introspection of
-        pydispatch's ``robustApply`` cost a fifth of a crawl's speed)."""
+        ``send_catch_log`` cost a fifth of a crawl's speed); None: through
+        ``send_catch_log`` (a Scrapy whose signals are not on PyDispatcher)."""
+        if receivers is None:
+            results = self.crawler.signals.send_catch_log(
+                signals.request_scheduled, request=request, spider=self.host.spider, dont_log=IgnoreRequest)
+            return not any(isinstance(getattr(r, "value", None), IgnoreRequest) for _, r in results)
         for receiver, fixed in receivers:
             try:
                 if fixed is not None:
                     receiver(request=request, **fixed)
                 else:
-                    robustApply(
-                        receiver, signal=signals.request_scheduled, sender=self.crawler.signals.sender, request=request,
-                        spider=self.host.spider,
-                    )
+                    send_to_receiver(receiver, self.crawler, request=request, spider=self.host.spider)
             except IgnoreRequest:
                 return False
             except Exception:
                 logger.error("Error caught on signal handler: %(receiver)s", {"receiver": receiver}, exc_info=True)
         return True
 
-    def link_receivers(self) -> list[tuple[Any, dict[str, Any] | None]]:
+    def link_receivers(self) -> list[tuple[Any, dict[str, Any] | None]] | None:
         """The live ``request_scheduled`` receivers, each with the keyword arguments
-        it takes besides ``request`` (None: let ``robustApply`` work them out)."""
+        it takes besides ``request`` (None: let PyDispatcher's ``robustApply`` work them
+        out); None where Scrapy's signals do not say (:mod:`ipr_crawl.scheduler.internals`)."""
         sender = self.crawler.signals.sender  # the crawler (Scrapy's SignalManager)
-        live = list(liveReceivers(getAllReceivers(sender, signals.request_scheduled)))
+        live = request_scheduled_receivers(self.crawler)
+        if live is None:
+            return None
         # bound methods are made anew at each look-up: keyed by their object and function
         key = [(id(getattr(r, "__self__", r)), id(getattr(r, "__func__", r))) for r in live]
         if self._receivers is not None and self._receivers[0] == key:
@@ -309,7 +313,8 @@ class PageRecorder:
             except (ValueError, Unstorable) as exc:  # kept in memory by the scheduler, with a warning
                 frontier.keep_local(request, exc)
                 continue
-            links.append(Link(rid, tie_for(cfg.ordering, canon[i]), payload, b, srfp.of(request) if srfp else ""))
+            links.append(Link(rid, tie_for(cfg.ordering, canon[i]), payload, b, srfp.of(request) if srfp else "",
+                              request.priority))
             link_requests.append(request)
         request_ = response.request
         lease = lease_of(request_) if request_ is not None else b""

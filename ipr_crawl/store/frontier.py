@@ -26,7 +26,7 @@ from ipr_crawl.store.lua_loader import script_source
 from ipr_crawl.store.pipe import Call, evalsha
 from ipr_crawl.store.pipelined import PipelinedRecord, settle_arg
 from ipr_crawl.store.reads import FrontierReads
-from ipr_crawl.store.record import ID_SIZE, Link, RecordResult, parse_record, record_result
+from ipr_crawl.store.record import ID_SIZE, MAX_PRIORITY, Link, RecordResult, parse_record, record_result
 from ipr_crawl.store.upgrade import upgrade
 
 __all__ = ["FrontierStore", "IncompatibleCrawl", "script_source"]
@@ -58,7 +58,6 @@ def create_meta(client: redis.Redis, key: str, fields: dict[str, Any]) -> bool:
 #: how long a forced enqueue's id is kept against a second application (ms): a call sent
 #: again after its reply was lost comes within seconds
 OP_TTL_MS = 600_000
-MAX_PRIORITY = 2047  #: the forced queue's priorities are Scrapy's, clamped to this (its key: _forced.lua)
 
 
 class FrontierStore(PipelinedRecord, FrontierReads):
@@ -172,7 +171,7 @@ class FrontierStore(PipelinedRecord, FrontierReads):
             for id_, score in scores[start : start + chunk]:
                 argv += [id_, f"{score:.17g}"]
             changed += int(
-                self._scripts["set_scores"](keys=self._k("meta", "node", "frontier"), args=argv)
+                self._scripts["set_scores"](keys=self._k("meta", "node", "frontier", "rprio"), args=argv)
             )
         return changed
 

@@ -12,6 +12,7 @@ call again through the client. After each call, an optional ``WAIT`` for replica
 
 from __future__ import annotations
 
+import struct
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 import redis
 
 from ipr_crawl.store.connection import is_cluster, wait_replicas
-from ipr_crawl.store.record import Link, RecordResult, record_result
+from ipr_crawl.store.record import MAX_PRIORITY, PRIORITY_FORMAT, Link, RecordResult, record_result
 
 __all__ = ["PipelinedRecord", "settle_arg"]
 
@@ -103,10 +104,15 @@ class PipelinedRecord:
             argv += [link.id, link.tie, link.payload]
         if bucket is not None:
             argv += [bucket, bytes(link.bucket for link in links)]
-        if any(link.seen_fp for link in links):
+        fps = any(link.seen_fp for link in links)
+        rps = any(link.priority for link in links)
+        if fps or rps:
             if bucket is None:
                 argv += ["", ""]
-            argv.append("".join(link.seen_fp or " " * 40 for link in links))
+            argv.append("".join(link.seen_fp or " " * 40 for link in links) if fps else "")
+        if rps:  # 4 bytes each, big-endian signed (record_page.lua)
+            argv.append(b"".join(struct.pack(PRIORITY_FORMAT, max(-MAX_PRIORITY, min(MAX_PRIORITY, link.priority)))
+                                 for link in links))
         return argv
 
     def record_page(

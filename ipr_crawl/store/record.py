@@ -85,6 +85,13 @@ class NodeRecord(NamedTuple):
     outdeg: int
 
 
+#: Scrapy priorities are clamped to +-this: the forced queue's key (_forced.lua) and the
+#: frontier's levels (_frontier.lua zscore)
+MAX_PRIORITY = 2047
+#: a link's Scrapy priority in record_page.lua's ARGV
+PRIORITY_FORMAT = ">i"
+
+
 @dataclass(frozen=True)
 class Link:
     """One out-link as the store sees it: node id, BLC tie key, request payload and,
@@ -98,6 +105,9 @@ class Link:
     #: scrapy-redis's fingerprint of the link request (40 hex digits) in a crawl carried over
     #: from scrapy-redis (:mod:`ipr_crawl.scheduler.migrate`), else empty
     seen_fp: str = ""
+    #: Scrapy's ``Request.priority`` of the link request: a new URL's first frontier key
+    #: (0: the ordering alone orders it)
+    priority: int = 0
 
 
 def parse_record(raw: bytes) -> tuple[NodeRecord, list[bytes]]:

@@ -137,6 +137,26 @@ def test_relay_applies_each_outbox_entry_once(redis_client):
         many.drop()
 
 
+def test_a_link_to_another_bucket_keeps_its_scrapy_priority(redis_client):
+    """A link's Request.priority travels with it through the outbox: in its own bucket
+    it is the frontier's first key there too."""
+    cid = f"t-{uuid.uuid4().hex[:10]}"
+    many = BucketedFrontier(redis_client, cid, OrderingParams(ordering="blc"), 2)
+    try:
+        many.open()
+        many.enqueue(nid(1), 0, b"p1", False, bucket=0)
+        _, items = many.pop(1, 600)
+        links = [Link(nid(2), 0, b"p2", 1), Link(nid(3), 0, b"p3", 1, priority=4), Link(nid(4), 0, b"p4", 1)]
+        many.record_page(nid(1), 0, links, lease=items[0][0], bucket=0)
+        many.relay()
+        target = many.stores[1]
+        assert redis_client.hget(target.keys["rprio"], nid(3)) == b"4"
+        _, items = target.pop(1, 600)
+        assert items[0][0][8:] == nid(3)  # first, though 2 came first and all score 1
+    finally:
+        many.drop()
+
+
 def test_bucketed_push_crawl_of_schema_4_is_upgraded(redis_client):
     """A bucketed push crawl written by schema 4 (its residual index scored by a /
     outdeg itself): opening it re-scores every bucket's index by level and records

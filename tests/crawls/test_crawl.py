@@ -125,6 +125,38 @@ def test_one_request_at_a_time_is_the_exact_order_at_the_default_pop_batch(emacs
     assert_exact_order(got, expected, 100)
 
 
+def test_depth_priority_is_the_first_key_as_in_scrapy(emacs, graph_server, crawl, tmp_path):
+    """``DEPTH_PRIORITY=1`` (Scrapy's breadth-first recipe: a link request's priority is
+    minus its depth) with one request at a time: Scrapy's priority queue fetches the
+    pages in order of depth, and so does the frontier, whose first key is
+    ``Request.priority`` (the ordering's score only orders pages of one depth). Without
+    it, the ``ipr`` ordering goes deeper early."""
+    graph, urls = emacs
+    served = graph_server(EMACS, EMACS_URLS)
+    back, _ = node_map(graph, urls, served.base)
+    depth = {served.seed: 0}
+    frontier = [served.seed]
+    while frontier:
+        nxt = []
+        for u in frontier:
+            for v in graph.out.get(u, ()):
+                if v not in depth:
+                    depth[v] = depth[u] + 1
+                    nxt.append(v)
+        frontier = nxt
+    depths = {}
+    pages = 1 + sum(1 for d in depth.values() if d == 1) + 60  # into depth 2
+    for label, extra in (("depth", {"DEPTH_PRIORITY": 1}), ("plain", {})):
+        run = crawl(served.seed_url, tmp_path / f"{label}.log",
+                    {**SEQUENTIAL, **extra, "IPR_ORDERING": "ipr", "IPR_DATA_DIR": tmp_path / label,
+                     "CLOSESPIDER_PAGECOUNT": pages})
+        assert run.returncode == 0, run.stderr[-3000:]
+        depths[label] = [depth[back[canonical_url(u)]] for u in run.fetched]
+    assert len(depths["depth"]) >= pages and max(depths["depth"]) >= 2
+    assert depths["depth"] == sorted(depths["depth"]), depths["depth"]
+    assert depths["plain"] != sorted(depths["plain"])  # the ordering alone does not crawl by depth
+
+
 @pytest.mark.slow  # a long real-crawl test: CI runs it (make suite ARGS="-m 'slow or data'")
 def test_wait_for_parse_one_request_at_a_time_is_the_exact_order_without_scraper_backout(emacs, graph_server, crawl,
                                                                                       tmp_path):

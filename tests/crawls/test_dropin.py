@@ -223,7 +223,9 @@ def test_jobdir_and_dupefilter_are_explained(shop, tmp_path: Path) -> None:
         "SCHEDULER_START_MEMORY_QUEUE": "scrapy.squeues.FifoMemoryQueue", "SCHEDULER_IDLE_BEFORE_CLOSE": 10,
     })
     assert run.returncode == 0, run.stderr[-3000:]
-    for needle in ("JOBDIR=", "DUPEFILTER_CLASS=", "DEPTH_PRIORITY=1 has no effect",
+    # Request.priority orders the frontier: DEPTH_PRIORITY needs no word
+    assert not [line for line in run.stderr.splitlines() if "DEPTH_PRIORITY" in line and "WARNING" in line]
+    for needle in ("JOBDIR=", "DUPEFILTER_CLASS=",
                    "SCHEDULER_PRIORITY_QUEUE='scrapy.pqueues.DownloaderAwarePriorityQueue' is not used",
                    "SCHEDULER_START_MEMORY_QUEUE='scrapy.squeues.FifoMemoryQueue' is not used",
                    "SCHEDULER_IDLE_BEFORE_CLOSE='10' is not used"):

@@ -11,6 +11,7 @@ from pathlib import Path
 import scrapy as scrapy_package
 from userproject import fetched, scrapy
 
+from ipr_crawl.scheduler import internals
 from ipr_crawl.scheduler.compat import SCRAPY_VERSION
 
 REPO = Path(__file__).resolve().parents[2]
@@ -26,6 +27,7 @@ def test_the_crawl_runs_on_this_scrapy(shop, tmp_path: Path) -> None:
     assert got[("200", "GET", f"{base}/flaky")] == 1  # a retry settled by the frontier middleware
     assert got[("200", "POST", f"{base}/search")] == 3
     assert " ERROR: " not in run.stderr
+    assert "lacks internals" not in run.stderr  # every adapter of scheduler/internals.py found its part
     # Scrapy 2.13 passes spider= to the middlewares; 2.14+ warns about a method requiring it
     assert "requires a spider argument" not in run.stderr
 
@@ -47,3 +49,64 @@ def test_reactorless_mode_crawls_the_same(shop, tmp_path: Path) -> None:
     assert " ERROR: " not in run.stderr and "Traceback" not in run.stderr, run.stderr[-4000:]
     if SCRAPY_VERSION >= (2, 15):
         assert "twisted.internet.asyncioreactor.AsyncioSelectorReactor" not in run.stderr.split("Spider opened")[0]
+
+
+def test_every_internal_the_addon_reads_is_on_this_scrapy() -> None:
+    """The parts of Scrapy that are not public API and that the add-on reads
+    (:mod:`ipr_crawl.scheduler.internals`) exist on this Scrapy, in the form read: the
+    engine's slot with ``inprogress`` and ``nextcall``, the downloader's ``active``, the
+    scraper's ``slot``, Scrapy's signals on PyDispatcher, ``_find_method``."""
+    import inspect
+
+    from scrapy.core.downloader import Downloader
+    from scrapy.core.engine import ExecutionEngine, _Slot
+    from scrapy.core.scraper import Scraper
+
+    assert internals.missing(object()) == []  # the imports: PyDispatcher, _find_method
+    slot_init = inspect.signature(_Slot.__init__).parameters
+    assert "nextcall" in slot_init or "nextcall" in inspect.getsource(_Slot)
+    assert "self.inprogress" in inspect.getsource(_Slot)
+    assert "self._slot" in inspect.getsource(ExecutionEngine.__init__)
+    assert "self.active" in inspect.getsource(Downloader.__init__)
+    assert "self.slot" in inspect.getsource(Scraper.__init__)
+    assert "bootstrap_failed |= not getattr(crawler, \"spider\", None)" in inspect.getsource(
+        __import__("scrapy.crawler", fromlist=["CrawlerRunner"]))
+
+
+def test_a_missing_internal_is_named_once_and_its_fallback_serves(caplog) -> None:
+    """On a Scrapy without one of those parts the crawl goes on: one WARNING names what
+    is gone, and the public fallbacks give the same answers."""
+    import logging
+
+    from scrapy import Spider
+
+    class Engine:  # an engine of a future Scrapy: no _slot, no downloader.active
+        downloader = object()
+        scraper = object()
+
+    class Crawler:
+        engine = Engine()
+
+    with caplog.at_level(logging.WARNING):
+        gone = internals.warn_missing(Crawler())
+    assert [g.split(" ")[0] for g in gone] == ["engine._slot.nextcall", "engine._slot.inprogress",
+                                              "engine.downloader.active"]
+    assert len([r for r in caplog.records if "lacks internals" in r.getMessage()]) == 1
+    assert internals.requests_in_progress(Crawler()) is None and internals.wake_engine(Crawler()) is False
+    assert internals.engine_holds_nothing(Crawler()) is False
+
+    class Shop(Spider):
+        name = "shop"
+
+        def parse_item(self, response):
+            return None
+
+    spider = Shop()
+    found = internals.callback_name(spider, spider.parse_item)
+    real = internals._find_method
+    try:
+        internals._find_method = lambda: None  # type: ignore[assignment]
+        assert internals.callback_name(spider, spider.parse_item) == found == "parse_item"
+        assert any(g.startswith("scrapy.http.request._find_method") for g in internals.missing(object()))
+    finally:
+        internals._find_method = real

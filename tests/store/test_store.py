@@ -367,6 +367,37 @@ def test_schema_5_larger_sites_first_crawl_is_upgraded(redis_client, crawl_id):
     assert [int.from_bytes(m[8:], "big") for m in want] == [1, 2, 3, 5, 4, 6, 8, 7, 9]
 
 
+def test_scrapy_priority_is_the_first_key_the_ordering_the_second(redis_client, crawl_id):
+    """A link's ``Request.priority`` (Link.priority) orders the frontier before the
+    ordering's score: level 5 first, then level 0 by score, then level -3; a re-score
+    keeps an entry in its level; a forced request (a retry) of priority -1 comes after
+    level 0 and before level -3; a fetched node's priority is forgotten."""
+    s = FrontierStore(redis_client, crawl_id, "ipr", cutoff="dl1")
+    s.open()
+    s.enqueue(nid(1), 0, payload(1), False)
+    (m1, _), = s.pop(1, 600)[1]
+    links = [Link(nid(2), 0, payload(2)), Link(nid(3), 0, payload(3), priority=5),
+             Link(nid(4), 0, payload(4), priority=-3), Link(nid(5), 0, payload(5)),
+             Link(nid(6), 0, payload(6), priority=-3)]
+    s.record_page(nid(1), 0, links, lease=m1)
+    assert {int(k.hex(), 16): int(v) for k, v in redis_client.hgetall(s.keys["rprio"]).items()} == {3: 5, 4: -3, 6: -3}
+    (m3, _), = s.pop(1, 600)[1]
+    assert m3[8:] == nid(3)
+    # page 3 links to 5 and 6: 5 outranks 2 by score; 6 gains but stays below level 0
+    s.record_page(nid(3), 0, [Link(nid(5), 0, b""), Link(nid(6), 0, b"")], lease=m3)
+    assert s.enqueue(nid(1), 0, payload(1), True, priority=-1) == 2  # page 1 again (a retry): the forced queue
+    order = []
+    while True:
+        _, items = s.pop(1, 600)
+        if not items:
+            break
+        (m, _), = items
+        order.append(m)
+        s.record_page(nid(1) if m.startswith(b"F") else m[8:], 0, [], lease=m)
+    assert [m[8:] if not m.startswith(b"F") else b"F" for m in order] == [nid(5), nid(2), b"F", nid(6), nid(4)]
+    assert redis_client.exists(s.keys["rprio"]) == 0  # every one fetched: none left
+
+
 #: the graph of the two "resumed with a larger epsilon" tests below
 _EPS_GRAPH = {1: [2, 3], 2: [1, 3, 4], 3: [1, 2], 4: [1, 2, 5], 5: [1]}
 

@@ -13,12 +13,30 @@ local function priority(ordering, r)
   return s
 end
 
+-- Scrapy's Request.priority is the first key, the ordering's priority p the second:
+-- a node of Scrapy priority 0 (nearly every one) is scored -p itself; one of priority
+-- rp != 0 (r.rp, _records.lua) is scored -(rp * LEVEL + g(p)), g a monotone map of p
+-- into (-LEVEL / 2, LEVEL / 2) that keeps a relative precision of about 1e-12 at any
+-- magnitude. Level 0's own p must stay within +-LEVEL / 2 (2.1e9) to keep its place.
+local LEVEL = 4294967296
+local function level_score(rp, p)
+  local g = math.log(1 + math.abs(p) * 1e12) * 1048576  -- < 7.8e8 for any double p
+  if p < 0 then g = -g end
+  return rp * LEVEL + g
+end
+-- The Scrapy priority of the frontier entry of ZSET score z.
+local function level_of(z)
+  return math.floor((-z + LEVEL / 2) / LEVEL)
+end
+
 -- ZSET score of a frontier entry, formatted with 17 significant digits: Lua's own
 -- number-to-string keeps only 14, which would merge close scores (redis-server 6.2
 -- formats a number argument of redis.call with 17 itself; the format here does not
 -- depend on the server's version).
 local function zscore(ordering, r)
-  return string.format('%.17g', -priority(ordering, r))
+  local p = priority(ordering, r)
+  if r.rp then p = level_score(r.rp, p) end
+  return string.format('%.17g', -p)
 end
 
 -- Put a queued node into the frontier (and, lsf, its site queue).

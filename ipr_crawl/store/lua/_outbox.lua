@@ -4,7 +4,7 @@
 -- out_flush(meta, box): one entry per bucket reached, XADD to `outbox:<c>` with an
 -- id of the server's clock (ms-seq, increasing), field e = cmsgpack of {id, tie,
 -- gain, payload, kind, ...}; kind 0 = a link (the node is created there if new), 1 = a
--- gain only (push: a residual pushed on). A clock id, not a counter: after a failover
+-- gain only (push: a residual pushed on), {0, rp} = a link of Scrapy priority rp. A clock id, not a counter: after a failover
 -- that lost this bucket's last writes, the promoted replica's new entries still get
 -- ids above those the target applied (the failover takes longer than clock skew).
 local function out_add(box, c, id, tie, gain, payload, kind)

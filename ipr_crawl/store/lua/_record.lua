@@ -57,6 +57,7 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
   local E = {queue = {}, queued = {}}
   local on_link = rule.on_link
   local fps = P.fps  -- record_page.lua: scrapy-redis fingerprints of the links, 40 hex digits each
+  local rps = P.rps  -- record_page.lua: the links' Scrapy priorities, 4 bytes each
   local queued = {}
   for k = 0, n - 1 do
     local tid, ttie, payload = lids[k + 1], lties[k + 1], lpay[k + 1]
@@ -65,11 +66,13 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
     if link_gain then gain = link_gain(ttie) end
     local c = bk and string.byte(bk.of, k + 1)
     if c and c ~= bk.own then
-      out_add(X.box, c, tid, ttie, gain, payload, 0)
+      local rp = rps and struct.unpack('>i4', rps, 4 * k + 1)
+      out_add(X.box, c, tid, ttie, gain, payload, (rp and rp ~= 0) and {0, rp} or 0)
       queued[#queued + 1] = k
     else
       local again = X.refetched
-      local new, r, before = X.gain_to(tid, ttie, payload, gain, fps and string.sub(fps, 40 * k + 1, 40 * k + 40))
+      local new, r, before = X.gain_to(tid, ttie, payload, gain, fps and string.sub(fps, 40 * k + 1, 40 * k + 40),
+        rps and struct.unpack('>i4', rps, 4 * k + 1))
       added = added + new
       if new == 1 or X.refetched > again then queued[#queued + 1] = k end
       if r and new == 0 and on_link then on_link(E, P, pid, tid, r, gain, before) end
@@ -89,6 +92,7 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
     redis.call('APPEND', K.order, pid)  -- the fetch order, 8 bytes a page (store/keys.py)
   end
   if dequeue then frontier_remove(meta, frontier, ordering, p, dequeue) end
+  if first then rprio_del(K.node, pid, p) end
   if own then redis.call('HDEL', req, pid) end
   if lease_m ~= '' then lease_ack(lease, req, lease_m, holder) end
   return added, first, rescored, updates, dropped, X.refetched, queued

@@ -9,8 +9,8 @@
 -- page being recorded, shared by record and receive (relay.lua). Returns a table:
 --   rule: the ordering's rule (_rules.lua); wide: records carry push's index slots;
 --   get(id) -> record or nil; touch(id): mark written back at the end;
---   gain_to(id, tie, payload, gain) -> 1 if a new node was made (s = gain, a = its
---     prior, into the frontier), else 0 and the record and its score before (s += gain,
+--   gain_to(id, tie, payload, gain, fp, rp) -> 1 if a new node was made (s = gain, a = its
+--     prior, rp its Scrapy priority (_records.lua rprio_set), into the frontier), else 0 and the record and its score before (s += gain,
 --     or the rule's gain: push's push_gain); a known URL only dont_filter requests
 --     brought is queued in the forced queue once (unfiltered_hit; X.refetched counts them);
 --     fp: scrapy-redis's fingerprint of the link (a crawl carried over from scrapy-redis):
@@ -50,7 +50,7 @@ local function record_ctx(K, P, shared)
   local unf = K.unfiltered
   local unf_any = redis.call('EXISTS', unf) == 1
   X.refetched = 0
-  function X.gain_to(id, tie, payload, gain, fp)
+  function X.gain_to(id, tie, payload, gain, fp, rp)
     local r = X.get(id)
     if not r and imported_hit(K.imported_seen, fp) then
       r = new_record(meta, tie, wide)
@@ -67,6 +67,7 @@ local function record_ctx(K, P, shared)
       cache[id] = r
       X.touch(id)
       if payload ~= '' then redis.call('HSET', req, id, payload) end
+      rprio_set(node, id, r, rp)
       frontier_add(meta, frontier, ordering, r, member_of(r, id))
       return 1
     end

@@ -21,6 +21,30 @@
 -- another bucket; the links are the 8 * od bytes after the head.
 -- wide: the table gets slots for push's index levels `lv` and `pl` (record_ctx) from
 -- the start; keys added to a full table later would make Lua re-hash it.
+-- Scrapy's Request.priority of a queued node whose request set one (not 0): hash
+-- `rprio` beside `node` (node id -> integer; keys.py DERIVED_KEYS), read into the
+-- record as r.rp (nil: 0) while the node is queued, deleted when it is fetched or
+-- failed. It is the frontier's first key (_frontier.lua zscore). Looked up only
+-- while the hash exists (one EXISTS per call).
+local RPRIO = {}
+local function rprio_key(node_key) return string.sub(node_key, 1, -5) .. 'rprio' end
+local function rprio_any(node_key)
+  if RPRIO.any == nil then RPRIO.any = redis.call('EXISTS', rprio_key(node_key)) == 1 end
+  return RPRIO.any
+end
+-- a new node's Scrapy priority p (a number, nil or 0: none) on record r
+local function rprio_set(node_key, id, r, p)
+  p = tonumber(p) or 0
+  if p == 0 then return end
+  r.rp = p
+  redis.call('HSET', rprio_key(node_key), id, p)
+  RPRIO.any = true
+end
+local function rprio_del(node_key, id, r)
+  if r then r.rp = nil end
+  if rprio_any(node_key) then redis.call('HDEL', rprio_key(node_key), id) end
+end
+
 local function rec_get(node_key, id, wide)
   local raw = redis.call('HGET', node_key, id)
   if not raw then return nil end
@@ -28,10 +52,12 @@ local function rec_get(node_key, id, wide)
   local cut = REC_SIZE + 8 * od
   local links, lbk = string.sub(raw, REC_SIZE + 1), nil
   if #raw > cut then links, lbk = string.sub(raw, REC_SIZE + 1, cut), string.sub(raw, cut + 1) end
+  local rp = nil
+  if st == 0 and rprio_any(node_key) then rp = tonumber(redis.call('HGET', rprio_key(node_key), id)) end
   if wide then
-    return {st = st, seq = seq, s = s, a = a, tie = tie, od = od, links = links, lbk = lbk, lv = nil, pl = nil}
+    return {st = st, seq = seq, s = s, a = a, tie = tie, od = od, links = links, lbk = lbk, lv = nil, pl = nil, rp = rp}
   end
-  return {st = st, seq = seq, s = s, a = a, tie = tie, od = od, links = links, lbk = lbk}
+  return {st = st, seq = seq, s = s, a = a, tie = tie, od = od, links = links, lbk = lbk, rp = rp}
 end
 
 local function rec_put(node_key, id, r)

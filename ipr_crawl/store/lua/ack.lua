@@ -36,6 +36,7 @@ for i = 3, #ARGV, 2 do
         r.st = 3
         rec_put(node, id, r)
         frontier_remove(meta, frontier, ordering, r, member_of(r, id))
+        rprio_del(node, id, r)
         redis.call('HDEL', req, id)
         redis.call('HINCRBY', meta, 'failed', 1)
       end

@@ -48,6 +48,7 @@ if not r then
   r.a = prior_of(prior_conf(meta), id)
   rec_put(node, id, r)
   if payload ~= '' then redis.call('HSET', req, id, payload) end
+  rprio_set(node, id, r, ARGV[10])
   frontier_add(meta, frontier, ordering, r, member_of(r, id))
   if ARGV[5] ~= '0' then redis.call('SADD', unfiltered, id) end
   return settled(1)

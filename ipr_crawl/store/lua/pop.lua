@@ -23,7 +23,8 @@
 --   window on so that hosts whose URLs rank low are found too), skipping the busy
 --   slots ARGV[10..]. ARGV[9] min ratio r (IPR_POLITE_MIN_RATIO): when r > 0 and the
 --   best entry's priority p is > 0, both windows hold only entries of priority >= r*p
---   (r = 1: the best's ties only). A request's slot is Scrapy's
+--   (r = 1: the best's ties only); when the best entry's Scrapy priority is not 0, both
+--   windows hold the entries of that priority (_frontier.lua zscore). A request's slot is Scrapy's
 --   Downloader.get_slot_key (meta download_slot, else its URL's host name), stored at
 --   the head of its payload by scheduler/codec.py. Not for lsf.
 -- Returns {expired leases moved back, leases of lost holders moved back, {lost
@@ -35,6 +36,7 @@
 -- Cost: O((count + cap) log F); a lost holder: + O(leases in flight), once;
 -- polite scan: + O(S) payload reads.
 --! include _reclaim.lua
+--! include _frontier.lua
 --! include _forced.lua
 --! include _lease_keys.lua
 --! include _orderings.lua
@@ -92,12 +94,17 @@ local function take(m)
   redis.call('ZADD', lease, ARGV[2], m)
   if holder ~= '' then redis.call('HSET', by, m, holder) end
 end
--- forced tokens of priority >= 0 (late: < 0, after the frontier; _forced.lua)
+-- forced tokens of Scrapy priority >= that of the frontier's best entry (0 when it is
+-- empty; _frontier.lua level_of); late: all the rest, once the frontier is empty (_forced.lua)
 local function take_forced(late)
   if taken >= count then return end
-  local lo = late and string.format('%.0f', FORCED_LATE) or '-inf'
-  local hi = late and '+inf' or string.format('(%.0f', FORCED_LATE)
-  for _, m in ipairs(redis.call('ZRANGEBYSCORE', forced, lo, hi, 'LIMIT', 0, count - taken)) do
+  local hi = '+inf'
+  if not late then
+    local head = redis.call('ZRANGE', frontier, 0, 0, 'WITHSCORES')
+    local level = head[2] and math.max(-2048, math.min(2048, level_of(tonumber(head[2])))) or 0
+    hi = string.format('(%.0f', FORCED_LATE - level * TWO40)
+  end
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', forced, '-inf', hi, 'LIMIT', 0, count - taken)) do
     redis.call('ZREM', forced, m)
     take(m)
     result[#result + 1] = m
@@ -135,7 +142,10 @@ elseif scan > 0 and taken < count then
   local ratio = tonumber(ARGV[9] or '0') or 0
   if ratio > 0 and size > 0 then
     local best = -tonumber(redis.call('ZRANGE', frontier, 0, 0, 'WITHSCORES')[2])
-    if best > 0 then
+    local level = level_of(-best)
+    if level ~= 0 then  -- a Scrapy priority level of its own: its entries, all of them
+      size = redis.call('ZCOUNT', frontier, '-inf', string.format('(%.17g', -(level * LEVEL - LEVEL / 2)))
+    elseif best > 0 then
       size = redis.call('ZCOUNT', frontier, '-inf', string.format('%.17g', -ratio * best))
     end
   end

@@ -19,7 +19,10 @@
 --   the bucket of each link: links of other buckets go to the outbox (record's bk); both ''
 --   when not in bucket mode but ARGV[19 + 3n] is given
 -- ARGV[19 + 3n] (optional, a crawl carried over from scrapy-redis) the links' scrapy-redis
---   fingerprints, 40 hex digits each (blanks: none): _dupes.lua imported_hit
+--   fingerprints, 40 hex digits each (blanks: none): _dupes.lua imported_hit; '' when
+--   not, but ARGV[20 + 3n] is given
+-- ARGV[20 + 3n] (optional) the links' Scrapy Request.priority, 4 bytes each (big-endian
+--   signed): a new URL's first frontier key (_frontier.lua zscore)
 -- Rules at p's first fetch (a page fetched before is re-recorded: out-links
 -- replaced, new URLs registered, no score update):
 --   ipr (Yamada et al. 2004, §3): s_p += initial, beta = s_p / n to every target (DL1), then
@@ -59,6 +62,9 @@ local bk
 if ARGV[17 + 3 * n] and ARGV[17 + 3 * n] ~= '' then bk = {own = tonumber(ARGV[17 + 3 * n]), of = ARGV[18 + 3 * n]} end
 local P = params_from(ARGV, 1)
 P.fps = ARGV[19 + 3 * n]
+if P.fps == '' then P.fps = nil end
+P.rps = ARGV[20 + 3 * n]
+if P.rps == '' then P.rps = nil end
 local added, first, rescored, updates, dropped, refetched, queued =
   record(K, P, ARGV[13], ARGV[14], tonumber(ARGV[15]), n, lids, lties, lpay, nil, bk)
 return {added, first and 1 or 0, rescored, updates, dropped, refetched, queued}

@@ -24,8 +24,10 @@ local function receive(K, P, list)
   local added = 0
   for i = 1, #list, 5 do
     local id, tie, gain, payload, kind = list[i], list[i + 1], list[i + 2], list[i + 3], list[i + 4]
+    local rp = nil
+    if type(kind) == 'table' then kind, rp = kind[1], kind[2] end  -- a link of Scrapy priority rp
     if kind == 0 then
-      added = added + X.gain_to(id, tie, payload, gain)
+      added = added + X.gain_to(id, tie, payload, gain, nil, rp)
     elseif X.rule.gain then
       X.rule.gain(X, id, X.get(id), gain)
     else
