@@ -97,6 +97,8 @@ class Leases:
         #: a wake of the engine due soon, while requests in flight elsewhere keep the crawl open
         self.recheck: Any = None
         self.last_wait_log = 0.0
+        #: set_aside said its WARNING
+        self.warned_lost = False
 
     @property
     def store(self) -> Any:
@@ -250,8 +252,13 @@ class Leases:
                            "back to the frontier (fetched again): a download or an item pipeline that slow? Raise "
                            "IPR_LEASE_MAX_SECS", overdue, self.config.lease_max_secs)
         undecodable: list[tuple[bytes, bytes]] = []
+        orphans: list[tuple[bytes, bytes]] = []
         for member, payload in items:
             self.held[member] = None
+            if payload is None and len(member) == 16:  # a queued URL whose request Redis lost
+                orphans.append((member, member[8:]))
+                self.held.pop(member, None)
+                continue
             try:
                 if payload is None:
                     raise PayloadError("request payload missing")
@@ -266,6 +273,8 @@ class Leases:
             self.buffer.append((member, request))
         if undecodable:
             self.calls.submit(self.store.ack, "fail", undecodable, call=self.calls.call_of("ack", "fail", undecodable))
+        if orphans:
+            self.set_aside(orphans)
         if not self.closing and (wake or (items and not self.buffer)):
             # the engine asks again (after a pop whose requests were all undecodable, or
             # none: is the crawl over?), else it would wait for its 5 s heartbeat
@@ -351,6 +360,21 @@ class Leases:
         """``request`` (lease ``member``) goes to the engine."""
         if member in self.held:
             self.held[member] = request
+
+    def set_aside(self, lost: list[tuple[bytes, bytes]]) -> None:
+        """Queued URLs whose request payload Redis lost (a failover or an AOF ``everysec``
+        loss took the writes): not failed, set aside (ack.lua ``orphan``) until a page
+        links to them or a request names them again, which brings the request back
+        (_frontier.lua ``adopt``). The link cache is dropped with the stat, so this
+        process sends every link's request again. Counted in ``ipr/frontier/payload_lost``."""
+        self.stats_inc("ipr/frontier/payload_lost", len(lost))
+        # one WARNING per process; the count goes on in the stat, and the close names those left
+        log = logger.info if self.warned_lost else logger.warning
+        self.warned_lost = True
+        log("ipr-crawl: %d queued URLs lost their request in Redis (lost writes: a failover, an AOF loss); they "
+            "wait for a page that links to them again (first node %s; stat ipr/frontier/payload_lost)",
+            len(lost), lost[0][1].hex())
+        self.calls.submit(self.store.ack, "orphan", lost, call=self.calls.call_of("ack", "orphan", lost))
 
     def settle_escaped(self, engine_idle: bool, settle: Any) -> None:
         """Settle as failed the leases this process handed to the engine that the engine

@@ -89,6 +89,9 @@ def close_summary(store: Any, crawl_id: str, reason: str, local_left: bool, stat
     for name, value in counts.items():
         stats_set(f"ipr/crawl/{name}", value)
     logger.info("ipr-crawl: crawl %r closed (%s): %s", crawl_id, reason, counts)
+    if counts.get("orphans"):
+        logger.warning("ipr-crawl: crawl %r: %d queued URLs lost their request in Redis (lost writes) and no page "
+                       "linked to them again since: not fetched (stat ipr/crawl/orphans)", crawl_id, counts["orphans"])
     pending = counts["frontier"] + counts["forced"] + counts["in_flight"]
     if reason == "finished":
         ended = not local_left and not pending

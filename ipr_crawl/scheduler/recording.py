@@ -284,8 +284,9 @@ class PageRecorder:
         identity = frontier.identity
         cfg = frontier.config
         stats = self.crawler.stats
-        errors = stats.get_value("ipr/redis/errors", 0)
-        if errors != self._redis_errors:  # Redis may have restarted and lost writes
+        # Redis may have restarted and lost writes (an error, or a request found lost)
+        errors = stats.get_value("ipr/redis/errors", 0) + stats.get_value("ipr/frontier/payload_lost", 0)
+        if errors != self._redis_errors:
             self._redis_errors = errors
             self.ids.forget()
         seen, canon, repeats, over = self._distinct(response, requests)

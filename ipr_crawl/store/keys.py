@@ -29,6 +29,8 @@ scripts stay atomic in one Redis Cluster slot). Keys:
                          member, all scored 0 (ordered by site, then seq)
 ``rprio``         hash   queued node id -> Scrapy's Request.priority of its request, for those not 0:
                          the frontier's first key (lua/_frontier.lua zscore)
+``orphans``       set    queued node ids whose request payload was lost (writes a failover or an AOF
+                         loss took): out of the frontier until a link or a request brings it again
 ``resid``         zset   push: fetched node id, score = level of residual / out-degree (mass not yet pushed on; ordering.reference.resid_level)
 ``pushing``       string push: the hub being pushed in parts: id, share per link, next link index
 ``graph``         hash   replays only: a graph to replay (:mod:`ipr_crawl.store.replay`)
@@ -67,7 +69,7 @@ __all__ = ["DERIVED_KEYS", "RECORD_KEYS", "SCHEMA_VERSION", "KEY_NAMES", "crawl_
 #: node record; 1: a separate `out` hash.
 SCHEMA_VERSION = 6
 KEY_NAMES = (
-    "meta", "node", "frontier", "lease", "forced", "unfiltered", "imported_seen", "req", "sites", "siteq", "rprio", "graph", "resid", "pushing",
+    "meta", "node", "frontier", "lease", "forced", "unfiltered", "imported_seen", "req", "sites", "siteq", "rprio", "orphans", "graph", "resid", "pushing",
     # leases, their holders, what the operator sees (status, report)
     "lease_by", "lease_since", "holders", "holders_info", "order", "timeline",
     # revisits (store/revisit.py)
@@ -77,10 +79,12 @@ KEY_NAMES = (
 #: The keys of a record call (record_page.lua, relay.lua), KEYS[1..9], in this order.
 RECORD_KEYS = ("meta", "node", "frontier", "lease", "req", "forced", "unfiltered", "imported_seen", "order")
 #: The keys the scripts build by name from another key of the crawl (_lease_keys.lua,
-#: _push.lua, ordering/rules/lsf.lua, _records.lua's rprio): passed in KEYS after each such script's own keys,
+#: _push.lua, ordering/rules/lsf.lua, _records.lua's rprio, _frontier.lua's orphans): passed in KEYS after each such script's own keys,
 #: so that every key a script touches is declared (a Redis Cluster checks them before
 #: the script runs).
-DERIVED_KEYS = ("lease_by", "lease_since", "holders", "holders_info", "resid", "pushing", "sites", "siteq", "rprio")
+DERIVED_KEYS = (
+    "lease_by", "lease_since", "holders", "holders_info", "resid", "pushing", "sites", "siteq", "rprio", "orphans",
+)
 
 
 def crawl_keys(crawl_id: str) -> dict[str, str]:

@@ -32,14 +32,16 @@ class FrontierReads:
         raise NotImplementedError  # FrontierStore's (set_scores.lua)
 
     def counts(self) -> dict[str, int]:
-        """Sizes: frontier, forced, in flight, known URLs, fetched and failed pages."""
+        """Sizes: frontier, forced, in flight, known URLs, fetched and failed pages, and
+        ``orphans``: queued URLs whose request Redis lost, waiting for a link to them."""
         pipe = self.client.pipeline(transaction=False)
         pipe.zcard(self.keys["frontier"])
         pipe.zcard(self.keys["forced"])
         pipe.zcard(self.keys["lease"])
         pipe.hlen(self.keys["node"])
         pipe.hmget(self.keys["meta"], "fetched", "failed")
-        frontier, forced, lease, nodes, (fetched, failed) = pipe.execute()
+        pipe.scard(self.keys["orphans"])
+        frontier, forced, lease, nodes, (fetched, failed), orphans = pipe.execute()
         return {
             "frontier": frontier,
             "forced": forced,
@@ -47,6 +49,7 @@ class FrontierReads:
             "known": nodes,
             "fetched": int(fetched or 0),
             "failed": int(failed or 0),
+            "orphans": orphans,
         }
 
     def known(self, id_: bytes) -> bool:

@@ -4,6 +4,7 @@ crawled by ``scrapy crawl graph`` with the embedded Redis."""
 from __future__ import annotations
 
 import collections
+import re
 from urllib.parse import urlsplit
 
 import pytest
@@ -224,6 +225,39 @@ def test_resume_fetches_the_rest_once(graph_server, crawl, tmp_path):
     assert not twice, f"fetched twice across the runs: {twice[:10]}"
     assert set(both) == set(reachable(graph, served.seed))
     assert second.fetched, "the second run fetched nothing"
+
+
+def test_requests_redis_lost_are_not_failed_and_come_back_with_a_link(graph_server, crawl, tmp_path, redis_client,
+                                                                       crawl_id):
+    """Lost writes (a failover with asynchronous replication, an AOF ``everysec`` loss)
+    can leave a queued URL without its request. A run interrupted after 40 pages; 30
+    queued requests deleted, as the lost writes; the resumed run fails none of them:
+    each waits aside until a page links to it again, and the crawl ends with every URL
+    it knows fetched but those no later page linked to, which its last line names."""
+    graph = read_graph(HARVARD)
+    served = graph_server(HARVARD)
+    back, _ = node_map(graph, None, served.base)
+    shared = {"IPR_REDIS_URL": "unix://" + redis_client.socket_file, "IPR_CRAWL_ID": crawl_id}
+    first = crawl(served.seed_url, tmp_path / "run1.log", {**shared, "INTERRUPT_AFTER_PAGES": 40})
+    assert first.returncode == 0, first.stderr[-3000:]
+    req = f"ipr:{{{crawl_id}}}:req"
+    lost = [f for f in redis_client.hkeys(req) if len(f) == 8][:30]
+    assert len(lost) == 30
+    redis_client.hdel(req, *lost)
+    second = crawl(served.seed_url, tmp_path / "run2.log", shared)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert sum("WARNING" in line and "lost their request in Redis (lost writes: a" in line
+               for line in second.log.splitlines()) == 1  # once; the rest at INFO
+    assert re.search(r"'ipr/frontier/payload_lost': 30\b", second.log), second.log[-3000:]
+    assert "'ipr/crawl/failed': 0" in second.log
+    both = {back[canonical_url(u)] for u in first.fetched + second.fetched}
+    orphans = int(redis_client.scard(f"ipr:{{{crawl_id}}}:orphans"))
+    # every URL the crawl knows is fetched or waits aside; none failed, none left queued (the
+    # pages only those that stay aside link to are not known: what the lost writes cost)
+    assert len(both) + orphans == redis_client.hlen(f"ipr:{{{crawl_id}}}:node")
+    assert len(both) > 400 and orphans < 30  # most came back with a link from a page fetched after
+    if orphans:
+        assert f"{orphans} queued URLs lost their request in Redis (lost writes) and no page" in second.log
 
 
 def test_unknown_ordering_fails_the_crawl(graph_server, crawl, tmp_path):

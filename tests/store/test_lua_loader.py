@@ -28,9 +28,9 @@ INCLUDES = sorted([*(e.name for e in LUA.iterdir() if e.name.startswith("_")), *
 #: most (the sizes of this release, a little over): a script that starts carrying what
 #: it does not use grows past its bound.
 MAX_LINES = {
-    "ack": 292, "enqueue": 344, "pop": 459, "record_page": 607, "relay": 445, "release_holder": 318,
-    "replay": 600, "replay_record": 571, "revisit_record": 170, "revisit_refresh": 80, "sample": 30,
-    "set_scores": 197,
+    "ack": 316, "enqueue": 364, "pop": 477, "record_page": 626, "relay": 464, "release_holder": 336,
+    "replay": 619, "replay_record": 590, "revisit_record": 170, "revisit_refresh": 80, "sample": 30,
+    "set_scores": 215,
 }
 
 

@@ -398,6 +398,32 @@ def test_scrapy_priority_is_the_first_key_the_ordering_the_second(redis_client, 
     assert redis_client.exists(s.keys["rprio"]) == 0  # every one fetched: none left
 
 
+def test_a_url_whose_request_was_lost_waits_for_a_link_and_is_not_failed(redis_client, crawl_id):
+    """A queued URL whose payload Redis lost (a failover's or an AOF loss's lost writes)
+    is set aside, not failed ('orphan'); the next link to it, or a request for it,
+    brings its request back and queues it again, at its score."""
+    s = FrontierStore(redis_client, crawl_id, "ipr", cutoff="dl1")
+    s.open()
+    s.enqueue(nid(1), 0, payload(1), False)
+    (m1, _), = s.pop(1, 600)[1]
+    s.record_page(nid(1), 0, [Link(nid(2), 0, payload(2)), Link(nid(3), 0, payload(3))], lease=m1)
+    redis_client.hdel(s.keys["req"], nid(2))  # the write Redis lost
+    (m2, body), = s.pop(1, 600)[1]
+    assert m2[8:] == nid(2) and body is None
+    assert s.ack("orphan", [(m2, nid(2))]) == 1
+    assert s.node_state(nid(2)) == 0 and redis_client.smembers(s.keys["orphans"]) == {nid(2)}
+    assert int(redis_client.hget(s.keys["meta"], "orphaned")) == 1 and s.pending() == 1  # 3 only
+    # a link without its request (a process that knew it) leaves it aside; one with it adopts it
+    (m3, _), = s.pop(1, 600)[1]
+    s.record_page(nid(3), 0, [Link(nid(2), 0, b"")], lease=m3)
+    assert s.pending() == 0 and redis_client.sismember(s.keys["orphans"], nid(2))
+    assert s.enqueue(nid(2), 0, payload(2), False) == 1  # a request for it: queued again
+    assert not redis_client.exists(s.keys["orphans"])
+    (m, body), = s.pop(1, 600)[1]
+    assert m == m2 and body == payload(2)
+    assert s.node_score(nid(2)) == 2.0  # every link's gain kept while aside: 0.5 from page 1, 1.5 from page 3
+
+
 #: the graph of the two "resumed with a larger epsilon" tests below
 _EPS_GRAPH = {1: [2, 3], 2: [1, 3, 4], 3: [1, 2], 4: [1, 2, 5], 5: [1]}
 

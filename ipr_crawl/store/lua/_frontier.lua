@@ -1,3 +1,4 @@
+--! include _records.lua
 --! include _orderings.lua
 -- The frontier: ZSET of member_of(record, id) (8-byte big-endian seq .. 8-byte id),
 -- score = -priority, so ZPOPMIN pops the highest priority and, among equals, the
@@ -52,4 +53,21 @@ local function frontier_remove(meta_key, frontier, ordering, r, m)
   local unqueued = rule_of(ordering).unqueued
   if unqueued and removed == 1 then unqueued(meta_key, r, m) end
   return removed
+end
+
+-- Orphans: queued nodes whose request payload was lost (Redis lost the writes: a
+-- failover, an AOF loss), set aside by ack.lua's 'orphan' out of the frontier, in the
+-- set `orphans` beside `node` (keys.py DERIVED_KEYS). adopt(...) gives orphan id (record
+-- r) the payload a link or a request brings and puts it back into the frontier; 1 if
+-- it did. One EXISTS per call while there are none.
+local ORPHANS = {}
+local function orphans_key(node_key) return string.sub(node_key, 1, -5) .. 'orphans' end
+local function adopt(meta_key, node_key, req, frontier, ordering, id, r, payload)
+  if payload == '' or r.st ~= 0 then return 0 end
+  local key = orphans_key(node_key)
+  if ORPHANS.any == nil then ORPHANS.any = redis.call('EXISTS', key) == 1 end
+  if not ORPHANS.any or redis.call('SREM', key, id) == 0 then return 0 end
+  redis.call('HSET', req, id, payload)
+  frontier_add(meta_key, frontier, ordering, r, member_of(r, id))
+  return 1
 end

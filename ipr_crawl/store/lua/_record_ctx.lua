@@ -71,6 +71,7 @@ local function record_ctx(K, P, shared)
       frontier_add(meta, frontier, ordering, r, member_of(r, id))
       return 1
     end
+    adopt(meta, node, req, frontier, ordering, id, r, payload)  -- an orphan takes the link's request
     if unf_any and unfiltered_hit(unf, id, payload) then
       forced_add(meta, req, K.forced, payload)
       X.refetched = X.refetched + 1

@@ -1,8 +1,10 @@
 -- ack: settle a lease without recording a page: a final download failure
 -- ('fail': the URL is marked failed and not retried) or a request the scheduler
--- hands back unsent ('release': the member returns to the forced queue or frontier).
+-- hands back unsent ('release': the member returns to the forced queue or frontier),
+-- or one whose payload was lost ('orphan': the node waits out of the frontier, in
+-- `orphans`, for a link or a request to bring it again: _frontier.lua adopt).
 -- KEYS[1] meta  KEYS[2] node  KEYS[3] frontier  KEYS[4] lease  KEYS[5] req  KEYS[6] forced
--- ARGV[1] ordering  ARGV[2] 'fail' | 'release'
+-- ARGV[1] ordering  ARGV[2] 'fail' | 'release' | 'orphan'
 -- ARGV[3 + 2k], ARGV[4 + 2k]: lease k (_leases.lua lease_arg: a lease another holder
 --   took since is left alone) and the id of the node it fetches
 -- Returns the number of leases settled. Cost: O(k log F).
@@ -28,6 +30,10 @@ for i = 3, #ARGV, 2 do
       local r = rec_get(node, id)
       if r and r.st == 0 and mode == 'release' then
         frontier_add(meta, frontier, ordering, r, m)
+      elseif r and r.st == 0 and mode == 'orphan' and redis.call('HEXISTS', req, id) == 0 then
+        frontier_remove(meta, frontier, ordering, r, m)
+        redis.call('SADD', orphans_key(node), id)
+        redis.call('HINCRBY', meta, 'orphaned', 1)
       end
     end
     if mode == 'fail' then

@@ -53,6 +53,8 @@ if not r then
   if ARGV[5] ~= '0' then redis.call('SADD', unfiltered, id) end
   return settled(1)
 end
+-- a queued URL whose request was lost (_frontier.lua adopt) takes this one: queued again
+if ARGV[5] ~= '1' and adopt(meta, node, req, frontier, ordering, id, r, payload) == 1 then return settled(1) end
 if ARGV[5] == '1' and ARGV[9] ~= '0' and not redis.call('SET', KEYS[#KEYS], '1', 'PX', ARGV[9], 'NX') then
   return settled(2)  -- applied before (a call sent again)
 end
