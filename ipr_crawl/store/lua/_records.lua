@@ -52,10 +52,8 @@ local function rec_get(node_key, id, wide)
   local cut = REC_SIZE + 8 * od
   local links, lbk = string.sub(raw, REC_SIZE + 1), nil
   if #raw > cut then links, lbk = string.sub(raw, REC_SIZE + 1, cut), string.sub(raw, cut + 1) end
-  local rp = nil
-  if st == 0 and RPRIO.any ~= false and rprio_any(node_key) then  -- (no call while known to be none)
-    rp = tonumber(redis.call('HGET', rprio_key(node_key), id))
-  end
+  local rp = nil  -- its Scrapy priority: no call while this call knows there is none
+  if st == 0 and RPRIO.any ~= false and rprio_any(node_key) then rp = tonumber(redis.call('HGET', rprio_key(node_key), id)) end
   if wide then
     return {st = st, seq = seq, s = s, a = a, tie = tie, od = od, links = links, lbk = lbk, lv = nil, pl = nil, rp = rp}
   end
