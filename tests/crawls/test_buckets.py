@@ -4,6 +4,7 @@ redis-server (the buckets' keys side by side) and on a real 3-master Redis Clust
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 
 import pytest
@@ -137,13 +138,21 @@ def test_relay_applies_each_outbox_entry_once(redis_client):
         many.drop()
 
 
+@contextlib.contextmanager
+def two_buckets(redis_client, ordering: str):
+    """An open crawl of two buckets on ``redis_client``, dropped afterwards."""
+    many = BucketedFrontier(redis_client, f"t-{uuid.uuid4().hex[:10]}", OrderingParams(ordering=ordering), 2)
+    try:
+        many.open()
+        yield many
+    finally:
+        many.drop()
+
+
 def test_a_link_to_another_bucket_keeps_its_scrapy_priority(redis_client):
     """A link's Request.priority travels with it through the outbox: in its own bucket
     it is the frontier's first key there too."""
-    cid = f"t-{uuid.uuid4().hex[:10]}"
-    many = BucketedFrontier(redis_client, cid, OrderingParams(ordering="blc"), 2)
-    try:
-        many.open()
+    with two_buckets(redis_client, "blc") as many:
         many.enqueue(nid(1), 0, b"p1", False, bucket=0)
         _, items = many.pop(1, 600)
         links = [Link(nid(2), 0, b"p2", 1), Link(nid(3), 0, b"p3", 1, priority=4), Link(nid(4), 0, b"p4", 1)]
@@ -153,8 +162,6 @@ def test_a_link_to_another_bucket_keeps_its_scrapy_priority(redis_client):
         assert redis_client.hget(target.keys["rprio"], nid(3)) == b"4"
         _, items = target.pop(1, 600)
         assert items[0][0][8:] == nid(3)  # first, though 2 came first and all score 1
-    finally:
-        many.drop()
 
 
 def test_bucketed_push_crawl_of_schema_4_is_upgraded(redis_client):
