@@ -136,6 +136,7 @@ class Bootstrap:
         resumed = store.open()
         if rerun is not None and rerun["case"] == "afresh":
             self.start_afresh(client, rerun)
+            store.refresh_prior()  # the archive may be its prior: its calls name the buckets in KEYS
         elif rerun is not None:  # kept: it goes on, no longer finished
             from ipr_crawl.store.archive import clear_finished
 
@@ -161,11 +162,10 @@ class Bootstrap:
         if cfg.prior_crawl:
             try:
                 self.install_prior(client)
+                store.refresh_prior()  # its calls name the prior's buckets in KEYS
             except BaseException:
                 self.rerun_failed(client, rerun)
                 raise
-        if hasattr(store, "refresh_prior"):  # its calls name the prior's buckets in KEYS
-            store.refresh_prior()
         if rerun is not None and rerun["case"] == "afresh":
             # last: processes of the crawl that started beside this one wait for it (store/archive.py)
             from ipr_crawl.store.archive import release

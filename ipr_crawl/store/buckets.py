@@ -170,6 +170,11 @@ class BucketedFrontier(OutboxRelay):
         self.client.hset(k, "schema", SCHEMA_VERSION)
         return resumed
 
+    def refresh_prior(self) -> int:
+        """:meth:`FrontierStore.refresh_prior`: 0, a crawl of many buckets takes no prior
+        (config.py refuses ``IPR_PRIOR_CRAWL`` with ``IPR_CLUSTER_BUCKETS``)."""
+        return 0
+
     def wait_for_replicas(self, replicas: int, timeout_ms: int, on_short: Callable[[], Any] | None = None) -> None:
         """:meth:`FrontierStore.wait_for_replicas` for every bucket's record calls, and
         the same ``WAIT`` after each relay call (on a cluster there is one by default:

@@ -97,7 +97,7 @@ end
 -- forced tokens of Scrapy priority >= that of the frontier's best entry (0 when it is
 -- empty; _frontier.lua level_of); late: all the rest, once the frontier is empty (_forced.lua)
 local function take_forced(late)
-  if taken >= count then return end
+  if taken >= count or redis.call('ZCARD', forced) == 0 then return end
   local hi = '+inf'
   if not late then
     local head = redis.call('ZRANGE', frontier, 0, 0, 'WITHSCORES')
