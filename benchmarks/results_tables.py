@@ -8,6 +8,7 @@ checkpoints, and B / A(1 %) at 1, 5, 10, 20 % of the reachable pages.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
@@ -37,4 +38,6 @@ def main(paths: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("paths", nargs="+", help="JSON files written by `ipr-crawl simulate --json`")
+    raise SystemExit(main(ap.parse_args().paths))
