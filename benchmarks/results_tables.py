@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 
 def main(paths: list[str]) -> int:
