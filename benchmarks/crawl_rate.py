@@ -298,9 +298,12 @@ class SeparateRedis:
     def counters(self) -> dict[str, int]:
         """The server's ``INFO stats`` counters a run's delta is taken of: commands (those
         of scripts and MULTI/EXEC included, as Redis counts them), read events (one per
-        read of a client socket), bytes received."""
-        info = self.client.info("stats")
-        return {"redis_cmds": int(info["total_commands_processed"]),
+        read of a client socket), bytes received, and its CPU microseconds (``INFO cpu``
+        ``used_cpu_user + used_cpu_sys``: the whole crawl process, its start and close
+        included)."""
+        info, cpu = self.client.info("stats"), self.client.info("cpu")
+        return {"redis_cpu_info_us": round(1e6 * (float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]))),
+                "redis_cmds": int(info["total_commands_processed"]),
                 "redis_reads": int(info.get("total_reads_processed", 0)),
                 "redis_in_bytes": int(info["total_net_input_bytes"])}
 
@@ -567,6 +570,8 @@ def summarize(rows: dict[str, list[dict[str, Any]]], pings: dict[float, float] |
             "cmds_per_page": _median_per_page(runs, lambda r: r.get("redis_cmds")),
             "pop_waits_per_page": _median_per_page(runs, lambda r: r.get("pop_waits")),
             "server_reads_per_page": _median_per_page(runs, lambda r: r.get("redis_reads")),
+            "redis_info_cpu_ms_per_page": _median_per_page(
+                runs, lambda r: None if r.get("redis_cpu_info_us") is None else r["redis_cpu_info_us"] / 1000),
         }
     return out
 
@@ -583,6 +588,10 @@ def markdown(summary: dict[str, dict[str, Any]], rows: dict[str, list[dict[str, 
         head += ("RTT ms | PING ms (measured) | writes/page (proxy) | Redis reads/page | Redis cmds/page | "
                  "pops waited for/page | proxy CPU ms/page | ")
         rule += "---:|---:|---:|---:|---:|---:|---:|"
+    with_info = any(x.get("redis_info_cpu_ms_per_page") is not None for x in summary.values())
+    if with_info:
+        head += "Redis CPU ms/page (INFO cpu, whole crawl) | "
+        rule += "---:|"
     lines = [head + "MB/s | pages/s of each run |", rule + "---:|---|"]
 
     def ratio(value: float, to: float | None) -> str:
@@ -608,6 +617,8 @@ def markdown(summary: dict[str, dict[str, Any]], rows: dict[str, list[dict[str, 
             line += (f"{num(rtt, 'g')} | {num(x.get('ping_ms'), '.3f')} | {num(x.get('writes_per_page'), '.2f')} | "
                      f"{num(x.get('server_reads_per_page'), '.2f')} | {num(x.get('cmds_per_page'), '.2f')} | "
                      f"{num(x.get('pop_waits_per_page'), '.3f')} | {num(x.get('proxy_cpu_ms_per_page'), '.3f')} | ")
+        if with_info:
+            line += f"{num(x.get('redis_info_cpu_ms_per_page'), '.3f')} | "
         lines.append(line + f"{x['mb_per_s']:.1f} | {each} |")
     return "\n".join(lines)
 

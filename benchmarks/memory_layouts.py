@@ -63,6 +63,22 @@ end
 return got
 """
 
+#: a node record's read and write (the record path's HGET + HSET of a known URL), every
+#: URL once in a shuffled order, in one hash (``b`` = 0) or in ``b`` hashes by the id's
+#: last 4 bytes, as ``prior_keys`` buckets the prior (``b`` = -1: one hash, its name
+#: built as a bucket's is: the cost of naming the bucket, without the small hashes)
+RECORD_RW = """
+local b = tonumber(ARGV[1])
+for i = 2, #ARGV do
+  local id = ARGV[i]
+  local k = 'node'
+  if b ~= 0 then k = 'node:' .. (struct.unpack('>I4', string.sub(id, 5, 8)) % math.abs(b)) end
+  local v = redis.call('HGET', k, id)
+  redis.call('HSET', k, id, string.sub(v, 1, 8) .. string.sub(v, 9))
+end
+return #ARGV - 1
+"""
+
 
 def real_urls(n: int) -> list[str]:
     """``n`` URLs: the shipped EmacsWiki list, then its URLs again with ``?n=<k>``."""
@@ -124,9 +140,34 @@ def main() -> int:
     measure("frontier entries in ZSETs of ~100 (listpack)",
             lambda p, i: p.zadd(f"fq:{bucket(i, 100)}", {members[i]: i % 997}))
 
+    print("\n| node records | B per URL | µs per read + write (best of 3) |\n|---|---:|---:|")
+    order = sorted(range(n), key=lambda i: ids[i][::-1])  # a fixed order unrelated to insertion
+    for per in (0, -1, 16, 32, 64, 100):
+        buckets = max(1, n // per) if per > 0 else per
+        r.flushall()
+        time.sleep(0.2)
+        before = int(r.info("memory")["used_memory"])
+        pipe = r.pipeline(transaction=False)
+        for i in range(n):
+            k = f"node:{int.from_bytes(ids[i][4:8], 'big') % abs(buckets)}" if buckets else "node"
+            pipe.hset(k, ids[i], record)
+            if i % 5000 == 4999:
+                pipe.execute()
+        pipe.execute()
+        used = (int(r.info("memory")["used_memory"]) - before) / n
+        best = float("inf")
+        for _ in range(3):
+            t0 = time.perf_counter()
+            assert int(r.eval(RECORD_RW, 0, buckets, *(ids[i] for i in order))) == n
+            best = min(best, time.perf_counter() - t0)
+        name = f"{buckets:,} hashes of ~{per}" if per > 0 else ("one hash" if per == 0 else
+                                                                  "one hash, named as a bucket is")
+        print(f"| {name} | {used:.1f} | {best * 1e6 / n:.2f} |")
+
     print("\n| frontier queue | µs per URL, insert + pop (best of 3) |\n|---|---:|")
     for name, script, argv in (("one skiplist ZSET", ONE_QUEUE, [n]),
-                               (f"{n // 125:,} ZSETs of ~125 + a ZSET of their heads", SMALL_QUEUES, [n, n // 125])):
+                               *((f"{n // per:,} ZSETs of ~{per} + a ZSET of their heads", SMALL_QUEUES,
+                                  [n, n // per]) for per in (32, 64, 125))):
         best = float("inf")
         for _ in range(3):
             r.flushall()
