@@ -130,6 +130,18 @@ class Bootstrap:
             rerun = None
         else:
             rerun = self.finished_before(client)
+        try:
+            self._open_store(client, store, where, rerun)
+        except BaseException:  # e.g. the crawl closed under its open: let go of the rerun key at once
+            self.rerun_failed(client, rerun)
+            raise
+
+    def _open_store(self, client: Any, store: Any, where: str, rerun: dict[str, Any] | None) -> None:
+        """:meth:`open_crawl` once the crawl's rerun case is known (``rerun``, of
+        :meth:`finished_before`): open the store, start it afresh or keep it, the
+        opening line, the buckets' spread, the prior, then the rerun key's release."""
+        cfg = self.config
+        settings = self.crawler.settings
         if not client.exists(store.keys["meta"]):
             # registered before the crawl exists: a process that opens it next sees this one crawling
             store.beat(self.holder, 2 * cfg.heartbeat_secs, holder_info(self.holder, getattr(self.crawler.spider, "name", "")))
@@ -228,11 +240,16 @@ class Bootstrap:
                 )
                 return {"case": "kept"}
             if archive.claim(client, cfg.crawl_id, self.holder):
-                if archive.finished_info(client, cfg.crawl_id) is None:  # another process did it meanwhile
-                    archive.release(client, cfg.crawl_id, self.holder)
-                    return None
-                target = archive.archive(client, cfg.crawl_id, cluster=is_cluster(client))
-                return {"case": "afresh", "archive": target, "finished": when, "fetched": info["fetched"]}
+                claimed = {"case": "afresh", "finished": when, "fetched": info["fetched"]}
+                try:
+                    if archive.finished_info(client, cfg.crawl_id) is None:  # another process did it meanwhile
+                        archive.release(client, cfg.crawl_id, self.holder)
+                        return None
+                    target = archive.archive(client, cfg.crawl_id, cluster=is_cluster(client))
+                except BaseException:
+                    self.rerun_failed(client, claimed)
+                    raise
+                return {**claimed, "archive": target}
         logger.info("ipr-crawl: crawl %r finished before; another process starts it afresh: waiting for it",
                     cfg.crawl_id)
         archive.wait_for_rerun(client, cfg.crawl_id, timeout=archive.STALE_CLAIM_SECS + 10)

@@ -315,3 +315,34 @@ def test_a_closespider_close_is_an_end(graph_server, crawl, tmp_path, limit):
     back = {canonical_url(served.base + p): n for n, p in page_paths(graph).items()}
     assert {back[canonical_url(u)] for u in second.fetched} == set(reachable(graph, served.seed))
     assert status(data)["archives"][0]["crawl_id"] == f"{CRAWL}~1"
+
+
+def test_an_open_that_fails_after_taking_the_rerun_key_lets_it_go(redis_client, crawl_id):
+    """A finished crawl started afresh: this process takes the ``rerun`` key and archives
+    the crawl, and then its open fails (here the store's open raises what a pipe closed
+    under it raises). The key is released at once: the next start does not wait for it
+    to expire (``STALE_CLAIM_SECS``). Scrapy's own test_crawl.py caught this: one test's
+    crawl failed mid-open and the next test waited past its 60 s timeout."""
+    from types import SimpleNamespace
+
+    from scrapy.settings import Settings
+
+    from ipr_crawl.config import FrontierConfig
+    from ipr_crawl.scheduler.bootstrap import Bootstrap
+
+    _small(redis_client, crawl_id)
+    mark_finished(redis_client, crawl_id, "finished", 1, 0)
+    settings = Settings({"IPR_CRAWL_ID": crawl_id, "IPR_KEEP_CRAWLS": 0})
+    crawler = SimpleNamespace(settings=settings, spider=None)  # what Bootstrap reads of its crawler
+    boot = Bootstrap(crawler, FrontierConfig.from_settings(settings, "s"),
+                     False, "holder-a", lambda key, value: None)
+    store = FrontierStore(redis_client, crawl_id, "push")
+
+    def broken_open() -> bool:
+        assert rerun_holder(redis_client, crawl_id) == "holder-a"  # taken, the crawl archived
+        raise RuntimeError("the Redis pipe is broken or closed")
+
+    store.open = broken_open
+    with pytest.raises(RuntimeError, match="pipe is broken"):
+        boot.open_crawl(redis_client, store, "test")
+    assert rerun_holder(redis_client, crawl_id) is None
