@@ -72,18 +72,33 @@ def checkpoint_row(client: Any, store: Any, edges: int, pages: int, window: tupl
     """The figures of one checkpoint; ``window``: (wall s, Redis CPU s, pages) since the last."""
     usage = key_usage(client, store.crawl_id)
     counts = store.counts()
-    known, fetched = counts["known"], counts["fetched"]
     queued = counts["frontier"] + counts["forced"] + counts["in_flight"]
-    record = (usage.get("node", 0) - 8 * edges) / known
-    queue_only = sum(usage.get(k, 0) for k in ("req", "frontier", "rprio")) / max(1, queued)
-    other = sum(v for k, v in usage.items() if k not in ("node", "req", "frontier", "rprio"))
     wall, cpu, n = window
     return {
-        "known": known, "fetched": fetched, "queued": queued, "pages": pages, "edges": edges,
-        "bytes_all_keys": sum(usage.values()), "bytes_per_known_url": sum(usage.values()) / known,
-        "record_bytes_per_url": record, "bytes_per_queued_url": record + queue_only,
-        "bytes_per_fetched_url": record, "bytes_per_edge": 8.0, "other_keys_bytes": other,
+        **figures(usage, counts["known"], counts["fetched"], queued, edges), "pages": pages,
         "pages_per_sec": n / wall if wall else 0.0, "redis_cpu_us_per_page": 1e6 * cpu / max(1, n),
+    }
+
+
+#: keys held per queued URL (its payload, frontier entry, Request.priority) and per
+#: fetched URL (push's residual of a fetched page, ``resid``)
+QUEUED_KEYS, FETCHED_KEYS = ("req", "frontier", "rprio"), ("resid",)
+
+
+def figures(usage: dict[str, int], known: int, fetched: int, queued: int, edges: int) -> dict[str, Any]:
+    """Bytes per queued and per fetched URL from the crawl's key sizes (``usage``): a node
+    record each (the ``node`` hash less 8 B per recorded edge, over known URLs), plus the
+    keys of :data:`QUEUED_KEYS` over queued URLs or of :data:`FETCHED_KEYS` over fetched
+    ones; the other keys (``other_keys_bytes``) are the crawl's own, not per URL."""
+    record = (usage.get("node", 0) - 8 * edges) / known
+    per_queued = sum(usage.get(k, 0) for k in QUEUED_KEYS) / max(1, queued)
+    per_fetched = sum(usage.get(k, 0) for k in FETCHED_KEYS) / max(1, fetched)
+    return {
+        "known": known, "fetched": fetched, "queued": queued, "edges": edges,
+        "bytes_all_keys": sum(usage.values()), "bytes_per_known_url": sum(usage.values()) / known,
+        "record_bytes_per_url": record, "bytes_per_queued_url": record + per_queued,
+        "bytes_per_fetched_url": record + per_fetched, "bytes_per_edge": 8.0,
+        "other_keys_bytes": sum(v for k, v in usage.items() if k not in ("node", *QUEUED_KEYS, *FETCHED_KEYS)),
         "usage": usage,
     }
 

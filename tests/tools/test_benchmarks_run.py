@@ -82,7 +82,7 @@ def test_frontier_scale_web_counts_every_key(tmp_path: Path) -> None:
     assert row["known"] == row["queued"] + row["fetched"]
     usage = row["usage"]
     rebuilt = (row["record_bytes_per_url"] * row["known"] + 8 * row["edges"]
-               + sum(usage.get(k, 0) for k in ("req", "frontier", "rprio")) + row["other_keys_bytes"])
+               + sum(usage.get(k, 0) for k in ("req", "frontier", "rprio", "resid")) + row["other_keys_bytes"])
     assert abs(rebuilt - row["bytes_all_keys"]) < 1
     assert result["scrapy_redis"]["known"] == row["known"]
     assert result["scrapy_redis"]["queued"] == row["queued"]
