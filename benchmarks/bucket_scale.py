@@ -61,12 +61,9 @@ def host_url(url: str) -> str:
     return url if "://" in url else "http://" + url
 
 
-def payloads(graph: Any, urls: dict[int, str]) -> dict[int, bytes]:
-    """Each page's request as the scheduler stores it (scheduler/codec.py): a GET of
-    its URL with the spider's ``parse`` callback, about 80 B."""
-    from scrapy import Request, Spider
-
-    from ipr_crawl.scheduler.codec import encode_request
+def graph_spider() -> Any:
+    """A spider whose ``parse`` is the callback of every benchmark request."""
+    from scrapy import Spider
 
     class Bench(Spider):
         name = "bench"
@@ -74,7 +71,17 @@ def payloads(graph: Any, urls: dict[int, str]) -> dict[int, bytes]:
         def parse(self, response: Any) -> None:
             return None
 
-    spider = Bench()
+    return Bench()
+
+
+def payloads(graph: Any, urls: dict[int, str]) -> dict[int, bytes]:
+    """Each page's request as the scheduler stores it (scheduler/codec.py): a GET of
+    its URL with the spider's ``parse`` callback, about 80 B."""
+    from scrapy import Request
+
+    from ipr_crawl.scheduler.codec import encode_request
+
+    spider = graph_spider()
     return {n: encode_request(Request(host_url(urls.get(n, f"x{n}.example")), callback=spider.parse), spider)[0]
             for n in graph.nodes}
 
@@ -155,7 +162,8 @@ def key_bytes(client: Any) -> int:
     return sum(int(client.memory_usage(k, samples=0) or 0) for k in client.scan_iter(count=1000))
 
 
-def redis_cpu(client: Any, nodes: list[Any]) -> list[float]:
+def redis_cpu(nodes: list[Any]) -> list[float]:
+    """Each node's ``used_cpu_user + used_cpu_sys`` (``INFO cpu``), seconds."""
     out = []
     for node in nodes:
         info = node.info("cpu")
@@ -183,10 +191,10 @@ def cpu(args: argparse.Namespace) -> dict[str, Any]:
             try:
                 client = connect(url, "", retry=RedisRetry(30))
                 nodes = [client] if ports is None else [redis.Redis(port=p) for p in ports]
-                before = redis_cpu(client, nodes)
+                before = redis_cpu(nodes)
                 r = crawl(client, graph, urls, b)
                 r.pop("store")
-                spent = [a - c for a, c in zip(redis_cpu(client, nodes), before)]
+                spent = [a - c for a, c in zip(redis_cpu(nodes), before)]
                 for node in nodes:
                     if node is not client:
                         node.close()

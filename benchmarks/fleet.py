@@ -42,7 +42,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "helpers"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from bucket_scale import GRAPHS, host_url, nid, payloads  # noqa: E402
+from bucket_scale import GRAPHS, host_url, nid, payloads, redis_cpu  # noqa: E402
 from procs import LocalCluster, RedisServer  # noqa: E402
 
 from ipr_crawl.evaluation.graphio import default_seed, read_graph, read_urls  # noqa: E402
@@ -93,15 +93,6 @@ def _client_main(url: str, crawl_id: str, ordering: str, buckets: int, start: An
     out.put({"pages": pages, "seconds": time.perf_counter() - t0, "cpu": time.process_time() - c0, "idle": idle})
     store.close()
     client.close()
-
-
-def redis_cpu(nodes: list[Any]) -> list[float]:
-    """Each node's ``used_cpu_user + used_cpu_sys`` (``INFO cpu``), seconds."""
-    out = []
-    for node in nodes:
-        info = node.info("cpu")
-        out.append(float(info["used_cpu_user"]) + float(info["used_cpu_sys"]))
-    return out
 
 
 def one_run(url: str, nodes: list[Any], n_clients: int, ordering: str, buckets: int) -> dict[str, Any]:

@@ -32,6 +32,8 @@ import time
 import uuid
 from typing import Any
 
+from bucket_scale import graph_spider, redis_cpu
+from frontier_scale import memory as key_usage
 from webgen import GeneratedWeb
 
 from ipr_crawl.ordering.params import OrderingParams
@@ -40,32 +42,6 @@ from ipr_crawl.store import Link
 from ipr_crawl.store.buckets import open_frontier
 
 CHECKPOINTS = (100_000, 300_000, 1_000_000, 3_000_000, 10_000_000)
-
-
-def _spider() -> Any:
-    from scrapy import Spider
-
-    class Graph(Spider):
-        name = "graph"
-
-        def parse(self, response: Any) -> None:
-            return None
-
-    return Graph()
-
-
-def key_usage(client: Any, crawl_id: str) -> dict[str, int]:
-    """Exact bytes of each of the crawl's keys, by name (``ipr:{id}:<name>``)."""
-    usage: dict[str, int] = {}
-    for key in client.scan_iter(match=f"ipr:{{{crawl_id}}}:*", count=1000):
-        name = key.decode().split(":", 2)[2]
-        usage[name] = usage.get(name, 0) + int(client.memory_usage(key, samples=0) or 0)
-    return usage
-
-
-def _cpu(client: Any) -> float:
-    info = client.info("cpu")
-    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
 def checkpoint_row(client: Any, store: Any, edges: int, pages: int, window: tuple[float, float, int]) -> dict[str, Any]:
@@ -111,7 +87,7 @@ def crawl(client: Any, target: int, ordering: str = "push", seed: int = 1,
 
     from ipr_crawl.scheduler.codec import encode_request
 
-    web, spider = GeneratedWeb(seed=seed), _spider()
+    web, spider = GeneratedWeb(seed=seed), graph_spider()
     store = open_frontier(client, f"web-{uuid.uuid4().hex[:8]}", OrderingParams(ordering=ordering), 1)
     store.open()
     where: dict[bytes, int] = {}  # node id -> host << 32 | page: every URL this process has sent
@@ -126,7 +102,7 @@ def crawl(client: Any, target: int, ordering: str = "push", seed: int = 1,
     rows: list[dict[str, Any]] = []
     fetched_ids: set[bytes] = set()
     pages = edges = 0
-    t_mark, cpu_mark, pages_mark = time.perf_counter(), _cpu(client), 0
+    t_mark, cpu_mark, pages_mark = time.perf_counter(), redis_cpu([client])[0], 0
     while marks:
         _, items = store.pop(8, 600)
         if not items:
@@ -149,7 +125,7 @@ def crawl(client: Any, target: int, ordering: str = "push", seed: int = 1,
             pages += 1
             edges += len(links)
         if len(where) >= marks[0]:
-            now, cpu = time.perf_counter(), _cpu(client)
+            now, cpu = time.perf_counter(), redis_cpu([client])[0]
             row = checkpoint_row(client, store, edges, pages, (now - t_mark, cpu - cpu_mark, pages - pages_mark))
             rows.append(row)
             print(f"  {row['known']:>10,} known  {row['fetched']:>9,} fetched  {row['pages_per_sec']:7.0f} pages/s  "
@@ -157,7 +133,7 @@ def crawl(client: Any, target: int, ordering: str = "push", seed: int = 1,
                   f"{row['bytes_per_fetched_url']:6.1f} B/fetched (+8 B/edge)  {row['bytes_all_keys'] / 2**20:8.1f} MiB",
                   file=sys.stderr, flush=True)
             marks = [m for m in marks if m > len(where)]
-            t_mark, cpu_mark, pages_mark = time.perf_counter(), _cpu(client), pages
+            t_mark, cpu_mark, pages_mark = time.perf_counter(), redis_cpu([client])[0], pages
     out = {"ordering": ordering, "rows": rows, "crawl_id": store.crawl_id, "web": web, "where": where,
            "fetched_ids": fetched_ids, "spider": spider}
     return out

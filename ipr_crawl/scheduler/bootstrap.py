@@ -172,12 +172,8 @@ class Bootstrap:
         if cfg.cluster_buckets > 1:
             self.log_buckets(client, store)
         if cfg.prior_crawl:
-            try:
-                self.install_prior(client)
-                store.refresh_prior()  # its calls name the prior's buckets in KEYS
-            except BaseException:
-                self.rerun_failed(client, rerun)
-                raise
+            self.install_prior(client)
+            store.refresh_prior()  # its calls name the prior's buckets in KEYS
         if rerun is not None and rerun["case"] == "afresh":
             # last: processes of the crawl that started beside this one wait for it (store/archive.py)
             from ipr_crawl.store.archive import release
@@ -278,12 +274,8 @@ class Bootstrap:
         elif cfg.ordering in ("bf", "larger-sites-first"):
             prior = f"no prior (IPR_ORDERING={cfg.ordering!r} takes none)"
         else:
-            try:
-                info = install_prior(client, cfg.crawl_id, target, cfg.params.prior_weight,
-                                     log=lambda msg: logger.info("ipr-crawl: prior: %s", msg))
-            except BaseException:
-                self.rerun_failed(client, rerun)
-                raise
+            info = install_prior(client, cfg.crawl_id, target, cfg.params.prior_weight,
+                                 log=lambda msg: logger.info("ipr-crawl: prior: %s", msg))
             self.stats_set("ipr/prior/urls", info["urls"])
             prior = (f"its graph ({info['urls']} URLs) is the prior (weight {info['weight']:g}, "
                      f"{time.monotonic() - t0:.1f} s)")
@@ -300,7 +292,9 @@ class Bootstrap:
 
     def rerun_failed(self, client: Any, rerun: dict[str, Any] | None) -> None:
         """The start failed while this process started a finished crawl afresh: let go of
-        its ``rerun`` key, so that the next start does not wait for it to expire."""
+        its ``rerun`` key, so that the next start does not wait for it to expire. Called
+        wherever a start can fail once the key is taken: around :meth:`_open_store`, and
+        in :meth:`finished_before` around the archive."""
         if rerun is not None and rerun["case"] == "afresh":
             from ipr_crawl.store.archive import release
 
