@@ -247,11 +247,16 @@ def test_pops_lease_no_more_than_the_engine_has_room_for(polite, graph_server, c
     leases = [tuple(int(g) for g in m.groups()) for m in LINE.finditer(run.log)]
     made = [x for x in leases if bool(x[4]) == polite]
     assert len(made) >= 50, f"{len(made)} {'polite' if polite else 'plain'} pops: the crawl did not take that path"
-    # count, in progress, concurrency: some pops had room for fewer than the batch (2)
-    assert any(x[2] - x[1] < 2 for x in made), "no pop found the engine nearly full: the test shows nothing"
+    # count, in progress, concurrency, buffer, polite, ahead, room. The room is the scheduler's
+    # own count (Pacing.lease_room), read with in_progress: it follows the rule whatever the
+    # machine's speed (a busy machine parses late, and the engine's requests in progress
+    # may exceed CONCURRENT_REQUESTS: the room is 0 then, not negative; IPR_SLOW_START makes it
+    # smaller at the start)
+    assert all(x[6] <= min(max(1, x[2] // 2), max(0, x[2] - x[1])) for x in leases), "room past the rule"
+    assert any(x[6] < 2 for x in made), "no pop found the engine nearly full: the test shows nothing"
     # the pipelined pops may lease a few ahead of need (rate x round trip), never past a pop batch
     assert all(x[5] <= max(1, x[2] // 2) for x in leases), "lease-ahead past a pop batch"
-    over = [x for x in leases if x[0] > x[2] - x[1] + x[5]]
+    over = [x for x in leases if x[0] > x[6] + x[5]]
     assert not over, f"{len(over)} of {len(leases)} pops asked for more than the engine had room for: {over[:5]}"
 
 
