@@ -177,7 +177,8 @@ class IprScheduler(BaseScheduler):
         # From here on (the crawl's steady state) the event loop makes one attempt per Redis
         # call and never sits in a retry: IPR_REDIS_THREAD=auto on one server.
         self.calls.enter_loop_mode(
-            self.config.redis_thread == "auto" and self.config.cluster_buckets == 1 and not is_cluster(self.store.client)
+            self.config.redis_thread == "auto",
+            in_place=self.config.cluster_buckets == 1 and not is_cluster(self.store.client),
         )
 
         # the heartbeat thread's wake-up (Pacing.wake hands it to the event loop)

@@ -26,6 +26,7 @@ from ipr_crawl.store import Link, RecordResult
 from ipr_crawl.store.memory import is_full
 from ipr_crawl.store.pipe import Call, RedisPipe, async_connection_factory
 from ipr_crawl.store.retry import RedisRetry
+from ipr_crawl.store.router import PipeRouter, cluster_connect_for
 
 __all__ = ["CLOSE_WITHOUT_REDIS_SECS", "REDIS_DOWN", "SYNC_WHILE_AWAY_SECS", "RedisCalls"]
 
@@ -89,7 +90,7 @@ class RedisCalls:
         self._switch_interval: float | None = None
         #: the pipelined connection on the asyncio event loop (store/pipe.py): the steady
         #: state's calls while Redis answers (IPR_REDIS_THREAD=auto, one server)
-        self.pipe: RedisPipe | None = None
+        self.pipe: RedisPipe | PipeRouter | None = None
         # breaks of the pipe with no reply since the last reconnect, in a row: the thread's
         # client reaches Redis, the pipe's connection does not (see _pipe_broken)
         self._dead_pipes = 0
@@ -120,30 +121,32 @@ class RedisCalls:
             self._switch_interval = gil_switch_secs
             SWITCH_INTERVAL.shorten(gil_switch_secs)
 
-    def enter_loop_mode(self, wanted: bool) -> None:
-        """The crawl's steady state begins: with ``wanted`` (``IPR_REDIS_THREAD=auto`` on one
-        server) and a Redis thread, calls are pipelined on the asyncio event loop
-        (:meth:`start_pipe`); without an asyncio loop (another ``TWISTED_REACTOR``) they are
-        made on the event loop, one attempt each."""
+    def enter_loop_mode(self, wanted: bool, in_place: bool = True) -> None:
+        """The crawl's steady state begins: with ``wanted`` (``IPR_REDIS_THREAD=auto``) and
+        a Redis thread, calls are pipelined on the asyncio event loop (:meth:`start_pipe`);
+        without an asyncio loop (another ``TWISTED_REACTOR``) they are made on the event
+        loop, one attempt each, where ``in_place`` (one server, no buckets), else on the
+        Redis thread."""
         if wanted and self.io is not None and self.start_pipe():
             self.loop_mode = False
             return
-        self.loop_mode = self.io is not None and wanted
+        self.loop_mode = self.io is not None and wanted and in_place
         if self.io is not None:
             self._shorten_switch_interval()
         if self.loop_mode and self.retry is not None:
             self.retry.loop_thread = threading.get_ident()
 
     def start_pipe(self) -> bool:
-        """Open the pipelined connection (:class:`~ipr_crawl.store.pipe.RedisPipe`) on the
-        running asyncio loop; False (nothing done) without one, or for a client whose
-        connections have no asyncio twin (Sentinel, a Redis Cluster)."""
+        """Open the pipelined connection on the running asyncio loop: one
+        :class:`~ipr_crawl.store.pipe.RedisPipe` to one server, a
+        :class:`~ipr_crawl.store.router.PipeRouter` (a pipe per server, calls routed by
+        their bucket's slot) for a Redis Cluster or buckets. False (nothing done) without
+        a loop, or for a client whose connections have no asyncio twin (Sentinel)."""
         import asyncio
 
+        from ipr_crawl.store.connection import is_cluster
+
         if not hasattr(self.store, "pipe_scripts"):
-            return False
-        factory = async_connection_factory(self.store.client)
-        if factory is None:
             return False
         try:
             loop = asyncio.get_running_loop()
@@ -155,6 +158,15 @@ class RedisCalls:
         def run_job(fn: Callable[[], Any], done: Callable[[bool, Any], None]) -> None:
             io.submit(fn, then=lambda value: done(True, value), failed=lambda exc: done(False, exc))
 
+        if is_cluster(self.store.client) or hasattr(self.store, "stores"):
+            connect_for = cluster_connect_for(self.store.client, self.store.route_keys())
+            if connect_for is None:
+                return False
+            self.pipe = PipeRouter(connect_for, self.store.pipe_scripts(), run_job, self._pipe_broken, loop)
+            return True
+        factory = async_connection_factory(self.store.client)
+        if factory is None:
+            return False
         self.pipe = RedisPipe(factory, self.store.pipe_scripts(), run_job, self._pipe_broken, loop)
         return True
 

@@ -211,6 +211,10 @@ class FrontierStore(PipelinedRecord, FrontierReads):
         """The scripts the pipelined calls use (loaded at the head of its connection)."""
         return [self._scripts[n] for n in ("record_page", "enqueue", "pop", "ack")]
 
+    def route_keys(self) -> list[str]:
+        """A key of the crawl's key space: its Cluster slot's (store/router.py)."""
+        return [self.keys["meta"]]
+
     def enqueue_call(self, id_: bytes, tie: int, payload: bytes, dont_filter: bool, lease: bytes = b"", **how: Any) -> Call:
         """:meth:`enqueue` as a :class:`~ipr_crawl.store.pipe.Call` (same value)."""
         keys, args = self._enqueue_argv(id_, tie, payload, dont_filter, lease, **how)

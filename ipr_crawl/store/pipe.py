@@ -62,6 +62,9 @@ class Call:
 
     commands: list[tuple[Any, ...]]
     parse: Callable[[list[Any]], Any]
+    #: the key space it runs in (the bucket; 0 without buckets): its server, for
+    #: :class:`~ipr_crawl.store.router.PipeRouter`
+    route: int = 0
 
 
 def evalsha(script: Script, keys: Sequence[Any], args: Sequence[Any]) -> tuple[Any, ...]:
@@ -117,7 +120,10 @@ def async_connection_factory(client: redis.Redis) -> Callable[[], aconn.Abstract
         if "__init__" in vars(klass):
             accepted |= set(inspect.signature(vars(klass)["__init__"]).parameters)
     # the sync client's own objects (its retry policy, its pool) are not the asyncio ones
-    skip = {"retry", "credential_provider", "event_dispatcher", "connection_pool", "maint_notifications_config"}
+    # (a Cluster node's `redis_connect_func` is the sync client's on_connect: READONLY for replicas, not
+    # wanted on a master's pipe)
+    skip = {"retry", "credential_provider", "event_dispatcher", "connection_pool", "maint_notifications_config",
+            "redis_connect_func"}
 
     def connect() -> aconn.AbstractConnection:
         # read at each connect: a restarted embedded server listens on a new socket, and

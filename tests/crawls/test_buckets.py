@@ -5,6 +5,7 @@ redis-server (the buckets' keys side by side) and on a real 3-master Redis Clust
 from __future__ import annotations
 
 import contextlib
+import re
 import uuid
 
 import pytest
@@ -277,6 +278,10 @@ def test_bucketed_scrapy_crawl_on_a_cluster(graph_server, cluster, tmp_path):
         assert code == 0 and "closed (finished)" in text, text[-3000:]
         assert "Traceback" not in text, text[text.index("Traceback") - 300:][:3000]
     assert "split into 8 buckets on 3 of the cluster's 3 masters" in texts[0]
+    for text in texts:  # the steady state's calls went through the pipes of the masters (store/router.py)
+        calls = re.search(r"'ipr/redis/pipelined_calls': (\d+)", text)
+        assert calls and int(calls.group(1)) > 200, text[-3000:]
+        assert "'ipr/redis/handovers'" not in text, text[-3000:]
     back = _served_pages(graph, served, urls)
     pages = [back[canonical_url(u)] for log in logs for u in fetched(log)]
     want = reachable(graph, served.seed)
