@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SCRAPY_VERSION", "SpiderArg", "close_spider", "loop_deliverer", "looping_call", "off_loop", "on_crawl_failure",
+    "when_reactor_runs",
     "reactorless_refusal",
 ]
 
@@ -147,6 +148,16 @@ def loop_deliverer() -> Callable[..., Any]:
     import asyncio
 
     return asyncio.get_running_loop().call_soon_threadsafe
+
+
+def when_reactor_runs(fn: Callable[[], Any]) -> None:
+    """``fn()`` once an installed Twisted reactor that does not run yet starts running
+    (``reactor.callWhenRunning``); nothing when none is installed or it runs already."""
+    if "twisted.internet.reactor" in sys.modules:  # never imported here: that installs one
+        from twisted.internet import reactor
+
+        if not reactor.running:
+            reactor.callWhenRunning(fn)
 
 
 def on_crawl_failure(errback: Callable[[Any, Crawler], Any]) -> bool:

@@ -1,14 +1,10 @@
 """``IprScheduler``: Scrapy's scheduler backed by the Redis frontier.
 
-``next_request`` leases requests from the frontier in small batches (one
-round trip per batch); a response (recorded by the link-graph
-spider middleware), a final failure (the frontier downloader middleware) or a
-request handed back at close settles the lease. Each lease names its holder, this
-process, which beats (:mod:`ipr_crawl.scheduler.heartbeat`); the leases of a holder
-silent for 2 × ``IPR_HEARTBEAT_SECS`` return to the frontier at the next pop, and
-any lease older than ``IPR_LEASE_SECS``. The crawl is over when the frontier,
-the forced queue and the in-flight set are all empty, across every process of
-the crawl.
+``next_request`` leases requests in small batches; a response (recorded by the
+link-graph spider middleware), a final failure or a hand-back at close settles the
+lease. Leases name their holder, this process, which beats (heartbeat.py). The crawl
+is over when the frontier, the forced queue and the in-flight set are empty, across
+every process of the crawl.
 """
 
 from __future__ import annotations
@@ -17,7 +13,6 @@ import functools
 import logging
 import time
 import weakref
-from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -28,7 +23,7 @@ from scrapy.http import Response
 
 from ipr_crawl.config import FrontierConfig, RevisitConfig
 from ipr_crawl.scheduler.bootstrap import note_refusal, open_crawl, scrapy_redis_settings
-from ipr_crawl.scheduler.compat import close_spider, loop_deliverer, looping_call, off_loop
+from ipr_crawl.scheduler.compat import close_spider, loop_deliverer, looping_call, off_loop, when_reactor_runs
 from ipr_crawl.scheduler.enqueue import Enqueuer
 from ipr_crawl.scheduler.heartbeat import Heartbeat, holder_info, new_holder_id
 from ipr_crawl.scheduler.identity import RequestIdentity
@@ -164,24 +159,32 @@ class IprScheduler(BaseScheduler):
         return opened
 
     def _started(self, spider: Spider, retry: RedisRetry) -> None:
-        """:meth:`open`'s end, on the event loop: the Redis thread, the heartbeat."""
-        cfg = self.config
-        self.calls.start_thread(f"ipr-redis-{cfg.crawl_id}", cfg.gil_switch_secs)
-        if self.io is not None:
-            self.leases.watch_recovery(retry, embedded=not cfg.redis_url and not scrapy_redis_settings(self.crawler))
+        """:meth:`open`'s end, on the event loop: the Redis I/O, the heartbeat. Under a
+        reactor that does not run yet (Scrapy's CrawlerProcess opens the crawl before
+        ``reactor.run()`` under epoll) the calls are made in place until it runs."""
+        self._start_io(retry)
+        if self.io is None:
+            self.pacing.on_loop(None)
+            when_reactor_runs(functools.partial(self._start_io, retry))
         self._start_heartbeat(spider)
         _by_crawler[self.crawler] = self
         warn_missing(self.crawler)  # Scrapy internals this Scrapy lacks, in one WARNING
 
+    def _start_io(self, retry: RedisRetry) -> None:
+        """The Redis thread, then the steady state's calls: pipelined (``IPR_REDIS_THREAD=auto``)
+        or in place on one server (:meth:`RedisCalls.enter_loop_mode`)."""
+        cfg = self.config
+        if self._closing or self.io is not None:
+            return
+        self.calls.start_thread(f"ipr-redis-{cfg.crawl_id}", cfg.gil_switch_secs)
+        if self.io is None:
+            return
+        self.leases.watch_recovery(retry, embedded=not cfg.redis_url and not scrapy_redis_settings(self.crawler))
+        one_server = cfg.cluster_buckets == 1 and not is_cluster(self.store.client)
+        self.calls.enter_loop_mode(cfg.redis_thread == "auto", in_place=one_server)
+        self.pacing.on_loop(loop_deliverer())  # the heartbeat thread's wake-up, handed to the event loop
+
     def _start_heartbeat(self, spider: Spider) -> None:
-        # From here on (the crawl's steady state) the event loop makes one attempt per Redis
-        # call and never sits in a retry: IPR_REDIS_THREAD=auto on one server.
-        one_server = self.config.cluster_buckets == 1 and not is_cluster(self.store.client)
-        self.calls.enter_loop_mode(self.config.redis_thread == "auto", in_place=one_server)
-
-        # the heartbeat thread's wake-up (Pacing.wake hands it to the event loop)
-        self.pacing.on_loop(loop_deliverer() if self.io is not None else None)
-
         cfg = self.config
         self.heartbeat = Heartbeat(
             self.store, self.holder, cfg.heartbeat_secs,
@@ -444,10 +447,6 @@ class IprScheduler(BaseScheduler):
     ) -> int:
         """Lease requests into the buffer (:meth:`Leases.refill`); how many came at once."""
         return self.leases.refill(count, scan, busy, offset, min_ratio)
-
-    @property
-    def _buffer(self) -> deque[tuple[bytes, Request]]:  # Leases.buffer, the leased requests not handed out
-        return self.leases.buffer
 
     def wake(self) -> None:
         """Ask the engine for requests now (:meth:`Pacing.wake`)."""

@@ -23,9 +23,10 @@ from redis.exceptions import ClusterError, TryAgainError
 from ipr_crawl.scheduler.redis_thread import SWITCH_INTERVAL, RedisThread
 from ipr_crawl.store import Link, RecordResult
 from ipr_crawl.store.memory import is_full
-from ipr_crawl.store.pipe import Call, RedisPipe, async_connection_factory
+from ipr_crawl.store.pipe import Call, RedisPipe
+from ipr_crawl.store.pipe_thread import ThreadedPipe, open_pipe
 from ipr_crawl.store.retry import RedisRetry
-from ipr_crawl.store.router import PipeRouter, cluster_connect_for
+from ipr_crawl.store.router import PipeRouter
 
 __all__ = ["CLOSE_WITHOUT_REDIS_SECS", "REDIS_DOWN", "SYNC_WHILE_AWAY_SECS", "RedisCalls"]
 
@@ -85,7 +86,7 @@ class RedisCalls:
         self._switch_interval: float | None = None
         #: the pipelined connection on the asyncio event loop (store/pipe.py): the steady
         #: state's calls while Redis answers (IPR_REDIS_THREAD=auto, one server)
-        self.pipe: RedisPipe | PipeRouter | None = None
+        self.pipe: RedisPipe | PipeRouter | ThreadedPipe | None = None
         # breaks of the pipe with no reply since the last reconnect, in a row: the thread's
         # client reaches Redis, the pipe's connection does not (see _pipe_broken)
         self._dead_pipes = 0
@@ -130,32 +131,19 @@ class RedisCalls:
             self.retry.loop_thread = threading.get_ident()
 
     def start_pipe(self) -> bool:
-        """Open the pipelined connection on the running asyncio loop: a RedisPipe to one
-        server, a PipeRouter (store/router.py) for a Redis Cluster or buckets. False
-        without a loop, or for connections with no asyncio twin (Sentinel)."""
-        import asyncio
+        """Open the pipelined calls (store/pipe_thread.py's ``open_pipe``): on Scrapy's
+        asyncio loop, else in an I/O thread of their own; False for connections with no
+        asyncio twin (Sentinel)."""
+        from ipr_crawl.scheduler.compat import loop_deliverer
 
-        from ipr_crawl.store.connection import is_cluster
-
-        if not hasattr(self.store, "pipe_scripts"):
-            return False
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return False
         io = self.io
         assert io is not None
 
         def run_job(fn: Callable[[], Any], done: Callable[[bool, Any], None]) -> None:
             io.submit(fn, then=lambda value: done(True, value), failed=lambda exc: done(False, exc))
 
-        routed = is_cluster(self.store.client) or hasattr(self.store, "stores")
-        connect: Any = (cluster_connect_for(self.store.client, self.store.route_keys()) if routed
-                        else async_connection_factory(self.store.client))
-        if connect is not None:
-            self.pipe = (PipeRouter if routed else RedisPipe)(connect, self.store.pipe_scripts(), run_job,
-                                                               self._pipe_broken, loop)
-        return connect is not None
+        self.pipe = open_pipe(self.store, run_job, self._pipe_broken, loop_deliverer(), f"{io._thread.name}-pipe")
+        return self.pipe is not None
 
     def call_of(self, name: str, *args: Any, **kwargs: Any) -> Call | None:
         """The store's ``<name>_call(*args, **kwargs)`` (a :class:`~ipr_crawl.store.pipe.Call`)

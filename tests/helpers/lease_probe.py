@@ -26,7 +26,7 @@ class LeaseProbeScheduler(IprScheduler):
         slot = getattr(getattr(self.crawler, "engine", None), "_slot", None)
         logger.info(
             "lease-probe: count=%d in_progress=%d concurrency=%d buffer=%d polite=%d ahead=%d room=%d",
-            count, len(getattr(slot, "inprogress", ()) or ()), self._concurrency, len(self._buffer), int(scan > 0),
+            count, len(getattr(slot, "inprogress", ()) or ()), self._concurrency, len(self.leases.buffer), int(scan > 0),
             self.pacing.ahead(self.calls.pipe_rtt_secs),
             self.pacing.lease_room() if self.pacing.active else self.pacing.pop_batch(),
         )
