@@ -83,15 +83,15 @@ SETTINGS: tuple[Setting, ...] = (
       "([docs/scaling.md](docs/scaling.md))", low=1, high=255),
     S("IPR_REDIS_RETRY_SECS", 60.0, "float", "a Redis command that fails (server restarted, network down) is "
       "sent again for up to this long, then the crawl stops cleanly", low=0.0, unit="s"),
-    S("IPR_REDIS_THREAD", "auto", "str", "where the scheduler's Redis calls are made: `auto`, pipelined on "
-      "Scrapy's asyncio event loop (written without waiting for replies, one write per turn of the loop) while "
-      "Redis answers, on the scheduler's Redis thread while it is away, so that the crawl never sits in a retry "
-      "(with another `TWISTED_REACTOR`: on the event loop, one attempt each); `always`: on the thread (at a CPU "
-      "cost; always so on a Redis Cluster or with buckets) "
+    S("IPR_REDIS_THREAD", "auto", "str", "where the scheduler's Redis calls are made: `auto`, pipelined (written "
+      "without waiting for replies, one write per server and turn of the loop; a Redis Cluster and buckets too) "
+      "on Scrapy's asyncio event loop, or with another `TWISTED_REACTOR` on a private asyncio loop in one I/O "
+      "thread, while Redis answers; on the scheduler's Redis thread while it is away, so that the crawl never "
+      "sits in a retry; `always`: on the thread (at a CPU cost) "
       "([docs/architecture.md](docs/architecture.md#the-event-loop-never-waits-on-redis))",
       choices=("auto", "always")),
     S("IPR_GIL_SWITCH_SECS", 0.0002, "float", "while the crawl runs with its calls on the Redis thread "
-      "(`IPR_REDIS_THREAD=always`, a Redis Cluster, buckets), Python's thread switch interval "
+      "(`IPR_REDIS_THREAD=always`; a client with no asyncio twin: Sentinel), Python's thread switch interval "
       "(`sys.setswitchinterval`; its default is 0.005): how long the busy crawler may keep the scheduler's "
       "Redis thread waiting for the interpreter before each reply is read; `0` leaves Python's own "
       "([docs/architecture.md](docs/architecture.md#the-event-loop-never-waits-on-redis))", low=0.0, unit="s"),
