@@ -84,8 +84,8 @@ class RedisCalls:
         self.gen = 0
         #: the switch interval this scheduler asked for (IPR_GIL_SWITCH_SECS), while it runs
         self._switch_interval: float | None = None
-        #: the pipelined connection on the asyncio event loop (store/pipe.py): the steady
-        #: state's calls while Redis answers (IPR_REDIS_THREAD=auto, one server)
+        #: the pipelined calls (store/pipe.py, router.py, pipe_thread.py): the steady
+        #: state's calls while Redis answers (IPR_REDIS_THREAD=auto)
         self.pipe: RedisPipe | PipeRouter | ThreadedPipe | None = None
         # breaks of the pipe with no reply since the last reconnect, in a row: the thread's
         # client reaches Redis, the pipe's connection does not (see _pipe_broken)
@@ -142,7 +142,7 @@ class RedisCalls:
         def run_job(fn: Callable[[], Any], done: Callable[[bool, Any], None]) -> None:
             io.submit(fn, then=lambda value: done(True, value), failed=lambda exc: done(False, exc))
 
-        self.pipe = open_pipe(self.store, run_job, self._pipe_broken, loop_deliverer(), f"{io._thread.name}-pipe")
+        self.pipe = open_pipe(self.store, run_job, self._pipe_broken, loop_deliverer(), f"{io.name}-pipe")
         return self.pipe is not None
 
     def call_of(self, name: str, *args: Any, **kwargs: Any) -> Call | None:

@@ -103,6 +103,11 @@ class RedisThread:
             self._thread.start()
 
     @property
+    def name(self) -> str:
+        """The thread's name."""
+        return self._thread.name
+
+    @property
     def alive(self) -> bool:
         return self._thread.is_alive()
 

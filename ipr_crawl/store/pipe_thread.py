@@ -83,19 +83,20 @@ class ThreadedPipe:
         self, call: Any, fallback: Callable[[], Any], then: Callable[[Any], Any] | None = None,
         failed: Callable[[BaseException], Any] | None = None,
     ) -> None:
-        if self.closed:
-            raise RuntimeError("the Redis pipe is closed")
-        key = self._track(then, failed, fallback)
-        self.loop.call_soon_threadsafe(self._send_on_loop, key, call, fallback)
+        self._queue(call, fallback, then, failed)
 
     def job(
         self, fn: Callable[[], Any], then: Callable[[Any], Any] | None = None,
         failed: Callable[[BaseException], Any] | None = None,
     ) -> None:
+        self._queue(None, fn, then, failed)
+
+    def _queue(self, call: Any, fallback: Callable[[], Any], then: Any, failed: Any) -> None:
+        """A call (``call`` None: a job) passed to the I/O loop, in the order made."""
         if self.closed:
             raise RuntimeError("the Redis pipe is closed")
-        key = self._track(then, failed, fn)
-        self.loop.call_soon_threadsafe(self._send_on_loop, key, None, fn)
+        key = self._track(then, failed, fallback)
+        self.loop.call_soon_threadsafe(self._send_on_loop, key, call, fallback)
 
     def stalled_for(self) -> float:
         return self.pipe.stalled_for()  # a few reads of the I/O loop's state: a moment's view is enough
