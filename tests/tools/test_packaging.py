@@ -6,6 +6,7 @@ without it says which extra to install."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -31,10 +32,22 @@ def without_eval_extra(tmp_path: Path) -> dict[str, str]:
     return env
 
 
+def _source_copy(tmp_path: Path) -> Path:
+    """The checkout's source tree copied under ``tmp_path``: setuptools builds in the
+    source folder (``build/``, ``*.egg-info``), so two builds of the checkout itself on
+    two pytest-xdist workers collided ("File exists: build/bdist...")."""
+    src = tmp_path / "src"
+    # what git ignores is left out (venvs, caches, the conformance harness's Scrapy trees)
+    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(
+        ".git", ".venv*", ".cache*", ".*_cache", "build", "dist", "*.egg-info", "demo-out", ".scrapy", "__pycache__",
+        ".hypothesis"))
+    return src
+
+
 def test_pip_wheel_builds_the_whole_library(tmp_path: Path) -> None:
     out = tmp_path / "wheels"
     proc = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(REPO)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(_source_copy(tmp_path))],
         capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -59,7 +72,8 @@ def test_sdist_and_wheel_build_and_pass_twine_check(tmp_path: Path) -> None:
     ``twine check --strict`` accepts both (metadata, the README as long description);
     the wheel registers ``scrapy ipr`` and its alias ``scrapy frontier``."""
     out = tmp_path / "dist"
-    proc = subprocess.run([sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", str(out), str(REPO)],
+    proc = subprocess.run([sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", str(out),
+                           str(_source_copy(tmp_path))],
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     files = sorted(out.iterdir(), key=lambda f: f.suffix)
