@@ -47,11 +47,16 @@ __all__ = ["BucketedFrontier", "open_frontier"]
 
 logger = logging.getLogger(__name__)
 
-#: Move a bucket's forced_seq into its own range (ARGV[1] = its base), once, atomically
-#: (processes open a crawl together): _forced.lua numbers tokens from it.
+#: Move a bucket's forced_seq into its own range (ARGV[1] = its base, (b + 1) * 2**32), once,
+#: atomically (processes open a crawl together): _forced.lua numbers tokens from it. A
+#: token's key is (2048 - priority) * 2**40 + seq, so seq stays below 2**40: the bucket is
+#: bits 32-39 of it (IPR_CLUSTER_BUCKETS <= 255), 2**32 tokens per bucket. A counter of the
+#: layout before (bucket b from (b + 1) * 2**40, which overlapped the priority bits) keeps
+#: its count in the new range; tokens queued under it keep their keys.
 _FORCED_BASE = """
-local base = tonumber(ARGV[1])
+local base, two40 = tonumber(ARGV[1]), 1099511627776
 local c = tonumber(redis.call('HGET', KEYS[1], 'forced_seq') or '0')
+if c >= two40 then c = c % two40 end
 if c < base then redis.call('HSET', KEYS[1], 'forced_seq', string.format('%.0f', base + c)) end
 return 1
 """
@@ -165,9 +170,9 @@ class BucketedFrontier(OutboxRelay, BucketCalls):
         for b, store in enumerate(self.stores):
             store.open()
             self.client.hset(store.keys["meta"], "bucket", b)
-            # forced-queue tokens ('F' + forced_seq) unique across buckets: bucket b counts
-            # from (b + 1) * 2**40 (a crawl written before keeps its tokens, all below 2**40)
-            self.client.eval(_FORCED_BASE, 1, store.keys["meta"], (b + 1) << 40)
+            # forced-queue tokens unique across buckets and apart from the priority bits:
+            # bucket b counts from (b + 1) * 2**32 (_FORCED_BASE)
+            self.client.eval(_FORCED_BASE, 1, store.keys["meta"], (b + 1) << 32)
         self.client.hset(k, "schema", SCHEMA_VERSION)
         return resumed
 

@@ -496,3 +496,70 @@ def test_a_failed_record_hands_its_lease_back_to_its_own_bucket(redis_client, mo
         assert [p for _, p in again] == [b"again"]
     finally:
         many.drop()
+
+
+@pytest.fixture(params=["one server", pytest.param("cluster", marks=pytest.mark.slow)])
+def store_client(request, redis_client, tmp_path):
+    """A client of one real redis-server, or of a real 3-master Redis Cluster."""
+    if request.param == "one server":
+        yield redis_client
+        return
+    from ipr_crawl.store.connection import connect
+    from ipr_crawl.store.retry import RedisRetry
+
+    cluster = request.getfixturevalue("cluster")
+    client = connect(cluster.url, "", retry=RedisRetry(30))
+    yield client
+    client.close()
+
+
+def test_forced_tokens_with_priorities_stay_apart_and_ahead_of_the_frontier(store_client):
+    """A forced token's key is (2048 - priority) * 2**40 + seq; each bucket's seq used to
+    start at (b + 1) * 2**40, which landed in the priority bits: a retry at priority -1 in
+    bucket 0 and a dont_filter request at priority 0 in bucket 1 got the same token, and
+    every bucket-mode token sorted as "after the frontier" (priority < 0). Now the bucket
+    is a field below the priority: tokens differ, and a priority-0 retry is taken before
+    the rest of a non-empty frontier in every bucket."""
+    cid = f"t-{uuid.uuid4().hex[:10]}"
+    many = BucketedFrontier(store_client, cid, OrderingParams(ordering="bf"), 2)
+    try:
+        many.open()
+        for n, b in ((1, 0), (2, 1)):  # fetched: a dont_filter request of a known URL is a token
+            many.enqueue(nid(n), 0, b"p", False, bucket=b)
+            _, first = many.pop(1, 600)
+            many.record_page(nid(n), 0, [], lease=first[0][0], bucket=b)
+        for n in range(10, 20):  # a frontier in both buckets
+            many.enqueue(nid(n), 0, b"frontier", False, bucket=n % 2)
+        many.enqueue(nid(1), 0, b"retry-1", True, bucket=0, priority=-1)
+        many.enqueue(nid(2), 0, b"again-0", True, bucket=1, priority=0)
+        tokens = {}
+        for b in (0, 1):
+            store = many.stores[b]
+            for token, key in store_client.zrange(store.keys["forced"], 0, -1, withscores=True):
+                tokens[token] = (b, key)
+        assert len(tokens) == 2, tokens
+        prio0 = [key for b, key in tokens.values() if b == 1][0]
+        assert prio0 < 2049 * 2**40  # served ahead of the frontier
+        _, items = many.pop(4, 600)
+        payloads = [p for _, p in items]
+        assert b"again-0" in payloads and b"retry-1" not in payloads, payloads
+    finally:
+        many.drop()
+
+
+def test_a_bucket_counter_of_the_layout_before_moves_below_the_priority_bits(redis_client):
+    """A crawl opened before kept bucket b's forced_seq from (b + 1) * 2**40; opening it
+    now moves the count into bits 32-39 (a token of that count was never issued in the
+    new range, so none collides with one still queued)."""
+    cid = f"t-{uuid.uuid4().hex[:10]}"
+    many = BucketedFrontier(redis_client, cid, OrderingParams(ordering="bf"), 2)
+    try:
+        many.open()
+        meta = many.stores[1].keys["meta"]
+        redis_client.hset(meta, "forced_seq", (2 << 40) + 7)  # as the layout before left it
+        many.open()
+        assert int(redis_client.hget(meta, "forced_seq")) == (2 << 32) + 7
+        many.open()  # a second opening leaves it
+        assert int(redis_client.hget(meta, "forced_seq")) == (2 << 32) + 7
+    finally:
+        many.drop()

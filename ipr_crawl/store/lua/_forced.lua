@@ -1,8 +1,7 @@
 --! include _seq.lua
 -- The forced queue (`forced` ZSET): dont_filter requests, retries, due revisits, each under
--- a token 'F' .. 8-byte key owning its payload in `req`; key = score = (2048 - Scrapy's
--- priority) * 2^40 + forced_seq (older tokens: forced_seq). From FORCED_LATE (priority < 0)
--- pop.lua serves them after the frontier. A lease member: a node member (16 B) or a token (9 B).
+-- a token 'F' .. 8-byte key owning its payload in `req`; key = score = (2048 - Scrapy's priority)
+-- * 2^40 + forced_seq (bucket b: its bits 32-39 = b + 1). From FORCED_LATE (priority < 0) pop.lua serves them after the frontier. A lease member: a node member (16 B) or a token (9 B).
 local function is_token(m) return #m == 9 end
 local TWO40, FORCED_LATE = 1099511627776, 2049 * 1099511627776
 
