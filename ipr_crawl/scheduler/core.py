@@ -40,6 +40,7 @@ from ipr_crawl.scheduler.refresher import Refresher
 from ipr_crawl.scheduler.revisits import RevisitObserver
 from ipr_crawl.store import Link, RecordResult, redact
 from ipr_crawl.store.connection import close_client, is_cluster
+from ipr_crawl.store.keys import is_store_lost
 from ipr_crawl.store.memory import is_full
 from ipr_crawl.store.retry import RedisRetry
 
@@ -122,7 +123,7 @@ class IprScheduler(BaseScheduler):
         #: stores requests; keeps those that cannot be stored in this process (enqueue.py)
         self.enqueuer = Enqueuer(config, self.calls, self.leases, self.identity, crawler.settings, self._stats_inc)
         # a request found a duplicate once Redis answered: Scrapy's signal, as its engine sends it for a False
-        self.calls.on_back = lambda: self.leases.revived(time.time())  # a failover, a restart
+        self.calls.on_back = lambda: self.leases.revived()  # a failover, a restart
         self.enqueuer.dropped = lambda r: crawler.signals.send_catch_log(signals.request_dropped, request=r,
                                                                          spider=self.spider)
         self._closing = False
@@ -283,27 +284,27 @@ class IprScheduler(BaseScheduler):
             off_loop(stop, lambda _: None)
 
     def redis_unavailable(self, exc: BaseException) -> None:
-        """Redis stayed unreachable through every retry, or it is full (it refused a write,
-        ``OOM``): stop the crawl cleanly (reason ``ipr_redis_unavailable`` or ``ipr_redis_full``).
-
-        Nothing enqueued is lost: requests leased by this process stay in the
-        crawl's in-flight set and go back to the frontier when their leases
-        expire; a page whose record failed is fetched again.
-        """
+        """Redis stayed unreachable through every retry, is full (it refused a write, ``OOM``)
+        or answers without the crawl (``IPR_STORE_LOST``): stop the crawl cleanly, exit
+        status 1 (reason ``ipr_redis_unavailable``, ``ipr_redis_full``, ``ipr_store_lost``).
+        Requests leased by this process stay in the in-flight set of a store that holds them."""
         if self.calls.down:
             return
         self.calls.down = True
-        full = is_full(exc)  # a write refused for lack of memory (OOM)
-        self._stats_inc("ipr/redis/full" if full else "ipr/redis/unavailable")
+        lost = is_store_lost(exc)  # Redis answers, without the crawl: restarted empty, flushed
+        full = not lost and is_full(exc)  # a write refused for lack of memory (OOM)
+        reason = "ipr_store_lost" if lost else "ipr_redis_full" if full else "ipr_redis_unavailable"
+        self._stats_inc({"ipr_store_lost": "ipr/redis/store_lost", "ipr_redis_full": "ipr/redis/full"}.get(
+            reason, "ipr/redis/unavailable"))
         where = getattr(self, "where", "") or (f"Redis at {redact(self.config.redis_url)}" if self.config.redis_url
                                                else "the embedded Redis")
         waited = self.calls.retry.failing_for() if self.calls.retry is not None else 0.0
         redis_stopped_line(where, exc, waited or self.config.redis_retry_secs, self.config.redis_retry_secs,
-                           self.store.client if full else None, self._closing)
+                           self.store.client if full else None, self._closing, lost)
         # the crawl failed: `scrapy crawl` exits with status 1 (internals.mark_crawl_failed)
         self.crawler.signals.connect(self._mark_failed, signal=signals.engine_stopped)
         if not self._closing:
-            close_spider(self.crawler, "ipr_redis_full" if full else "ipr_redis_unavailable")
+            close_spider(self.crawler, reason)
 
     def _mark_failed(self) -> None:  # engine_stopped after Redis away or full: `scrapy crawl` exits 1
         mark_crawl_failed(self.crawler)

@@ -459,28 +459,31 @@ class Leases:
         deliver = loop_deliverer()
 
         def back() -> None:
-            deliver(self.revived, time.time())
+            deliver(self.revived)
 
         retry.on_recovered = back
         if embedded:
             retry.on_revived = back
 
-    def revived(self, at: float) -> None:
+    def revived(self) -> None:
         """The embedded server was restarted from its append-only file, which may miss the
         last second of writes: the leases this process no longer holds go back now (their
-        pages are fetched again), not after ``IPR_LEASE_SECS``. ``at``: when it restarted.
+        pages are fetched again), not after ``IPR_LEASE_SECS``.
 
-        First every call queued on the Redis thread before now has its answer handled (a
-        pop retried across the restart leased with the time of its first attempt: its
-        requests must be in :attr:`held` before the look)."""
+        Redis's clock is read in the calls' order (lease times are on it): every call made
+        before has its answer handled before the look (its requests are in :attr:`held`),
+        and a lease a later pop takes is younger than the time read, so it stays."""
+        read = self.store.redis_time
         if self.calls.on_pipe:
-            self.calls.submit(lambda: None, then=lambda _: self.release_stale(at), adds=False)
+            self.calls.submit(read, then=self.release_stale, adds=False)
         elif self.calls.io is not None and self.calls.io.alive:
-            self.calls.io.submit(lambda: None, then=lambda _: self.release_stale(at), failed=self.calls.failed)
+            self.calls.io.submit(read, then=self.release_stale, failed=self.calls.failed)
         else:
-            self.release_stale(at)
+            self.release_stale(read())
 
-    def release_stale(self, at: float) -> None:
+    def release_stale(self, before: float) -> None:
+        """Hand back the leases this process took before ``before`` (s on Redis's clock) and
+        no longer holds."""
         keep = set(self.held)
 
         def done(released: int) -> None:
@@ -490,4 +493,4 @@ class Leases:
                                "lost with a restarted server's last writes, or a pop whose reply was lost) went "
                                "back to the frontier", released)
 
-        self.calls.submit(self.store.release_stale, self.holder, keep, at, then=done)
+        self.calls.submit(self.store.release_stale, self.holder, keep, before, then=done)

@@ -27,14 +27,16 @@ def log_wait(store: Any, holder: str, lease_secs: float) -> None:
             parts.append(f"{h['in_flight']} held by this process (being fetched, parsed or recorded)")
             continue
         if not h["holder"]:
-            oldest = store.oldest_lease() or time.time()
+            now = store.redis_time()  # leases and heartbeats are on Redis's clock (_clock.lua)
+            oldest = store.oldest_lease() or now
             parts.append(
                 f"{h['in_flight']} without a live holder (they go back at the latest in "
-                f"{max(0.0, oldest + lease_secs - time.time()):.0f} s, IPR_LEASE_SECS)"
+                f"{max(0.0, oldest + lease_secs - now):.0f} s, IPR_LEASE_SECS)"
             )
         elif h["alive"]:
+            now = store.redis_time()
             parts.append(f"{h['in_flight']} held by process {h['holder']} (alive, last heartbeat "
-                         f"{max(0.0, time.time() - (h['last_beat'] or time.time())):.0f} s ago)")
+                         f"{max(0.0, now - (h['last_beat'] or now)):.0f} s ago)")
         else:
             parts.append(f"{h['in_flight']} held by process {h['holder']}, whose heartbeat stopped "
                          "(handed back at the next pop)")
@@ -74,7 +76,9 @@ class FrontierLine:
 #: cancel), Redis away or full, the memory limit (MEMUSAGE_LIMIT_MB, a crash by another name).
 #: A kill or a crash never reaches the close. Every other reason is a deliberate close
 #: (``CLOSESPIDER_*``, a spider's ``CloseSpider``): an end, like ``finished``.
-INTERRUPTED_REASONS = frozenset({"shutdown", "ipr_redis_unavailable", "ipr_redis_full", "memusage_exceeded"})
+INTERRUPTED_REASONS = frozenset({
+    "shutdown", "ipr_redis_unavailable", "ipr_redis_full", "ipr_store_lost", "memusage_exceeded",
+})
 
 
 def close_summary(store: Any, crawl_id: str, reason: str, local_left: bool, stats_set: Callable[[str, Any], None]) -> None:
@@ -122,9 +126,12 @@ def close_summary(store: Any, crawl_id: str, reason: str, local_left: bool, stat
 
 def closed_without_redis_line(crawl_id: str, reason: str, exc: BaseException | None, held: int) -> None:
     """The crawl closed without Redis (away, or full: nothing more written): the ``held``
-    leases of this process stay leased."""
+    leases of this process stay leased. Not said for a Redis without the crawl
+    (``ipr_store_lost``): it holds no lease to hand back."""
     from ipr_crawl.store.memory import is_full
 
+    if reason == "ipr_store_lost":  # said by redis_stopped_line; nothing is left to hand back
+        return
     how = "without writing to Redis, which is full" if reason == "ipr_redis_full" or (exc and is_full(exc)) else (
         f"without Redis ({exc or 'unreachable'})")
     logger.error(
@@ -137,10 +144,17 @@ def closed_without_redis_line(crawl_id: str, reason: str, exc: BaseException | N
 
 def redis_stopped_line(
     where: str, exc: BaseException, waited: float, retry_secs: float, full_client: Any, closing: bool = False,
+    lost: bool = False,
 ) -> None:
     """The crawl stops: Redis unreachable through ``waited`` s of retries, or, with
     ``full_client`` (the crawl's client), full: it refused a write (``OOM``; ``closing``:
-    a write of the close, the crawl then not marked finished)."""
+    a write of the close, the crawl then not marked finished), or, ``lost``, it answers
+    without the crawl (``IPR_STORE_LOST``)."""
+    if lost:
+        logger.error("ipr-crawl: %s answers but no longer holds the crawl (%s); stopping the crawl (reason "
+                     "ipr_store_lost, exit status 1). What was not fetched is not known to this Redis: restore its "
+                     "data (its RDB or append-only file) and run again, or start the crawl afresh", where, exc)
+        return
     if full_client is None:
         logger.error("ipr-crawl: %s unreachable for %.1f s of retries (IPR_REDIS_RETRY_SECS=%g): %s; stopping the "
                      "crawl (reason ipr_redis_unavailable). Nothing is lost: start it again when Redis is back",

@@ -22,6 +22,7 @@ from redis.exceptions import ClusterError, TryAgainError
 
 from ipr_crawl.scheduler.redis_thread import SWITCH_INTERVAL, RedisThread
 from ipr_crawl.store import Link, RecordResult
+from ipr_crawl.store.keys import is_store_lost
 from ipr_crawl.store.memory import is_full
 from ipr_crawl.store.pipe import Call, RedisPipe
 from ipr_crawl.store.pipe_thread import ThreadedPipe, open_pipe
@@ -40,8 +41,9 @@ REDIS_DOWN = (redis.ConnectionError, redis.TimeoutError, ClusterError, TryAgainE
 
 
 def stops_the_crawl(exc: BaseException) -> bool:
-    """Redis unreachable for good (:data:`REDIS_DOWN`) or full (a write refused: ``OOM``)."""
-    return isinstance(exc, REDIS_DOWN) or is_full(exc)
+    """Redis unreachable for good (:data:`REDIS_DOWN`), full (a write refused: ``OOM``), or
+    no longer holding the crawl (``IPR_STORE_LOST``: restarted empty, flushed)."""
+    return isinstance(exc, REDIS_DOWN) or is_full(exc) or is_store_lost(exc)
 
 
 #: While Redis is away, how long a call the event loop waits for (the call still runs later) (s).

@@ -392,6 +392,10 @@ class BucketedFrontier(OutboxRelay, BucketCalls):
                     merged[h["holder"]] = h
         return list(merged.values())
 
+    def redis_time(self) -> float:
+        """:meth:`FrontierStore.redis_time` of bucket 0's server."""
+        return self.stores[0].redis_time()
+
     def oldest_lease(self) -> float | None:
         times = [t for t in (store.oldest_lease() for store in self.stores) if t is not None]
         return min(times) if times else None

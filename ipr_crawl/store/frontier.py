@@ -96,7 +96,7 @@ class FrontierStore(PipelinedRecord, FrontierReads):
             name: client.register_script(script_source(name, ordering=self._lua_ordering))
             for name in (
                 "record_page", "enqueue", "pop", "ack", "set_scores", "replay", "replay_record",
-                "release_holder", "sample", "relay",
+                "release_holder", "sample", "relay", "beat",
             )
         }
         #: what the last :meth:`pop` handed back from holders whose heartbeat was gone:
@@ -238,7 +238,8 @@ class FrontierStore(PipelinedRecord, FrontierReads):
 
     def pending_call(self) -> Call:
         """:meth:`pending` as a :class:`~ipr_crawl.store.pipe.Call` (same value)."""
-        return Call([("ZCARD", self.keys[n]) for n in ("frontier", "forced", "lease")], lambda r: sum(int(x) for x in r))
+        commands = [("ZCARD", self.keys[n]) for n in ("frontier", "forced", "lease")]
+        return Call([*commands, ("HEXISTS", self.keys["meta"], "ordering")], self.pending_of)
 
     def record_call(
         self, page_id: bytes, page_tie: int, links: Sequence[Link], lease: bytes = b"", bucket: int | None = None,
@@ -284,12 +285,11 @@ class FrontierStore(PipelinedRecord, FrontierReads):
         self, count: int, lease_secs: float, requeue_cap: int, scan: int, busy: Sequence[str],
         offset: int, min_ratio: float, holder: str,
     ) -> tuple[list[str], list[Any]]:
-        now_ms = int(time.time() * 1000)
         lease_ms = int(lease_secs * 1000)
         max_ms = int(self.lease_max_secs * 1000) if self.lease_max_secs > lease_secs else lease_ms
         lease_arg = f"{lease_ms}:{max_ms}:{int(self.holder_ttl_secs * 1000)}" if self.holder_ttl_secs > 0 else (
             f"{lease_ms}:{max_ms}" if max_ms != lease_ms else lease_ms)
-        args: list[Any] = [self._lua_ordering, now_ms, lease_arg, count, requeue_cap, holder]
+        args: list[Any] = [self._lua_ordering, 0, lease_arg, count, requeue_cap, holder]
         if scan > 0:
             args += [scan, offset, repr(float(min_ratio)), *busy]
         return self._settle_keys, args
@@ -313,16 +313,15 @@ class FrontierStore(PipelinedRecord, FrontierReads):
         leases then went to others) or released. ``renew_only``: a holder that is not
         registered stays so (``ZADD XX``; its info is not written): a beat that lands
         after the holder's release at close does not bring it back."""
-        pipe = self.client.pipeline(transaction=False)
-        deadline = {holder: int((time.time() + ttl_secs) * 1000)}
-        if renew_only:
-            pipe.zadd(self.keys["holders"], deadline, xx=True)
-            pipe.zscore(self.keys["holders"], holder)
-            return pipe.execute()[1] is not None
-        pipe.zadd(self.keys["holders"], deadline)
-        if info is not None:
-            pipe.hset(self.keys["holders_info"], holder, json.dumps(info))
-        return not int(pipe.execute()[0])
+        keys = [self.keys["meta"], self.keys["holders"], self.keys["holders_info"]]
+        args = [holder, int(ttl_secs * 1000), "1" if renew_only else "0", "" if info is None else json.dumps(info)]
+        return bool(self._scripts["beat"](keys=keys, args=args))
+
+    def redis_time(self) -> float:
+        """Redis's clock (s since the epoch; ``TIME``), the one every lease time and
+        heartbeat deadline is measured on (_clock.lua): crawlers' clocks may disagree."""
+        seconds, micros = self.client.time()
+        return seconds + micros / 1e6
 
     def node_state(self, id_: bytes) -> int | None:
         """Node ``id_``'s state (0 queued or leased, 2 fetched, 3 failed), or None when unknown."""
@@ -345,7 +344,7 @@ class FrontierStore(PipelinedRecord, FrontierReads):
     def holder_counts(self) -> tuple[int, int]:
         """``(alive, lost)``: registered holders whose heartbeat deadline is ahead, and
         those whose deadline has passed (not yet handed back by a pop). One round trip."""
-        now = f"{int(time.time() * 1000)}"
+        now = f"{int(self.redis_time() * 1000)}"
         pipe = self.client.pipeline(transaction=False)
         pipe.zcount(self.keys["holders"], f"({now}", "+inf")
         pipe.zcount(self.keys["holders"], "-inf", f"({now}")
@@ -360,13 +359,14 @@ class FrontierStore(PipelinedRecord, FrontierReads):
         holders forgotten)``."""
         if mode not in ("holder", "dead", "all") or (mode == "holder") != bool(holder):
             raise ValueError(f"release: mode {mode!r} with holder {holder!r}")
-        args = [self._lua_ordering, int(time.time() * 1000), mode, holder]
+        ttl = int(self.holder_ttl_secs * 1000) if self.holder_ttl_secs > 0 else ""
+        args = [self._lua_ordering, ttl, mode, holder]
         n, forgotten = self._scripts["release_holder"](keys=self._settle_keys, args=args)
         return int(n), [h.decode() for h in forgotten]
 
     def release_stale(self, holder: str, keep: set[bytes], before: float) -> int:
-        """Hand back the leases ``holder`` took before ``before`` (s since the epoch) that
-        are not in ``keep`` (the lease members the process still holds): after a server
+        """Hand back the leases ``holder`` took before ``before`` (s since the epoch on
+        Redis's clock, :meth:`redis_time`) that are not in ``keep`` (the lease members the process still holds): after a server
         restarted from its append-only file, leases whose settling was lost with the last
         second of writes (their pages are fetched again). Returns how many went back.
         O(leases in flight)."""
@@ -384,7 +384,7 @@ class FrontierStore(PipelinedRecord, FrontierReads):
         started, heartbeat_secs). Leases without a registered holder are under
         holder ``""``. O(leases in flight)."""
         c: Any = self.client
-        now = time.time()
+        now = self.redis_time()
         entries = c.zrange(self.keys["holders"], 0, -1, withscores=True)
         infos = c.hgetall(self.keys["holders_info"])
         held: dict[str, int] = {}
@@ -412,7 +412,7 @@ class FrontierStore(PipelinedRecord, FrontierReads):
         Returns whether it wrote one."""
         keys = self._k("meta", "node", "frontier", "lease", "forced", "due", "timeline", *DERIVED_KEYS)
         return bool(self._scripts["sample"](
-            keys=keys, args=[int(time.time() * 1000), int(interval_secs * 1000), maxlen],
+            keys=keys, args=[0, int(interval_secs * 1000), maxlen],
         ))
 
     def timeline(self, last: int = 0) -> list[dict[str, float]]:

@@ -177,7 +177,7 @@ def status(store: FrontierStore, revisits: bool = True) -> dict[str, Any]:
     oldest first; ``rerun_of``: the one it was started afresh from ("" if none);
     ``memory``: the server's used and maximum memory, its eviction policy and this
     crawl's share (:func:`_memory`)."""
-    now = time.time()
+    now = store.redis_time()  # the clock of the timeline and the heartbeats (_clock.lua)
     out: dict[str, Any] = {"crawl_id": store.crawl_id, "ordering": store.params.label, "time": now}
     out.update(store.counts())
     done = finished_info(store.client, store.crawl_id)
@@ -188,7 +188,7 @@ def status(store: FrontierStore, revisits: bool = True) -> dict[str, Any]:
     out["memory"] = _memory(store)
     out["holders"] = store.holders()
     if revisits:
-        out["revisits_due"] = store.client.zcount(store.keys["due"], "-inf", now)
+        out["revisits_due"] = store.client.zcount(store.keys["due"], "-inf", time.time())  # the crawlers' clock
         out["revisits_scheduled"] = store.client.zcard(store.keys["due"])
     samples = [s for s in store.timeline(last=120) if s["t"] >= now - 60 - 15]
     if len(samples) >= 2 and samples[-1]["t"] > samples[0]["t"]:

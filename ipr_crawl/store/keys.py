@@ -61,7 +61,7 @@ from __future__ import annotations
 
 from ipr_crawl.crawl_id import check_crawl_id
 
-__all__ = ["DERIVED_KEYS", "RECORD_KEYS", "SCHEMA_VERSION", "KEY_NAMES", "crawl_keys"]
+__all__ = ["DERIVED_KEYS", "RECORD_KEYS", "SCHEMA_VERSION", "KEY_NAMES", "STORE_LOST", "crawl_keys", "is_store_lost"]
 
 #: 6: larger-sites-first's site queues are one ``siteq`` (not a ``site:<hash>`` key per site);
 #: 5: the push index ``resid`` scores a residual's level, not the residual; 4: leases are scored by when they were taken (not by a deadline) and name
@@ -78,6 +78,17 @@ KEY_NAMES = (
 
 #: The keys of a record call (record_page.lua, relay.lua), KEYS[1..9], in this order.
 RECORD_KEYS = ("meta", "node", "frontier", "lease", "req", "forced", "unfiltered", "imported_seen", "order")
+#: The error prefix of a script that found the crawl's ``meta`` without its ordering
+#: (``lua/_store_lost.lua``): the Redis it runs on no longer holds the crawl it opened.
+STORE_LOST = "IPR_STORE_LOST"
+
+
+def is_store_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` is a script's (or :meth:`FrontierStore.pending`'s) :data:`STORE_LOST`
+    error: Redis restarted empty, a replica promoted before it synced, a ``FLUSHDB``."""
+    return STORE_LOST in str(exc)
+
+
 #: The keys the scripts build by name from another key of the crawl (_lease_keys.lua,
 #: _push.lua, ordering/rules/lsf.lua, _records.lua's rprio, _frontier.lua's orphans): passed in KEYS after each such script's own keys,
 #: so that every key a script touches is declared (a Redis Cluster checks them before

@@ -44,7 +44,7 @@ def key_check_on() -> bool:
 def with_key_check(name: str, source: str) -> str:
     """``source`` (script ``name``, its includes in front) with every ``redis.call(`` and
     ``redis.pcall(`` checked: the command's first argument (the key, for every command
-    the scripts use) must be in ``KEYS`` or match :data:`BUILT_IN_SCRIPT`, else the
+    the scripts use but ``TIME``, which has none) must be in ``KEYS`` or match :data:`BUILT_IN_SCRIPT`, else the
     script stops with an error ``ipr key check: <name>: <command> <key> not in KEYS``."""
     built = ", ".join(f"'{pattern}'" for pattern in BUILT_IN_SCRIPT)
     prologue = (
@@ -56,7 +56,10 @@ def with_key_check(name: str, source: str) -> str:
         "  for _, p in ipairs(__built) do if string.find(key, p) then return end end\n"
         f"  error('ipr key check: {name}: ' .. cmd .. ' ' .. tostring(key) .. ' not in KEYS')\n"
         "end\n"
-        "local function __call(cmd, key, ...) __key(cmd, key) return redis.call(cmd, key, ...) end\n"
+        "local function __call(cmd, key, ...)\n"
+        "  if cmd == 'TIME' then return redis.call(cmd) end\n"
+        "  __key(cmd, key) return redis.call(cmd, key, ...)\n"
+        "end\n"
         "local function __pcall(cmd, key, ...) __key(cmd, key) return redis.pcall(cmd, key, ...) end\n"
     )
     return prologue + _CALL.sub(lambda m: f"__{m.group(1)}(", source)

@@ -16,6 +16,7 @@ from typing import Any
 
 import redis
 
+from ipr_crawl.store.keys import STORE_LOST
 from ipr_crawl.store.record import ID_SIZE, RECORD_SIZE, NodeRecord, numpy_dtype, parse_record
 
 __all__ = ["FrontierReads"]
@@ -57,11 +58,21 @@ class FrontierReads:
         return bool(self.client.hexists(self.keys["node"], id_))
 
     def pending(self) -> int:
-        """Requests not yet settled: frontier + forced + in flight (one round trip)."""
+        """Requests not yet settled: frontier + forced + in flight (one round trip).
+        Raises :class:`redis.ResponseError` (:data:`~ipr_crawl.store.keys.STORE_LOST`)
+        when the crawl's ``meta`` is gone: nothing pending in an emptied Redis is not an end."""
         pipe = self.client.pipeline(transaction=False)
         for name in ("frontier", "forced", "lease"):
             pipe.zcard(self.keys[name])
-        return sum(pipe.execute())
+        pipe.hexists(self.keys["meta"], "ordering")
+        return self.pending_of(pipe.execute())
+
+    def pending_of(self, replies: list[Any]) -> int:
+        """:meth:`pending` from the replies of its three ZCARDs and its HEXISTS."""
+        if not replies[3]:
+            raise redis.ResponseError(f"{STORE_LOST} {self.keys['meta']} is gone: this Redis no longer holds the "
+                                      "crawl (restarted empty, a replica promoted before it synced, or flushed)")
+        return sum(int(x) for x in replies[:3])
 
     def collected_graph(self) -> tuple[list[bytes], Any, Any, Any]:
         """The collected graph: ``(ids, s, src, dst)`` — every known node's 8-byte id,

@@ -306,6 +306,46 @@ def test_redis_restarted_under_a_revisit_crawl_marks_no_page_failed(graph_server
            released=stat(text, "ipr/frontier/released_after_redis_error"), **counts)
 
 
+@pytest.mark.parametrize("reactor", [
+    "asyncio", pytest.param("twisted.internet.epollreactor.EPollReactor", marks=pytest.mark.slow),
+])
+def test_redis_restarted_empty_under_a_crawl_stops_it_with_an_error(graph_server, redis_server, tmp_path, reactor):
+    """The separate redis-server is killed mid-crawl and started again on its port with
+    its data files deleted (a server without persistence, a replica promoted before it
+    synced, a FLUSHDB): the crawl's store is gone. It used to close `finished`, exit 0,
+    with most pages never fetched; now the next pop or pending check finds the crawl's
+    meta gone (IPR_STORE_LOST) and the crawl stops with an ERROR, reason
+    ipr_store_lost, exit status 1, and is not marked finished."""
+    import shutil
+
+    served = graph_server(HARVARD)
+    settings = {"IPR_REDIS_URL": redis_server.url, "IPR_CRAWL_ID": "emptied", "DOWNLOAD_DELAY": 0.015,
+                "IPR_LEASE_SECS": 15}
+    if reactor != "asyncio":
+        settings["TWISTED_REACTOR"] = reactor
+    log = tmp_path / "crawl.log"
+    proc = start_crawl(served.seed_url, log, settings)
+    try:
+        wait_for(lambda: count_fetched(log) >= 100, 90, "100 fetches", proc)
+        redis_server.kill()
+        for path in redis_server.workdir.iterdir():  # its data gone: it starts empty
+            if path.name != "redis.log":
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+        redis_server.start()
+        code = proc.wait(120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = read_log(log)
+    assert code == 1, text[-3000:]
+    assert "no longer holds the crawl" in text and "closed (ipr_store_lost)" in text, text[-3000:]
+    assert stat(text, "ipr/redis/store_lost") == 1 and stat(text, "log_count/ERROR") == 1, text[-3000:]
+    assert "closed (finished)" not in text
+    assert count_fetched(log) < 500  # harvard500: the crawl did not go on as if nothing happened
+    assert redis_server.client().hget("ipr:{emptied}:meta", "finished") is None
+
+
 def test_embedded_redis_killed_mid_crawl_is_restarted_from_its_aof(graph_server, tmp_path):
     """kill -9 of the embedded redis-server (IPR_REDIS_APPENDFSYNC=always)
     mid-crawl: the crawl's retry restarts it from the append-only file in the

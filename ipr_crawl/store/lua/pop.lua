@@ -4,7 +4,8 @@
 -- (highest priority, then lowest seq; lsf: the site with most queued URLs, then lowest
 -- seq in it), then, once the frontier is empty, the forced requests of priority < 0.
 -- KEYS[1] meta  KEYS[2] node  KEYS[3] frontier  KEYS[4] lease  KEYS[5] req  KEYS[6] forced
--- ARGV[1] ordering  ARGV[2] now (ms)  ARGV[3] lease time (ms, IPR_LEASE_SECS), or
+-- ARGV[1] ordering  ARGV[2] unused (0; the time is Redis's, _clock.lua)
+-- ARGV[3] lease time (ms, IPR_LEASE_SECS), or
 --   "<lease time>:<max age>[:<holder ttl>]" (ms; IPR_LEASE_MAX_SECS; 2 x
 --   IPR_HEARTBEAT_SECS: an unregistered caller that takes leases is registered with
 --   this deadline): a lease taken (or last
@@ -40,9 +41,19 @@
 --! include _forced.lua
 --! include _lease_keys.lua
 --! include _orderings.lua
+--! include _clock.lua
+--! include _store_lost.lua
 local meta, node, frontier, lease, req, forced = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local lost_store = store_lost(meta)
+if lost_store then return lost_store end
 local ordering = ARGV[1]
-local now = tonumber(ARGV[2])
+local lease_ms, max_ms, ttl_ms = string.match(ARGV[3], '^(%d+):?(%d*):?(%d*)$')
+lease_ms = tonumber(lease_ms)
+max_ms = tonumber(max_ms) or lease_ms
+ttl_ms = tonumber(ttl_ms)
+local holders = holders_key(lease)
+local now = clock_now(meta, holders, ttl_ms)
+local now_s = string.format('%.0f', now)
 local count = tonumber(ARGV[4])
 local cap = tonumber(ARGV[5])
 local holder = ARGV[6] or ''
@@ -50,7 +61,7 @@ local scan = tonumber(ARGV[7] or '0') or 0
 
 -- The caller is alive whatever its heartbeat says (its beat is late, not gone).
 local lost = {}
-for _, h in ipairs(redis.call('ZRANGEBYSCORE', holders_key(lease), '-inf', '(' .. ARGV[2], 'LIMIT', 0, cap)) do
+for _, h in ipairs(redis.call('ZRANGEBYSCORE', holders, '-inf', '(' .. now_s, 'LIMIT', 0, cap)) do
   if h ~= holder then lost[#lost + 1] = h end
 end
 local reclaimed = 0
@@ -61,13 +72,8 @@ if #lost > 0 then
   redis.call('HINCRBY', meta, 'holders_lost', #lost)
 end
 
-local lease_ms, max_ms, ttl_ms = string.match(ARGV[3], '^(%d+):?(%d*):?(%d*)$')
-lease_ms = tonumber(lease_ms)
-max_ms = tonumber(max_ms) or lease_ms
-ttl_ms = tonumber(ttl_ms)
 local by = lease_by_key(lease)
 local since_key = lease_since_key(lease)
-local holders = holders_key(lease)
 local moved, overdue = 0, 0
 for _, m in ipairs(redis.call('ZRANGEBYSCORE', lease, '-inf', string.format('%.0f', now - lease_ms), 'LIMIT', 0, cap)) do
   local h = redis.call('HGET', by, m)
@@ -75,7 +81,7 @@ for _, m in ipairs(redis.call('ZRANGEBYSCORE', lease, '-inf', string.format('%.0
   local since = tonumber(redis.call('HGET', since_key, m) or redis.call('ZSCORE', lease, m))
   if alive and now - since < max_ms then
     redis.call('HSETNX', since_key, m, string.format('%.0f', since))
-    redis.call('ZADD', lease, ARGV[2], m)
+    redis.call('ZADD', lease, now_s, m)
   else
     if alive then overdue = overdue + 1 end
     moved = moved + lease_requeue(meta, node, frontier, lease, forced, ordering, m)
@@ -91,7 +97,7 @@ if count > 0 and holder ~= '' and ttl_ms and not redis.call('ZSCORE', holders, h
   redis.call('ZADD', holders, string.format('%.0f', now + ttl_ms), holder)
 end
 local function take(m)
-  redis.call('ZADD', lease, ARGV[2], m)
+  redis.call('ZADD', lease, now_s, m)
   if holder ~= '' then redis.call('HSET', by, m, holder) end
 end
 -- forced tokens of Scrapy priority >= that of the frontier's best entry (0 when it is

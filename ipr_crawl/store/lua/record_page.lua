@@ -51,8 +51,11 @@
 -- Cost: O(n + cap) node updates, each O(log F) in the frontier.
 --! include _record.lua
 --! include _ordering_args.lua
+--! include _store_lost.lua
 local K = {meta = KEYS[1], node = KEYS[2], frontier = KEYS[3], lease = KEYS[4], req = KEYS[5],
   forced = KEYS[6], unfiltered = KEYS[7], imported_seen = KEYS[8], order = KEYS[9]}
+local lost_store = store_lost(K.meta)
+if lost_store then return lost_store end
 local n = tonumber(ARGV[16])
 local lids, lties, lpay = {}, {}, {}
 for k = 0, n - 1 do

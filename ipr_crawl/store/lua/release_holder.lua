@@ -2,16 +2,18 @@
 -- not alive, or every lease (an operator's `ipr-crawl release-leases`; a crawler
 -- closing hands back its own).
 -- KEYS[1] meta  KEYS[2] node  KEYS[3] frontier  KEYS[4] lease  KEYS[5] req  KEYS[6] forced
--- ARGV[1] ordering  ARGV[2] now (ms)
+-- ARGV[1] ordering  ARGV[2] the holders' time to live (ms: the outage gap of _clock.lua; '' none)
 -- ARGV[3] 'holder': the holder ARGV[4] (which is then forgotten);
 --         'dead': holders whose heartbeat is gone, and leases without a live holder;
 --         'all': every lease in flight (every crawler of the crawl is stopped).
 -- Returns {leases moved back, {holders forgotten}}. Cost: O(leases in flight).
 --! include _reclaim.lua
 --! include _lease_keys.lua
+--! include _clock.lua
 local meta, node, frontier, lease, req, forced = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local ordering, now, mode = ARGV[1], ARGV[2], ARGV[3]
+local ordering, mode = ARGV[1], ARGV[3]
 local holders = holders_key(lease)
+local now = string.format('%.0f', clock_now(meta, holders, tonumber(ARGV[2])))
 local forgotten = {}
 local dead = {}
 local alive = {}

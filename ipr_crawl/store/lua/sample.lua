@@ -3,19 +3,21 @@
 -- the status command's pages/s.
 -- KEYS[1] meta  KEYS[2] node  KEYS[3] frontier  KEYS[4] lease  KEYS[5] forced
 -- KEYS[6] due (revisits)  KEYS[7] timeline
--- ARGV[1] now (ms)  ARGV[2] interval (ms)  ARGV[3] approximate cap of the stream (XADD MAXLEN ~)
+-- ARGV[1] unused (0; the time is Redis's, _clock.lua)  ARGV[2] interval (ms)  ARGV[3] approximate cap of the stream (XADD MAXLEN ~)
 -- Returns 1 if a sample was written, else 0. Cost: O(log H) (H: holders).
 --! include _lease_keys.lua
+--! include _clock.lua
 local meta = KEYS[1]
-local now = tonumber(ARGV[1])
+local now = clock_now(meta, holders_key(KEYS[4]))
+local now_s = string.format('%.0f', now)
 local last = tonumber(redis.call('HGET', meta, 'sampled_at') or '0') or 0
 if now - last < tonumber(ARGV[2]) then return 0 end
-redis.call('HSET', meta, 'sampled_at', ARGV[1])
+redis.call('HSET', meta, 'sampled_at', now_s)
 local c = redis.call('HMGET', meta, 'fetched', 'failed')
 redis.call('XADD', KEYS[7], 'MAXLEN', '~', ARGV[3], '*',
-  't', ARGV[1], 'fetched', c[1] or '0', 'failed', c[2] or '0',
+  't', now_s, 'fetched', c[1] or '0', 'failed', c[2] or '0',
   'known', redis.call('HLEN', KEYS[2]), 'frontier', redis.call('ZCARD', KEYS[3]),
   'forced', redis.call('ZCARD', KEYS[5]), 'in_flight', redis.call('ZCARD', KEYS[4]),
-  'holders', redis.call('ZCOUNT', holders_key(KEYS[4]), '(' .. ARGV[1], '+inf'),
+  'holders', redis.call('ZCOUNT', holders_key(KEYS[4]), '(' .. now_s, '+inf'),
   'due', redis.call('ZCARD', KEYS[6]))
 return 1
