@@ -120,16 +120,18 @@ class Leases:
         self.calls.submit(self.store.ack, "release", leases, call=self.calls.call_of("ack", "release", leases),
                           then=lambda released: self.stats_inc(stat, released))
 
-    def lapsed(self) -> None:
-        """The heartbeat of this process lapsed and another process handed its leases back: the
-        buffered requests may be leased elsewhere now. They go (not handed out here);
-        their hand-back names this holder, so only a lease still this process's returns
-        to the frontier (ack.lua), and none is fetched twice for the buffer's sake."""
+    def lapsed(self, taken_again: Sequence[bytes] = ()) -> None:
+        """This process's heartbeat lapsed (found by its heartbeat thread, or by a pop that
+        registered it again) and its leases went to others: the buffered requests go, not
+        fetched; their hand-back names this holder, so only a lease still its own returns
+        (ack.lua). ``taken_again``: members that pop leased anew, dropped with no hand-back."""
         if self.buffer:
-            items = list(self.buffer)
+            items, again = list(self.buffer), set(taken_again)
             self.buffer.clear()
             self.stats_inc("ipr/lease/dropped_after_lapse", len(items))
-            self.release(items)
+            logger.warning("ipr-crawl: this process's heartbeat lapsed and its leases went to others: the %d "
+                           "requests it held are dropped, not fetched", len(items))
+            self.release([(m, r) for m, r in items if m not in again])  # `again`: in `held` for the new lease
 
     def refill(
         self, count: int = 0, scan: int = 0, busy: list[str] | None = None, offset: int = 0, min_ratio: float = 0.0
@@ -251,6 +253,8 @@ class Leases:
             logger.warning("ipr-crawl: %d requests leased by live processes for more than IPR_LEASE_MAX_SECS=%g went "
                            "back to the frontier (fetched again): a download or an item pipeline that slow? Raise "
                            "IPR_LEASE_MAX_SECS", overdue, self.config.lease_max_secs)
+        if self.store.take_lapsed():  # registered again by this pop: what it held before is others'
+            self.lapsed([m for m, _ in items])
         undecodable: list[tuple[bytes, bytes]] = []
         orphans: list[tuple[bytes, bytes]] = []
         for member, payload in items:

@@ -392,6 +392,10 @@ class BucketedFrontier(OutboxRelay, BucketCalls):
                     merged[h["holder"]] = h
         return list(merged.values())
 
+    def take_lapsed(self) -> bool:
+        """:meth:`FrontierStore.take_lapsed` of any bucket (each is read and cleared)."""
+        return any([store.take_lapsed() for store in self.stores])
+
     def redis_time(self) -> float:
         """:meth:`FrontierStore.redis_time` of bucket 0's server."""
         return self.stores[0].redis_time()

@@ -102,6 +102,7 @@ class FrontierStore(PipelinedRecord, FrontierReads):
         #: what the last :meth:`pop` handed back from holders whose heartbeat was gone:
         #: (leases, [holder ids])
         self.last_lost: tuple[int, list[str]] = (0, [])
+        self.last_lapsed = False
         self.last_head: tuple[float, int] = (float("inf"), 0)
         self._record_keys = self._k(*RECORD_KEYS, *DERIVED_KEYS)  # pop, ack, release_holder: the first 6
         self._settle_keys = self._k(*RECORD_KEYS[:6], *DERIVED_KEYS)
@@ -297,13 +298,22 @@ class FrontierStore(PipelinedRecord, FrontierReads):
     def _popped(self, res: Any) -> tuple[int, list[tuple[bytes, bytes | None]]]:
         reclaimed = int(res[1])
         self.last_lost = (reclaimed, [h.decode() for h in res[2]])
-        head, forced, overdue = res[3]
+        head, forced, overdue, lapsed = res[3]
+        #: the last pop registered this holder again: its heartbeat had lapsed and its
+        #: leases went to others (read once with :meth:`take_lapsed`)
+        self.last_lapsed = self.last_lapsed or bool(int(lapsed))
         #: after the last pop: (best frontier ZSET score or +inf when empty, forced requests left)
         self.last_head = (float(head) if head else float("inf"), int(forced))
         #: leases of live holders the last pop moved back, past IPR_LEASE_MAX_SECS
         self.last_overdue = int(overdue)
         items = [(res[i], res[i + 1] or None) for i in range(4, len(res), 2)]
         return int(res[0]) + reclaimed, items
+
+    def take_lapsed(self) -> bool:
+        """Whether a pop since the last call found this holder lapsed (registered again):
+        the leases it held before went back (:meth:`pop`). Reading clears it."""
+        lapsed, self.last_lapsed = self.last_lapsed, False
+        return lapsed
 
     # -- holders: processes that lease, and their heartbeats -----------------------
     def beat(self, holder: str, ttl_secs: float, info: dict[str, Any] | None = None, renew_only: bool = False) -> bool:

@@ -429,11 +429,15 @@ def test_a_lapsed_holder_that_leases_again_is_registered_again(redis_client, cra
     time.sleep(0.05)
     assert other.pop(0, 600, holder="other")[0] == 1  # "slow" found lost: handed back, forgotten
     assert redis_client.zscore(store.keys["holders"], "slow") is None
+    assert store.take_lapsed() is False
     _, again = store.pop(1, 600, holder="slow")  # it leases again before its next beat ...
     assert again and redis_client.zscore(store.keys["holders"], "slow") is not None  # ... registered
+    assert store.take_lapsed() is True and store.take_lapsed() is False  # ... and told, once
+    store.pop(1, 600, holder="slow")
+    assert store.take_lapsed() is False  # registered: nothing to tell
     time.sleep(0.4)  # ... and dies: no beat
     moved, _ = other.pop(0, 600, holder="other")
-    assert moved == 1 and redis_client.zcard(store.keys["lease"]) == 0
+    assert moved == 2 and redis_client.zcard(store.keys["lease"]) == 0
 
 
 def test_a_crawler_whose_clock_runs_ahead_takes_no_live_lease(redis_client, crawl_id, monkeypatch):

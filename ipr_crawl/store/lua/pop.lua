@@ -30,7 +30,7 @@
 --   the head of its payload by scheduler/codec.py. Not for lsf.
 -- Returns {expired leases moved back, leases of lost holders moved back, {lost
 -- holder ids}, {best frontier ZSET score left ('' when empty), forced requests left,
--- leases of live holders moved back past max age},
+-- leases of live holders moved back past max age, 1 if the caller was registered again},
 -- member1, payload1, member2, payload2, ...}; a payload is false when no request body
 -- is stored (a replay, or lost: the caller decides). The head lets a bucketed crawl
 -- (store/buckets.py) keep the buckets' best scores without asking.
@@ -92,9 +92,12 @@ local result = {moved, reclaimed, lost, false}
 local taken = 0
 -- A caller that leases is a registered holder: one found lost (its heartbeat lapsed) and
 -- not registered again yet is registered now, so that the leases it takes go back
--- within its heartbeat's time if it dies before its next beat (not after the lease time)
+-- within its heartbeat's time if it dies before its next beat (not after the lease time);
+-- it learns it (a paused process drops the requests it held: others may have them now)
+local lapsed = 0
 if count > 0 and holder ~= '' and ttl_ms and not redis.call('ZSCORE', holders, holder) then
   redis.call('ZADD', holders, string.format('%.0f', now + ttl_ms), holder)
+  lapsed = 1
 end
 local function take(m)
   redis.call('ZADD', lease, now_s, m)
@@ -181,5 +184,5 @@ elseif taken < count then
 end
 if redis.call('ZCARD', frontier) == 0 then take_forced(true) end
 local head = redis.call('ZRANGE', frontier, 0, 0, 'WITHSCORES')
-result[4] = {head[2] or '', redis.call('ZCARD', forced), overdue}
+result[4] = {head[2] or '', redis.call('ZCARD', forced), overdue, lapsed}
 return result
