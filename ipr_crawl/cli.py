@@ -140,6 +140,8 @@ def add_operator_parsers(sub: Any) -> None:
     )
     _add_crawl_arguments(p, required=False)
     p.add_argument("--all", action="store_true", help="every lease, also of live processes")
+    p.add_argument("--dead", action="store_true", help="put back the dead-lettered requests (handed out more "
+                   "than IPR_MAX_RELEASES times, each time lost with its process) instead")
     p.set_defaults(func=_run_operation)
     p = sub.add_parser(
         "report", help="a crawl's curves over time (PNG)",
@@ -161,7 +163,7 @@ def _run_operation(args: argparse.Namespace) -> int:
         return 1
     try:
         print(operate(store, args.command, getattr(args, "n", 20), getattr(args, "json", False),
-                      getattr(args, "all", False)))
+                      getattr(args, "all", False), getattr(args, "dead", False)))
     finally:
         store.client.close()
     return 0

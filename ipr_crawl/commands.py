@@ -67,6 +67,7 @@ class FrontierCommand(ScrapyCommand):
         parser.add_argument("-n", type=int, default=20, help="top: how many URLs (default 20)")
         parser.add_argument("--json", action="store_true", help="print JSON")
         parser.add_argument("--all", action="store_true", help="release-leases: every lease, also of live processes")
+        parser.add_argument("--dead", action="store_true", help="release-leases: put back the dead-lettered requests")
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         assert self.settings is not None
@@ -84,6 +85,6 @@ class FrontierCommand(ScrapyCommand):
             self.exitcode = 1
             return
         try:
-            print(operate(store, action, opts.n, opts.json, opts.all))
+            print(operate(store, action, opts.n, opts.json, opts.all, opts.dead))
         finally:
             store.client.close()

@@ -161,6 +161,7 @@ class FrontierConfig:
     record_pipelined: bool = True
     heartbeat_secs: float = 5.0
     lease_max_secs: float = 3600.0
+    max_releases: int = 5
     logstats_interval: float = 60.0
     timeline_secs: float = 10.0
     prior_crawl: str = ""
@@ -224,6 +225,7 @@ class FrontierConfig:
             polite_min_ratio=read(settings, "IPR_POLITE_MIN_RATIO"),
             heartbeat_secs=read(settings, "IPR_HEARTBEAT_SECS"),
             lease_max_secs=read(settings, "IPR_LEASE_MAX_SECS"),
+            max_releases=read(settings, "IPR_MAX_RELEASES"),
             logstats_interval=(
                 read(settings, "IPR_LOGSTATS_INTERVAL") if settings.get("IPR_LOGSTATS_INTERVAL") is not None
                 else read_other(settings, "LOGSTATS_INTERVAL")

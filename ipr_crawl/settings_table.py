@@ -149,6 +149,9 @@ SETTINGS: tuple[Setting, ...] = (
       "past `IPR_LEASE_SECS` (a long download, an item in a slow pipeline) up to this age, then goes back to the "
       "frontier with a WARNING (`ipr/lease/overdue`); at most `IPR_LEASE_SECS`: never kept past it",
       low=0.0, unit="s"),
+    S("IPR_MAX_RELEASES", 5, "int", "a leased request whose lease goes back more than this many times because its "
+      "process died or lost it (a page that crashes every crawler that fetches it) is settled as failed with a "
+      "WARNING (`ipr/lease/dead_lettered`), kept for `ipr-crawl release-leases --dead`; 0: no limit", low=0),
     S("IPR_HEARTBEAT_SECS", 5.0, "float", "each crawler process renews its heartbeat this often; the leases of a "
       "process silent for 2 × this go back to the frontier at the next pop of any process", low=0.05, unit="s"),
     S("IPR_LOGSTATS_INTERVAL", None, "float", "an INFO line with the frontier's size, requests in flight, pages "

@@ -398,6 +398,7 @@ def _open_on(sched: Any, spider: Any, boot: Bootstrap, client: Any, where: str) 
     store.holder = sched.holder  # every settle names it: a lease another process took since is left alone
     store.lease_max_secs = cfg.lease_max_secs  # a live holder's leases are kept up to this age
     store.holder_ttl_secs = 2 * cfg.heartbeat_secs  # a lapsed holder that pops is registered again
+    store.max_releases = cfg.max_releases  # a request lost with its holder more often: dead-lettered
     if cfg.redis_wait_replicas:
         store.wait_for_replicas(cfg.redis_wait_replicas, cfg.redis_wait_ms,
                                 on_short=lambda: sched._stats_inc("ipr/redis/wait_short"))

@@ -27,7 +27,7 @@ from ipr_crawl.meta import LEASE_META, lease_of
 from ipr_crawl.scheduler.codec import PayloadError, decode_request
 from ipr_crawl.scheduler.compat import loop_deliverer
 from ipr_crawl.scheduler.identity import RequestIdentity
-from ipr_crawl.scheduler.oplog import log_wait
+from ipr_crawl.scheduler.oplog import log_wait, moved_back_lines
 from ipr_crawl.scheduler.pacing import Pacing
 from ipr_crawl.scheduler.redis_calls import REDIS_DOWN, RedisCalls, stops_the_crawl
 from ipr_crawl.scheduler.refresher import Refresher
@@ -121,7 +121,7 @@ class Leases:
                           then=lambda released: self.stats_inc(stat, released))
 
     def lapsed(self, taken_again: Sequence[bytes] = ()) -> None:
-        """This process's heartbeat lapsed (found by its heartbeat thread, or by a pop that
+        """The heartbeat of this process lapsed (found by its heartbeat thread, or by a pop that
         registered it again) and its leases went to others: the buffered requests go, not
         fetched; their hand-back names this holder, so only a lease still its own returns
         (ack.lua). ``taken_again``: members that pop leased anew, dropped with no hand-back."""
@@ -235,24 +235,8 @@ class Leases:
                 self.stats_set("ipr/revisit/unplaced_per_day", round(unplaced, 3))
             if unreadable:
                 self.stats_set("ipr/revisit/unreadable_states", unreadable)
-        if lost:
-            self.stats_inc("ipr/lease/lost_holders", len(lost))
-            self.stats_inc("ipr/lease/reclaimed", reclaimed)
-            logger.info(
-                "ipr-crawl: %d requests leased by %s went back to the frontier: heartbeat silent for "
-                "more than %.0f s (2 × IPR_HEARTBEAT_SECS)", reclaimed, ", ".join(lost), 2 * self.config.heartbeat_secs,
-            )
-        expired -= reclaimed
-        if expired:
-            self.stats_inc("ipr/lease/expired", expired)
-            logger.info("ipr-crawl: %d leases older than IPR_LEASE_SECS=%g went back to the frontier",
-                        expired, self.config.lease_secs)
-        overdue = getattr(self.store, "last_overdue", 0)
-        if overdue:
-            self.stats_inc("ipr/lease/overdue", overdue)
-            logger.warning("ipr-crawl: %d requests leased by live processes for more than IPR_LEASE_MAX_SECS=%g went "
-                           "back to the frontier (fetched again): a download or an item pipeline that slow? Raise "
-                           "IPR_LEASE_MAX_SECS", overdue, self.config.lease_max_secs)
+        moved_back_lines(self.config, self.stats_inc, reclaimed, lost, expired - reclaimed,
+                         getattr(self.store, "last_overdue", 0), self.store.take_dead_lettered())
         if self.store.take_lapsed():  # registered again by this pop: what it held before is others'
             self.lapsed([m for m, _ in items])
         undecodable: list[tuple[bytes, bytes]] = []

@@ -167,3 +167,31 @@ def redis_stopped_line(
                  "maxmemory ...) or free memory, then run again", where,
                  memory_line(full_client) or "its memory cannot be read",
                  "it closes without being marked finished" if closing else "stopping the crawl (reason ipr_redis_full)")
+
+
+def moved_back_lines(
+    config: Any, stats_inc: Callable[..., None], reclaimed: int, lost: list[str], expired: int, overdue: int,
+    dead: int,
+) -> None:
+    """What a pop moved back, as stats and lines: the ``reclaimed`` leases of the ``lost``
+    holders, ``expired`` leases, ``overdue`` leases of live holders past
+    ``IPR_LEASE_MAX_SECS``, and ``dead`` requests dead-lettered (``IPR_MAX_RELEASES``)."""
+    if lost:
+        stats_inc("ipr/lease/lost_holders", len(lost))
+        stats_inc("ipr/lease/reclaimed", reclaimed)
+        logger.info("ipr-crawl: %d requests leased by %s went back to the frontier: heartbeat silent for more than "
+                    "%.0f s (2 × IPR_HEARTBEAT_SECS)", reclaimed, ", ".join(lost), 2 * config.heartbeat_secs)
+    if expired:
+        stats_inc("ipr/lease/expired", expired)
+        logger.info("ipr-crawl: %d leases older than IPR_LEASE_SECS=%g went back to the frontier",
+                    expired, config.lease_secs)
+    if overdue:
+        stats_inc("ipr/lease/overdue", overdue)
+        logger.warning("ipr-crawl: %d requests leased by live processes for more than IPR_LEASE_MAX_SECS=%g went "
+                       "back to the frontier (fetched again): a download or an item pipeline that slow? Raise "
+                       "IPR_LEASE_MAX_SECS", overdue, config.lease_max_secs)
+    if dead:
+        stats_inc("ipr/lease/dead_lettered", dead)
+        logger.warning("ipr-crawl: %d requests were handed out more than IPR_MAX_RELEASES=%d times, each time lost "
+                       "with its process: settled as failed (`ipr-crawl status` names them; `ipr-crawl "
+                       "release-leases --dead` puts them back)", dead, config.max_releases)

@@ -95,6 +95,7 @@ class BucketedFrontier(OutboxRelay, BucketCalls):
     holder = _per_bucket("holder", "The lease holder id of this process, named in every bucket's settles.")
     lease_max_secs = _per_bucket("lease_max_secs", "How long a live holder's lease is kept (FrontierStore's).")
     holder_ttl_secs = _per_bucket("holder_ttl_secs", "A lapsed holder that pops is registered again for this long.")
+    max_releases = _per_bucket("max_releases", "IPR_MAX_RELEASES: a lease lost more often is dead-lettered.")
 
     def __init__(
         self, client: redis.Redis, crawl_id: str, params: OrderingParams, buckets: int,
@@ -391,6 +392,18 @@ class BucketedFrontier(OutboxRelay, BucketCalls):
                 else:
                     merged[h["holder"]] = h
         return list(merged.values())
+
+    def take_dead_lettered(self) -> int:
+        """:meth:`FrontierStore.take_dead_lettered` summed over the buckets."""
+        return sum(store.take_dead_lettered() for store in self.stores)
+
+    def dead_return(self) -> int:
+        """:meth:`FrontierStore.dead_return` in every bucket."""
+        return sum(store.dead_return() for store in self.stores)
+
+    def dead_letters(self, n: int = 20) -> list[tuple[bytes, bytes]]:
+        """:meth:`FrontierStore.dead_letters` of the buckets, up to ``n`` in all."""
+        return [x for store in self.stores for x in store.dead_letters(n)][:n]
 
     def take_lapsed(self) -> bool:
         """:meth:`FrontierStore.take_lapsed` of any bucket (each is read and cleared)."""

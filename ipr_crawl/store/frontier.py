@@ -96,13 +96,14 @@ class FrontierStore(PipelinedRecord, FrontierReads):
             name: client.register_script(script_source(name, ordering=self._lua_ordering))
             for name in (
                 "record_page", "enqueue", "pop", "ack", "set_scores", "replay", "replay_record",
-                "release_holder", "sample", "relay", "beat",
+                "release_holder", "sample", "relay", "beat", "dead_return",
             )
         }
         #: what the last :meth:`pop` handed back from holders whose heartbeat was gone:
         #: (leases, [holder ids])
         self.last_lost: tuple[int, list[str]] = (0, [])
         self.last_lapsed = False
+        self.last_dead_lettered = 0
         self.last_head: tuple[float, int] = (float("inf"), 0)
         self._record_keys = self._k(*RECORD_KEYS, *DERIVED_KEYS)  # pop, ack, release_holder: the first 6
         self._settle_keys = self._k(*RECORD_KEYS[:6], *DERIVED_KEYS)
@@ -288,8 +289,8 @@ class FrontierStore(PipelinedRecord, FrontierReads):
     ) -> tuple[list[str], list[Any]]:
         lease_ms = int(lease_secs * 1000)
         max_ms = int(self.lease_max_secs * 1000) if self.lease_max_secs > lease_secs else lease_ms
-        lease_arg = f"{lease_ms}:{max_ms}:{int(self.holder_ttl_secs * 1000)}" if self.holder_ttl_secs > 0 else (
-            f"{lease_ms}:{max_ms}" if max_ms != lease_ms else lease_ms)
+        ttl = int(self.holder_ttl_secs * 1000) if self.holder_ttl_secs > 0 else ""
+        lease_arg = f"{lease_ms}:{max_ms}:{ttl}:{self.max_releases or ''}"
         args: list[Any] = [self._lua_ordering, 0, lease_arg, count, requeue_cap, holder]
         if scan > 0:
             args += [scan, offset, repr(float(min_ratio)), *busy]
@@ -298,7 +299,10 @@ class FrontierStore(PipelinedRecord, FrontierReads):
     def _popped(self, res: Any) -> tuple[int, list[tuple[bytes, bytes | None]]]:
         reclaimed = int(res[1])
         self.last_lost = (reclaimed, [h.decode() for h in res[2]])
-        head, forced, overdue, lapsed = res[3]
+        head, forced, overdue, lapsed, dead = res[3]
+        #: requests pops settled as failed (handed out again past IPR_MAX_RELEASES) since
+        #: the last :meth:`take_dead_lettered`
+        self.last_dead_lettered += int(dead)
         #: the last pop registered this holder again: its heartbeat had lapsed and its
         #: leases went to others (read once with :meth:`take_lapsed`)
         self.last_lapsed = self.last_lapsed or bool(int(lapsed))
@@ -308,6 +312,11 @@ class FrontierStore(PipelinedRecord, FrontierReads):
         self.last_overdue = int(overdue)
         items = [(res[i], res[i + 1] or None) for i in range(4, len(res), 2)]
         return int(res[0]) + reclaimed, items
+
+    def take_dead_lettered(self) -> int:
+        """Requests dead-lettered by the pops since the last call (reading clears it)."""
+        dead, self.last_dead_lettered = self.last_dead_lettered, 0
+        return dead
 
     def take_lapsed(self) -> bool:
         """Whether a pop since the last call found this holder lapsed (registered again):
@@ -370,9 +379,21 @@ class FrontierStore(PipelinedRecord, FrontierReads):
         if mode not in ("holder", "dead", "all") or (mode == "holder") != bool(holder):
             raise ValueError(f"release: mode {mode!r} with holder {holder!r}")
         ttl = int(self.holder_ttl_secs * 1000) if self.holder_ttl_secs > 0 else ""
-        args = [self._lua_ordering, ttl, mode, holder]
+        args = [self._lua_ordering, ttl, mode, holder, self.max_releases or ""]
         n, forgotten = self._scripts["release_holder"](keys=self._settle_keys, args=args)
         return int(n), [h.decode() for h in forgotten]
+
+    def dead_return(self) -> int:
+        """Put the dead-lettered requests back (dead_return.lua): handed out more than
+        ``IPR_MAX_RELEASES`` times, each time lost with its process, they were settled as
+        failed; a URL is queued again, a forced request goes back to the forced queue.
+        Returns how many. O(D log F)."""
+        return int(self._scripts["dead_return"](keys=self._settle_keys, args=[self._lua_ordering]))
+
+    def dead_letters(self, n: int = 20) -> list[tuple[bytes, bytes]]:
+        """Up to ``n`` dead-lettered requests: ``(lease member, request payload)``."""
+        c: Any = self.client
+        return list(c.hscan(self.keys["dead_letter"], count=max(n, 10))[1].items())[:n]
 
     def release_stale(self, holder: str, keep: set[bytes], before: float) -> int:
         """Hand back the leases ``holder`` took before ``before`` (s since the epoch on

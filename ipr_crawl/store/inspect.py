@@ -187,6 +187,7 @@ def status(store: FrontierStore, revisits: bool = True) -> dict[str, Any]:
     out["archives"] = archives(store.client, store.crawl_id)
     out["memory"] = _memory(store)
     out["holders"] = store.holders()
+    out["dead_letters"] = [payload_summary(p).get("url") or m.hex() for m, p in store.dead_letters(10)]
     if revisits:
         out["revisits_due"] = store.client.zcount(store.keys["due"], "-inf", time.time())  # the crawlers' clock
         out["revisits_scheduled"] = store.client.zcard(store.keys["due"])
@@ -215,9 +216,13 @@ def _memory(store: FrontierStore) -> dict[str, Any]:
     return mem
 
 
-def operate(store: FrontierStore, action: str, n: int = 20, as_json: bool = False, release_all: bool = False) -> str:
+def operate(
+    store: FrontierStore, action: str, n: int = 20, as_json: bool = False, release_all: bool = False,
+    dead: bool = False,
+) -> str:
     """The text an operator's command prints: ``action`` ``"status"``, ``"top"`` (``n``
-    URLs) or ``"release-leases"`` (of lost holders; ``release_all``: every lease), as
+    URLs) or ``"release-leases"`` (of lost holders; ``release_all``: every lease;
+    ``dead``: the dead-lettered requests put back, :meth:`FrontierStore.dead_return`), as
     JSON or as text. Shared by ``ipr-crawl`` and ``scrapy frontier``; raises
     :class:`ValueError` for another action."""
     import json
@@ -228,6 +233,8 @@ def operate(store: FrontierStore, action: str, n: int = 20, as_json: bool = Fals
     if action == "top":
         rows = top(store, n)
         return json.dumps(rows, indent=1) if as_json else format_top(rows)
+    if action == "release-leases" and dead:
+        return f"crawl {store.crawl_id!r}: {store.dead_return()} dead-lettered requests were put back"
     if action == "release-leases":
         moved, forgotten = store.release("all" if release_all else "dead")
         return f"crawl {store.crawl_id!r}: {moved} leased requests went back to the frontier" + (
@@ -264,6 +271,10 @@ def format_status(st: dict[str, Any]) -> str:
         for a in st["archives"]:
             lines.append(f"    {a['crawl_id']}  finished {_when(a['finished'])}  fetched {a['fetched']:,}  "
                          f"failed {a['failed']:,}")
+    if st.get("dead_lettered"):
+        lines.append(f"  dead-lettered {st['dead_lettered']:,} (handed out more than IPR_MAX_RELEASES times, each "
+                     "time lost with its process; `release-leases --dead` puts them back):")
+        lines += [f"    {url}" for url in st.get("dead_letters", [])]
     alive = [h for h in st["holders"] if h["alive"]]
     lines.append(f"  processes alive: {len(alive)}")
     for h in st["holders"]:

@@ -16,6 +16,10 @@ scripts stay atomic in one Redis Cluster slot). Keys:
 ``lease_since``   hash   lease member -> when a lease extended past IPR_LEASE_SECS was first taken (ms)
 ``holders``       zset   holder id (host:pid:random) -> heartbeat deadline (ms since the epoch)
 ``holders_info``  hash   holder id -> JSON: host, pid, spider, started, heartbeat seconds
+``releases``      hash   node id or forced token -> times its lease went back because its holder
+                         was lost or the lease expired (cleared when the page is recorded)
+``dead_letter``   hash   lease member -> request payload of a request handed out again more than
+                         IPR_MAX_RELEASES times: settled as failed, put back by release-leases --dead
 ``order``         string the fetch order: fetched node ids, 8 bytes each, appended
 ``timeline``      stream one sample of the counts per interval (store.FrontierStore.sample), capped
 ``forced``        zset   dont_filter requests (retries, ...), FIFO
@@ -71,7 +75,7 @@ SCHEMA_VERSION = 6
 KEY_NAMES = (
     "meta", "node", "frontier", "lease", "forced", "unfiltered", "imported_seen", "req", "sites", "siteq", "rprio", "orphans", "graph", "resid", "pushing",
     # leases, their holders, what the operator sees (status, report)
-    "lease_by", "lease_since", "holders", "holders_info", "order", "timeline",
+    "lease_by", "lease_since", "holders", "holders_info", "order", "timeline", "releases", "dead_letter",
     # revisits (store/revisit.py)
     "revisit", "due", "revisit_req", "changes", "revisit_out", "rates", "rate_pool",
 )
@@ -95,6 +99,7 @@ def is_store_lost(exc: BaseException) -> bool:
 #: the script runs).
 DERIVED_KEYS = (
     "lease_by", "lease_since", "holders", "holders_info", "resid", "pushing", "sites", "siteq", "rprio", "orphans",
+    "releases", "dead_letter",
 )
 
 

@@ -61,6 +61,9 @@ class PipelinedRecord:
     #: a holder's heartbeat deadline (2 x IPR_HEARTBEAT_SECS): a pop by a holder found
     #: lost registers it again with it (0: never)
     holder_ttl_secs: float = 0.0
+    #: IPR_MAX_RELEASES: a lease going back more often for a lost holder or its age is
+    #: dead-lettered (_reclaim.lua; 0: no limit)
+    max_releases: int = 0
     #: the crawl's prior (IPR_PRIOR_CRAWL, store/prior.py): its number of hash buckets
     #: ``prior:<n>``, 0 without one; a call that may create nodes names the buckets of
     #: its ids in KEYS (:meth:`prior_keys`)

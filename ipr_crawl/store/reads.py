@@ -33,8 +33,9 @@ class FrontierReads:
         raise NotImplementedError  # FrontierStore's (set_scores.lua)
 
     def counts(self) -> dict[str, int]:
-        """Sizes: frontier, forced, in flight, known URLs, fetched and failed pages, and
-        ``orphans``: queued URLs whose request Redis lost, waiting for a link to them."""
+        """Sizes: frontier, forced, in flight, known URLs, fetched and failed pages,
+        ``orphans``: queued URLs whose request Redis lost, waiting for a link to them, and
+        ``dead_lettered``: requests handed out more than ``IPR_MAX_RELEASES`` times."""
         pipe = self.client.pipeline(transaction=False)
         pipe.zcard(self.keys["frontier"])
         pipe.zcard(self.keys["forced"])
@@ -42,7 +43,8 @@ class FrontierReads:
         pipe.hlen(self.keys["node"])
         pipe.hmget(self.keys["meta"], "fetched", "failed")
         pipe.scard(self.keys["orphans"])
-        frontier, forced, lease, nodes, (fetched, failed), orphans = pipe.execute()
+        pipe.hlen(self.keys["dead_letter"])
+        frontier, forced, lease, nodes, (fetched, failed), orphans, dead = pipe.execute()
         return {
             "frontier": frontier,
             "forced": forced,
@@ -51,6 +53,7 @@ class FrontierReads:
             "fetched": int(fetched or 0),
             "failed": int(failed or 0),
             "orphans": orphans,
+            "dead_lettered": dead,
         }
 
     def known(self, id_: bytes) -> bool:

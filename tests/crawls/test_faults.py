@@ -346,6 +346,38 @@ def test_redis_restarted_empty_under_a_crawl_stops_it_with_an_error(graph_server
     assert redis_server.client().hget("ipr:{emptied}:meta", "finished") is None
 
 
+def test_a_page_that_crashes_every_crawler_ends_dead_lettered_and_the_crawl_finishes(graph_server, redis_server, tmp_path):
+    """A page whose fetch kills the crawler process (tests/helpers/crash_on.py, as an
+    out-of-memory kill would), a new process started after each death as a supervisor
+    would: with IPR_MAX_RELEASES=2 it is handed out three times, then settled as failed
+    (dead-lettered) and the next process finishes the crawl. Before, it went round the
+    fleet for ever."""
+    graph = read_graph(HARVARD)
+    served = graph_server(HARVARD)
+    paths = page_paths(graph, None)
+    crash = paths[sorted(graph.out[served.seed])[0]]
+    settings = {"IPR_REDIS_URL": redis_server.url, "IPR_CRAWL_ID": "crashing", "DOWNLOAD_DELAY": 0.01,
+                "IPR_HEARTBEAT_SECS": 0.5, "IPR_MAX_RELEASES": 2,
+                "EXTENSIONS": json.dumps({"tests.helpers.crash_on.CrashOn": 0})}
+    codes, logs = [], []
+    for run in range(6):
+        logs.append(tmp_path / f"run{run}.log")
+        proc = start_crawl(served.seed_url, logs[-1], settings, env={"IPR_TEST_CRASH_ON": crash})
+        codes.append(proc.wait(120))
+        if codes[-1] == 0:
+            break
+    text = read_log(logs[-1])
+    assert codes == [137, 137, 137, 0], (codes, text[-3000:])
+    assert "closed (finished)" in text and "handed out more than IPR_MAX_RELEASES=2 times" in text, text[-3000:]
+    assert re.search(r"'ipr/lease/dead_lettered': [1-9]", text), text[-3000:]
+    store = FrontierStore(redis_server.client(), "crashing", "ipr")
+    crashed = node_id(canonical_url(served.base + crash))
+    assert store.node_state(crashed) == 3  # failed
+    dead = store.dead_letters()
+    assert crashed in {m[8:] for m, _ in dead}, dead
+    store.client.close()
+
+
 def test_embedded_redis_killed_mid_crawl_is_restarted_from_its_aof(graph_server, tmp_path):
     """kill -9 of the embedded redis-server (IPR_REDIS_APPENDFSYNC=always)
     mid-crawl: the crawl's retry restarts it from the append-only file in the

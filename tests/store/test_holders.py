@@ -495,3 +495,41 @@ def test_deadlines_that_passed_while_redis_was_frozen_are_not_held_against_a_hol
         assert requeued == 2 and store.last_lost == (2, ["a"])
     finally:
         client.shutdown()
+
+
+@pytest.mark.parametrize("kind", ["url", "forced"])
+def test_a_request_lost_with_its_holder_too_often_is_dead_lettered_and_can_be_put_back(redis_client, crawl_id, kind):
+    """IPR_MAX_RELEASES: a request whose holder dies every time it is leased (a page that
+    crashes its crawler) goes back at most that many times; then it is settled as failed
+    with its payload kept in `dead_letter`, counted, named by status, and put back by
+    release-leases --dead. Before, it looped through the fleet for ever."""
+    store = _store(redis_client, crawl_id, n=1 if kind == "url" else 0)
+    if kind == "forced":  # a dont_filter request of a known URL: a forced-queue token
+        store.enqueue(nid(0), 0, payload(0), False)
+        _, first = store.pop(1, 600)
+        store.record_page(nid(0), 0, [], lease=first[0][0])
+        store.enqueue(nid(0), 0, payload(0), True)
+    store.max_releases = 2
+    survivor = FrontierStore(redis_client, crawl_id, "ipr")
+    survivor.max_releases = 2  # every process of a crawl runs with the same settings
+    survivor.beat("survivor", 60)
+    for death in range(3):
+        store.beat(f"doomed-{death}", 0.01)
+        _, items = store.pop(1, 600, holder=f"doomed-{death}")
+        assert [p for _, p in items] == [payload(0)], death
+        time.sleep(0.05)  # its crawler dies on the page
+        survivor.pop(0, 600, holder="survivor")
+    assert survivor.take_dead_lettered() == 1
+    counts = store.counts()
+    assert counts["dead_lettered"] == 1 and counts["frontier"] + counts["forced"] + counts["in_flight"] == 0
+    if kind == "url":
+        assert store.node_state(nid(0)) == 3 and counts["failed"] == 1
+    assert len(status(store)["dead_letters"]) == 1
+    assert survivor.pop(1, 600, holder="survivor") == (0, [])  # not handed out again
+    assert store.dead_return() == 1
+    assert store.counts()["dead_lettered"] == 0 and store.counts()["failed"] == 0
+    _, again = survivor.pop(1, 600, holder="survivor")
+    assert [p for _, p in again] == [payload(0)]
+    # a page recorded forgets its count: lost once more, it is not dead-lettered
+    survivor.record_page(nid(0), 0, [], lease=again[0][0])
+    assert redis_client.hlen(store.keys["releases"]) == 0

@@ -37,5 +37,6 @@ end
 local function lease_ack(lease, req, m, holder)
   local settled = lease_settle(lease, m, holder)
   if settled == 1 and is_token(m) then redis.call('HDEL', req, m) end
+  if settled == 1 then redis.call('HDEL', releases_key(lease), is_token(m) and m or string.sub(m, 9)) end
   return settled
 end

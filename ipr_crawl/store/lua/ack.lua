@@ -9,6 +9,7 @@
 --   took since is left alone) and the id of the node it fetches
 -- Returns the number of leases settled. Cost: O(k log F).
 --! include _records.lua
+--! include _lease_keys.lua
 --! include _forced.lua
 --! include _leases.lua
 --! include _frontier.lua
@@ -46,6 +47,7 @@ for i = 3, #ARGV, 2 do
         redis.call('HDEL', req, id)
         redis.call('HINCRBY', meta, 'failed', 1)
       end
+      redis.call('HDEL', releases_key(lease), is_token(m) and m or id)
     end
     lease_settle(lease, m, holder)
   end

@@ -6,9 +6,9 @@
 -- KEYS[1] meta  KEYS[2] node  KEYS[3] frontier  KEYS[4] lease  KEYS[5] req  KEYS[6] forced
 -- ARGV[1] ordering  ARGV[2] unused (0; the time is Redis's, _clock.lua)
 -- ARGV[3] lease time (ms, IPR_LEASE_SECS), or
---   "<lease time>:<max age>[:<holder ttl>]" (ms; IPR_LEASE_MAX_SECS; 2 x
+--   "<lease time>:<max age>[:<holder ttl>[:<max releases>]]" (ms; IPR_LEASE_MAX_SECS; 2 x
 --   IPR_HEARTBEAT_SECS: an unregistered caller that takes leases is registered with
---   this deadline): a lease taken (or last
+--   this deadline; IPR_MAX_RELEASES, _reclaim.lua DEAD; '' none): a lease taken (or last
 --   extended) before now - lease time goes back, unless its holder is alive (the
 --   caller, or a heartbeat in the future) and it was first taken less than max age
 --   ago: then it is extended (its score set to now, its first take kept in
@@ -30,7 +30,8 @@
 --   the head of its payload by scheduler/codec.py. Not for lsf.
 -- Returns {expired leases moved back, leases of lost holders moved back, {lost
 -- holder ids}, {best frontier ZSET score left ('' when empty), forced requests left,
--- leases of live holders moved back past max age, 1 if the caller was registered again},
+-- leases of live holders moved back past max age, 1 if the caller was registered again,
+-- requests dead-lettered (_reclaim.lua)},
 -- member1, payload1, member2, payload2, ...}; a payload is false when no request body
 -- is stored (a replay, or lost: the caller decides). The head lets a bucketed crawl
 -- (store/buckets.py) keep the buckets' best scores without asking.
@@ -47,7 +48,8 @@ local meta, node, frontier, lease, req, forced = KEYS[1], KEYS[2], KEYS[3], KEYS
 local lost_store = store_lost(meta)
 if lost_store then return lost_store end
 local ordering = ARGV[1]
-local lease_ms, max_ms, ttl_ms = string.match(ARGV[3], '^(%d+):?(%d*):?(%d*)$')
+local lease_ms, max_ms, ttl_ms, max_rel = string.match(ARGV[3], '^(%d+):?(%d*):?(%d*):?(%d*)$')
+DEAD.limit, DEAD.req = tonumber(max_rel), req
 lease_ms = tonumber(lease_ms)
 max_ms = tonumber(max_ms) or lease_ms
 ttl_ms = tonumber(ttl_ms)
@@ -68,7 +70,7 @@ local reclaimed = 0
 if #lost > 0 then
   local dead = {}
   for _, h in ipairs(lost) do dead[h] = true end
-  reclaimed = reclaim_holders(meta, node, frontier, lease, forced, ordering, dead)
+  reclaimed = reclaim_holders(meta, node, frontier, lease, forced, ordering, dead, true)
   redis.call('HINCRBY', meta, 'holders_lost', #lost)
 end
 
@@ -84,7 +86,7 @@ for _, m in ipairs(redis.call('ZRANGEBYSCORE', lease, '-inf', string.format('%.0
     redis.call('ZADD', lease, now_s, m)
   else
     if alive then overdue = overdue + 1 end
-    moved = moved + lease_requeue(meta, node, frontier, lease, forced, ordering, m)
+    moved = moved + lease_requeue(meta, node, frontier, lease, forced, ordering, m, true)
   end
 end
 
@@ -184,5 +186,5 @@ elseif taken < count then
 end
 if redis.call('ZCARD', frontier) == 0 then take_forced(true) end
 local head = redis.call('ZRANGE', frontier, 0, 0, 'WITHSCORES')
-result[4] = {head[2] or '', redis.call('ZCARD', forced), overdue, lapsed}
+result[4] = {head[2] or '', redis.call('ZCARD', forced), overdue, lapsed, DEAD.n}
 return result

@@ -6,12 +6,14 @@
 -- ARGV[3] 'holder': the holder ARGV[4] (which is then forgotten);
 --         'dead': holders whose heartbeat is gone, and leases without a live holder;
 --         'all': every lease in flight (every crawler of the crawl is stopped).
+-- ARGV[5] IPR_MAX_RELEASES ('' none): 'dead' counts each lease it moves back (_reclaim.lua)
 -- Returns {leases moved back, {holders forgotten}}. Cost: O(leases in flight).
 --! include _reclaim.lua
 --! include _lease_keys.lua
 --! include _clock.lua
 local meta, node, frontier, lease, req, forced = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local ordering, mode = ARGV[1], ARGV[3]
+DEAD.limit, DEAD.req = tonumber(ARGV[5] or ''), req
 local holders = holders_key(lease)
 local now = string.format('%.0f', clock_now(meta, holders, tonumber(ARGV[2])))
 local forgotten = {}
@@ -26,14 +28,14 @@ else
     if mode == 'all' or not alive[h] then dead[h] = true; forgotten[#forgotten + 1] = h end
   end
 end
-local n = reclaim_holders(meta, node, frontier, lease, forced, ordering, dead)
+local n = reclaim_holders(meta, node, frontier, lease, forced, ordering, dead, mode == 'dead')
 if mode ~= 'holder' then
   -- leases without a holder entry (schema 3, or a holder already forgotten), or all
   local by = lease_by_key(lease)
   for _, m in ipairs(redis.call('ZRANGE', lease, 0, -1)) do
     local h = redis.call('HGET', by, m)
     if mode == 'all' or not h or not alive[h] then
-      n = n + lease_requeue(meta, node, frontier, lease, forced, ordering, m)
+      n = n + lease_requeue(meta, node, frontier, lease, forced, ordering, m, mode == 'dead')
     end
   end
 end
