@@ -85,6 +85,6 @@ class FrontierCommand(ScrapyCommand):
             self.exitcode = 1
             return
         try:
-            print(operate(store, action, opts.n, opts.json, opts.all, opts.dead))
+            print(operate(store, action, opts.n, opts.json, opts.all, getattr(opts, "dead", False)))
         finally:
             store.client.close()

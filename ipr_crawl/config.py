@@ -162,6 +162,7 @@ class FrontierConfig:
     heartbeat_secs: float = 5.0
     lease_max_secs: float = 3600.0
     max_releases: int = 5
+    item_retry_errors: tuple[str, ...] = ()
     logstats_interval: float = 60.0
     timeline_secs: float = 10.0
     prior_crawl: str = ""
@@ -184,10 +185,8 @@ class FrontierConfig:
 
     @classmethod
     def from_settings(cls, settings: Any, spider_name: str = "") -> FrontierConfig:
-        """Read and check the frontier's ``IPR_*`` settings of a Scrapy ``Settings``.
-
-        Raises :class:`ValueError` naming the setting and what is allowed.
-        """
+        """Read and check the frontier's ``IPR_*`` settings of a Scrapy ``Settings``;
+        raises :class:`ValueError` naming the setting and what is allowed."""
         ordering, cutoff = _ordering(settings)
         url = _redis_url(settings)
         tls = redis_tls(settings, url)
@@ -226,6 +225,7 @@ class FrontierConfig:
             heartbeat_secs=read(settings, "IPR_HEARTBEAT_SECS"),
             lease_max_secs=read(settings, "IPR_LEASE_MAX_SECS"),
             max_releases=read(settings, "IPR_MAX_RELEASES"),
+            item_retry_errors=tuple(read(settings, "IPR_ITEM_RETRY_ERRORS")),
             logstats_interval=(
                 read(settings, "IPR_LOGSTATS_INTERVAL") if settings.get("IPR_LOGSTATS_INTERVAL") is not None
                 else read_other(settings, "LOGSTATS_INTERVAL")

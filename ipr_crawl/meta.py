@@ -12,6 +12,9 @@
 - :data:`NETWORK_STATUS_META` (``"_ipr_network_status"``): with Scrapy's HTTP cache and
   revisits, the status the server answered a request with (set nearest the
   downloader): a response flagged ``cached`` without it never reached the server.
+- :data:`ITEM_RETRIES_META` (``"ipr_item_retries"``): how often the request was sent
+  again because an item of its page failed in the pipelines (scheduler/item_retry.py);
+  such a request is fetched whole, without conditional headers.
 - :data:`WRAPPED_ERRBACK_ATTR`: attribute of the errback wrapper holding the
   request's own errback (the codec stores that one).
 """
@@ -22,7 +25,7 @@ import warnings
 from typing import Any
 
 __all__ = [
-    "DONT_REVISIT_META", "LEASE_META", "NETWORK_STATUS_META", "OLD_DONT_REVISIT_META", "RECORDED_META", "REVISIT_META",
+    "DONT_REVISIT_META", "ITEM_RETRIES_META", "LEASE_META", "NETWORK_STATUS_META", "OLD_DONT_REVISIT_META", "RECORDED_META", "REVISIT_META",
     "TRANSIENT_META", "WRAPPED_ERRBACK_ATTR", "dont_revisit", "lease_of",
 ]
 
@@ -33,6 +36,7 @@ DONT_REVISIT_META = "ipr_dont_revisit"
 #: The former name of :data:`DONT_REVISIT_META`, unprefixed (read, deprecated).
 OLD_DONT_REVISIT_META = "dont_revisit"
 NETWORK_STATUS_META = "_ipr_network_status"
+ITEM_RETRIES_META = "ipr_item_retries"
 WRAPPED_ERRBACK_ATTR = "ipr_wrapped_errback"
 #: Meta keys that belong to one fetch of a request and are never stored with it.
 TRANSIENT_META = (LEASE_META, NETWORK_STATUS_META)

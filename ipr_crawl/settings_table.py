@@ -152,6 +152,11 @@ SETTINGS: tuple[Setting, ...] = (
     S("IPR_MAX_RELEASES", 5, "int", "a leased request whose lease goes back more than this many times because its "
       "process died or lost it (a page that crashes every crawler that fetches it) is settled as failed with a "
       "WARNING (`ipr/lease/dead_lettered`), kept for `ipr-crawl release-leases --dead`; 0: no limit", low=0),
+    S("IPR_ITEM_RETRY_ERRORS", ["builtins.ConnectionError", "builtins.TimeoutError", "redis.exceptions.ConnectionError",
+      "redis.exceptions.TimeoutError"], "list", "an item whose pipeline raised one of these exception classes (a "
+      "database or Redis away for a while) has its page fetched again, up to `IPR_MAX_RELEASES` times "
+      "(`ipr/items/retried`): at least once, not exactly once ([docs/dropin.md](docs/dropin.md)); empty: Scrapy's "
+      "behaviour, the item is logged and dropped"),
     S("IPR_HEARTBEAT_SECS", 5.0, "float", "each crawler process renews its heartbeat this often; the leases of a "
       "process silent for 2 × this go back to the frontier at the next pop of any process", low=0.05, unit="s"),
     S("IPR_LOGSTATS_INTERVAL", None, "float", "an INFO line with the frontier's size, requests in flight, pages "

@@ -41,6 +41,7 @@ from ipr_crawl.ordering.urls import bucket_of, canonical_url, node_id, site_of, 
 from ipr_crawl.scheduler.codec import Unstorable, encode_request
 from ipr_crawl.scheduler.identity import RequestIdentity
 from ipr_crawl.scheduler.internals import request_scheduled_receivers, send_to_receiver
+from ipr_crawl.scheduler.item_retry import ItemRetry
 from ipr_crawl.scheduler.linkcache import LinkIds
 from ipr_crawl.store import Link, RecordResult
 
@@ -138,8 +139,11 @@ class PageRecorder:
         self._warned_stranded = False  # record_stranded's WARNING: once
         #: the request_scheduled receivers last seen (their ids) and what link_receivers made of them
         self._receivers: tuple[list[tuple[int, int]], list[tuple[Any, dict[str, Any] | None]]] | None = None
+        #: a page whose item failed in the pipelines with a passing error is fetched again
+        self.item_retry = ItemRetry(crawler, host.config.item_retry_errors, host.config.max_releases)
         signals_ = self.crawler.signals
-        for signal in (signals.item_scraped, signals.item_dropped, signals.item_error):
+        signals_.connect(self._item_failed, signal=signals.item_error)
+        for signal in (signals.item_scraped, signals.item_dropped):
             signals_.connect(self._item_left, signal=signal)
 
     # -- at-least-once ------------------------------------------------------------------
@@ -147,6 +151,14 @@ class PageRecorder:
         """The callback of ``response`` yielded an item (counted until it leaves the pipelines)."""
         entry = self._waiting.setdefault(id(response), [response, 0, None])
         entry[1] += 1
+
+    def _item_failed(self, item: Any = None, response: Response | None = None, failure: Any = None,
+                     **kwargs: Any) -> None:
+        """``item_error``: the page is fetched again when the error may pass (item_retry.py),
+        sent before the page's record, so a crash between them loses no item."""
+        if response is not None:
+            self.item_retry.item_error(response, failure)
+        self._item_left(item, response)
 
     def _item_left(self, item: Any = None, response: Response | None = None, **kwargs: Any) -> None:
         entry = self._waiting.get(id(response)) if response is not None else None

@@ -35,7 +35,7 @@ from scrapy.utils.gz import gunzip
 from scrapy.utils.sitemap import Sitemap
 
 from ipr_crawl.config import RevisitConfig
-from ipr_crawl.meta import LEASE_META, NETWORK_STATUS_META, RECORDED_META, REVISIT_META, lease_of
+from ipr_crawl.meta import ITEM_RETRIES_META, LEASE_META, NETWORK_STATUS_META, RECORDED_META, REVISIT_META, lease_of
 from ipr_crawl.ordering.urls import canonical_url, node_id, site_hash
 from ipr_crawl.revisit.budget import RateHistogram, RateMoments, explores_new, pool_group
 from ipr_crawl.revisit.fingerprint import digest, same_version
@@ -173,6 +173,8 @@ class RevisitObserver:
         page the frontier knows but has not recorded as fetched: a process that fetched
         it died before recording its links, so it is fetched whole again, not answered
         by a 304 that would leave its links unknown)."""
+        if request.meta.get(ITEM_RETRIES_META):  # sent again for its items: fetched whole
+            return {}
         id_ = node_id(request.url)
         state = self.refresher.store.load(id_)
         if state is None or self.refresher.frontier.node_state(id_) not in (None, 2):

@@ -174,3 +174,38 @@ def test_a_scrapy_redis_crawl_stopped_midway_is_carried_over(shop_and_redis, tmp
     assert (client.zcard(f"{spider}:requests"), client.scard(f"{spider}:dupefilter")) == (queued, seen)
     again = scrapy(root, "crawl", spider, settings={**ipr, "IPR_IMPORT_SCRAPY_REDIS": "pickle"})
     assert again.returncode == 0 and "was carried over before" in again.stderr
+
+
+@pytest.mark.parametrize("retry", [True, False], ids=["IPR_ITEM_RETRY_ERRORS", "off"])
+def test_an_item_a_pipeline_failed_to_store_for_a_while_is_kept(graph_server, tmp_path: Path, retry: bool) -> None:
+    """An item pipeline that fails with ConnectionError (its database or Redis away for a
+    while) the first time it sees the items of some pages: Scrapy logs each and drops it.
+    With IPR_ITEM_RETRY_ERRORS (default) the page is fetched again and its item stored:
+    every page's item kept, ``ipr/items/retried`` counts the retries. Off (empty), the
+    items are lost as with Scrapy alone: the test measures both."""
+    import json
+
+    from procs import fetched, read_log, start_crawl
+
+    served = graph_server(HARVARD)
+    out = tmp_path / "items.txt"
+    env = {"IPR_TEST_FLAKY_SUFFIXES": "1.html,7.html", "IPR_TEST_FLAKY_OUT": str(out)}
+    settings = {"ITEM_PIPELINES": json.dumps({"tests.helpers.flaky_pipeline.FlakyPipeline": 300}),
+                "DOWNLOAD_DELAY": 0.005}
+    if not retry:
+        settings["IPR_ITEM_RETRY_ERRORS"] = ""
+    log = tmp_path / "crawl.log"
+    proc = start_crawl(served.seed_url, log, settings, env=env, spider_args={"items": "1"})
+    assert proc.wait(300) == 0, read_log(log)[-3000:]
+    text = read_log(log)
+    pages = set(fetched(log))
+    flaky = {u for u in pages if u.endswith(("1.html", "7.html"))}
+    kept = set(out.read_text().split())
+    assert len(flaky) >= 20, len(flaky)
+    retried = re.search(r"'ipr/items/retried': (\d+)", text)
+    if retry:
+        assert kept == pages, sorted(pages - kept)[:10]
+        assert retried and int(retried.group(1)) == len(flaky), text[-3000:]
+    else:
+        assert kept == pages - flaky and not retried
+    print(f"\nITEMS retry={retry}: pages {len(pages)}, flaky {len(flaky)}, kept {len(kept)}")

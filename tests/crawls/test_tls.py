@@ -143,7 +143,7 @@ def test_frontier_command_over_tls(tls_server, capsys):
         "IPR_REDIS_URL": url, "IPR_REDIS_SSL_CA_CERTS": tls["ssl_ca_certs"],
         "IPR_REDIS_SSL_CERTFILE": tls["ssl_certfile"], "IPR_REDIS_SSL_KEYFILE": tls["ssl_keyfile"],
     })
-    opts = argparse.Namespace(crawl_id="tlsops", n=5, json=True, all=False)
+    opts = argparse.Namespace(crawl_id="tlsops", n=5, json=True, all=False, dead=False)
     command.run(["status"], opts)
     out = capsys.readouterr().out
     assert getattr(command, "exitcode", 0) == 0, out
