@@ -8,6 +8,7 @@ the calls' order."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -16,7 +17,7 @@ from ipr_crawl.store.pipe import Call
 from ipr_crawl.store.record import Link, RecordResult
 from ipr_crawl.store.router import Fanout, routed
 
-__all__ = ["BucketCalls"]
+__all__ = ["BucketBeats", "BucketCalls"]
 
 
 class BucketCalls:
@@ -134,3 +135,44 @@ class BucketCalls:
 
         return routed(store.pop_call(count, lease_secs, requeue_cap, scan, busy, offset, min_ratio, holder), b,
                       popped)
+
+
+class BucketBeats:
+    """The heartbeats of one holder in every bucket, each on a daemon thread of its own:
+    one master down (a failover, its retries up to ``IPR_REDIS_RETRY_SECS``) must not
+    hold the beats of the other buckets, whose pops would take the holder for lost and
+    hand its leases there to others. A bucket whose last beat is still running is
+    skipped; a beat waits at most a quarter of the time to live for the others."""
+
+    def __init__(self, stores: list[Any]) -> None:
+        self.stores = stores
+        self._running: dict[int, threading.Thread] = {}
+
+    def beat(self, holder: str, ttl_secs: float, info: dict[str, Any] | None, renew_only: bool) -> bool:
+        """:meth:`FrontierStore.beat` in every bucket: bucket 0's answer (True when it has
+        not answered in time); raises the error of a bucket when every bucket failed."""
+        results: dict[int, Any] = {}
+
+        def one(b: int) -> None:
+            try:
+                results[b] = self.stores[b].beat(holder, ttl_secs, info, renew_only)
+            except Exception as exc:  # noqa: BLE001 - raised below when every bucket failed
+                results[b] = exc
+
+        started = []
+        for b in range(len(self.stores)):
+            running = self._running.get(b)
+            if running is not None and running.is_alive():
+                continue
+            thread = threading.Thread(target=one, args=(b,), name=f"ipr-heartbeat-bucket-{b}", daemon=True)
+            self._running[b] = thread
+            thread.start()
+            started.append(thread)
+        deadline = time.monotonic() + ttl_secs / 4
+        for thread in started:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        answers = dict(results)
+        if answers and len(answers) == len(started) and all(isinstance(v, Exception) for v in answers.values()):
+            raise next(iter(answers.values()))
+        first = answers.get(0, True)
+        return True if isinstance(first, Exception) else bool(first)

@@ -37,7 +37,7 @@ from typing import Any
 import redis
 
 from ipr_crawl.ordering.params import OrderingParams
-from ipr_crawl.store.bucket_calls import BucketCalls
+from ipr_crawl.store.bucket_calls import BucketBeats, BucketCalls
 from ipr_crawl.store.frontier import FrontierStore, IncompatibleCrawl, create_meta
 from ipr_crawl.store.keys import SCHEMA_VERSION, crawl_keys
 from ipr_crawl.store.record import Link, NodeRecord, RecordResult
@@ -136,6 +136,7 @@ class BucketedFrontier(OutboxRelay, BucketCalls):
         self._wait: tuple[int, int] | None = (1, 100) if is_cluster(client) else None
         self._relay_paused = [0.0] * buckets
         self._lost_seen: set[str] = set()
+        self._beats = BucketBeats(self.stores)
 
     # -- lifecycle -------------------------------------------------------------
     def open(self) -> bool:
@@ -361,9 +362,10 @@ class BucketedFrontier(OutboxRelay, BucketCalls):
     # -- holders ------------------------------------------------------------------
     def beat(self, holder: str, ttl_secs: float, info: dict[str, Any] | None = None, renew_only: bool = False) -> bool:
         """Renew ``holder``'s heartbeat in every bucket (each bucket's pop hands back the
-        leases of its own lost holders). False when bucket 0 did not know it.
-        ``renew_only``: as :meth:`FrontierStore.beat`."""
-        return [store.beat(holder, ttl_secs, info, renew_only) for store in self.stores][0]
+        leases of its own lost holders), each bucket on a thread of its own
+        (:class:`~ipr_crawl.store.bucket_calls.BucketBeats`). False when bucket 0 did not
+        know it. ``renew_only``: as :meth:`FrontierStore.beat`."""
+        return self._beats.beat(holder, ttl_secs, info, renew_only)
 
     def holder_counts(self) -> tuple[int, int]:
         return self.stores[0].holder_counts()

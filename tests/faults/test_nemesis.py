@@ -17,7 +17,15 @@ exit 1 by design), one of:
   0.2-2 s (up to a second of writes lost, as ``everysec`` allows);
 - ``cut-reply``: the next reply Redis sends is dropped and its connection reset (the
   command ran; its caller never hears of it);
-- ``cut-all``: every connection to Redis reset at once.
+- ``cut-all``: every connection to Redis reset at once;
+- ``pause-crawler``: ``SIGSTOP`` of a crawler for longer than its heartbeat's time to live
+  (2 x ``IPR_HEARTBEAT_SECS`` + 0.5-2 s), then ``SIGCONT``: its leases go to the others;
+- ``freeze-redis``: ``SIGSTOP`` of redis-server for 5-12 s, then ``SIGCONT`` (an outage no
+  crawler can beat through; nothing is lost).
+
+Each schedule also draws the ordering (``ipr``, ``push``, ``blc``, ``bf``) and, where
+Debian's libfaketime is installed, a clock skew: every second crawler started runs
+30 s ahead or behind (``FAKETIME``), or none.
 
 On a Redis Cluster (:class:`ClusterSchedule`: bucket mode, 3 buckets on 3 masters with a
 replica each, the polblogs graph shipped in tests/data served on 16 loopback hosts), one of:
@@ -31,10 +39,13 @@ replica each, the polblogs graph shipped in tests/data served on 16 loopback hos
 The checker: the last processes exit 0 with ``closed (finished)``; every page reachable
 from the seed was fetched (``Crawled (200)``) and its item scraped at least once; every
 node in the store is fetched, none failed (a page the server answered 200 must never
-be settled as failed); pages fetched more than once stay within the bound the faults
-allow (requests in flight at a kill, plus pages fetched in the 1.5 s before a Redis or
-master kill whose records ``everysec`` or a failover may lose); and the crawl ends within the test's timeout with
-``IPR_LEASE_SECS`` at 600 s, so no page waited for its lease to expire.
+be settled as failed); pages fetched more than once stay within the sum of each
+fault's own bound: the leases of the crawler killed or paused (counted in Redis once it
+is stopped), for a Redis or master kill every request in flight plus the pages fetched
+in the 1.5 s before (their records ``everysec`` or a failover may lose), and 0 for a
+cut reply, a reset, a frozen Redis, a slot migration or a skewed clock; and the crawl
+ends within the test's timeout with ``IPR_LEASE_SECS`` at 600 s, so no page waited for
+its lease to expire.
 
 Seeds: ``IPR_FAULT_SEED`` (first seed, default below) and ``IPR_FAULT_SCHEDULES``
 (how many, default 2: what CI's slow stage runs); ``make faults`` runs 50. Each
@@ -88,8 +99,11 @@ CLUSTER_REGRESSIONS: dict[int, str] = {
     20261804: "a slot migrated key by key: redis-py's 'TTL exhausted' was not retried, a pop and three records "
               "failed, and a forced-queue token's hand-back went to bucket 0: it stayed in flight, no close",
 }
-FAULTS = ("kill-crawler", "kill-redis", "cut-reply", "cut-all")
-CLUSTER_FAULTS = ("kill-crawler", "kill-master", "migrate-slot")
+FAULTS = ("kill-crawler", "kill-redis", "cut-reply", "cut-all", "pause-crawler", "freeze-redis")
+CLUSTER_FAULTS = ("kill-crawler", "kill-master", "migrate-slot", "pause-crawler")
+ORDERINGS = ("ipr", "push", "blc", "bf")
+FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+HEARTBEAT_SECS = 1
 CLUSTER_BUCKETS = 3
 CRAWL_ID = "nemesis"
 _SCRAPED = re.compile(r"Scraped from <200 (\S+)>")
@@ -117,16 +131,18 @@ class Schedule:
         self.served = served
         self.tmp = tmp_path
         self.revisits = seed % 2 == 1
+        self.ordering = ORDERINGS[seed // 2 % len(ORDERINGS)]
+        self.skew = ("", "+30s", "-30s")[seed // 8 % 3] if os.path.exists(FAKETIME_LIB) else ""
         self.settings = {
-            "IPR_CRAWL_ID": CRAWL_ID, "SCHEDULER_PERSIST": True,
-            "IPR_HEARTBEAT_SECS": 1, "IPR_LEASE_SECS": 600, "DOWNLOAD_DELAY": 0.004,
+            "IPR_CRAWL_ID": CRAWL_ID, "SCHEDULER_PERSIST": True, "IPR_ORDERING": self.ordering,
+            "IPR_HEARTBEAT_SECS": HEARTBEAT_SECS, "IPR_LEASE_SECS": 600, "DOWNLOAD_DELAY": 0.004,
             "IPR_REVISIT_ENABLED": self.revisits,
         }
         self.servers()
         self.logs: list[Path] = []
         self.procs: list = []  # (process, log) of the crawlers running
-        #: (fault, seconds into the run, requests in flight then, pages fetched in the 1.5 s before)
-        self.history: list[tuple[str, float, int, int]] = []
+        #: (fault, seconds into the run, the extra fetches it may cause)
+        self.history: list[tuple[str, float, int]] = []
         self.samples: collections.deque[tuple[float, int]] = collections.deque(maxlen=200)
         self.started = time.monotonic()
 
@@ -137,13 +153,30 @@ class Schedule:
 
     def stores(self) -> list[FrontierStore]:
         """The crawl's store (one per bucket in bucket mode), on a new client."""
-        return [FrontierStore(self.redis.client(socket_timeout=2), CRAWL_ID, "ipr")]
+        return [FrontierStore(self.redis.client(socket_timeout=2), CRAWL_ID, self.ordering)]
 
     def crawler(self) -> None:
         log = self.tmp / f"crawler{len(self.logs):02d}.log"
+        env = {}
+        if self.skew and len(self.logs) % 2 == 1:  # every second crawler: its clock skewed
+            env = {"LD_PRELOAD": FAKETIME_LIB, "FAKETIME": self.skew, "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
         self.logs.append(log)
-        proc = start_crawl(self.served.seed_url, log, self.settings, spider_args={"items": "1"})
+        proc = start_crawl(self.served.seed_url, log, self.settings, env=env, spider_args={"items": "1"})
         self.procs.append((proc, log))
+
+    def leases_of(self, pid: int) -> int:
+        """The leases held in Redis by the crawler process ``pid`` (its holder id found by
+        the pid in ``holders_info``), summed over the buckets."""
+        stores = self.stores()
+        try:
+            n = 0
+            for store in stores:
+                infos = store.client.hgetall(store.keys["holders_info"])
+                mine = {h for h, raw in infos.items() if json.loads(raw).get("pid") == pid}
+                n += sum(1 for h in store.client.hvals(store.keys["lease_by"]) if h in mine)
+            return n
+        finally:
+            stores[0].client.close()
 
     def fetched_total(self) -> int:
         return sum(_count(log) for log in self.logs)
@@ -184,22 +217,37 @@ class Schedule:
             next_at = time.monotonic() + self.rng.uniform(0.5, 2.5)
             fault = self.rng.choice(self.faults)
             at = round(time.monotonic() - self.started, 2)
-            self.history.append((fault, at, self.in_flight(), self.recent(1.5)))
             done += 1
-            self.inject(fault)
+            self.history.append((fault, at, self.inject(fault)))
 
-    def inject(self, fault: str) -> None:
-        if fault == "kill-crawler":
+    def inject(self, fault: str) -> int:
+        """Inject ``fault``; returns the extra fetches it may cause (the module docstring)."""
+        if fault in ("kill-crawler", "pause-crawler"):
             proc, _ = self.rng.choice(self.alive())
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(10)
-            self.crawler()
-        elif fault == "kill-redis":
+            proc.send_signal(signal.SIGKILL if fault == "kill-crawler" else signal.SIGSTOP)
+            if fault == "kill-crawler":
+                proc.wait(10)
+            bound = self.leases_of(proc.pid)
+            if fault == "kill-crawler":
+                self.crawler()
+            else:
+                time.sleep(2 * HEARTBEAT_SECS + self.rng.uniform(0.5, 2.0))
+                proc.send_signal(signal.SIGCONT)
+            return bound
+        if fault == "kill-redis":
+            bound = self.in_flight() + self.recent(1.5)
             self.redis.restart(down_secs=self.rng.uniform(0.2, 2.0))
+            return bound
+        if fault == "freeze-redis":
+            assert self.redis.proc is not None
+            self.redis.proc.send_signal(signal.SIGSTOP)
+            time.sleep(self.rng.uniform(5.0, 12.0))
+            self.redis.proc.send_signal(signal.SIGCONT)
         elif fault == "cut-reply":
             self.proxy.cut_next_reply()
         else:
             self.proxy.cut_all()
+        return 0
 
     def stop(self) -> None:
         for proc, _ in self.procs:
@@ -210,10 +258,9 @@ class Schedule:
         self.redis.kill(signal.SIGTERM)
 
 
-def check(run: Schedule, expected: set[int], back: dict[str, int], seed: int, bounded: tuple[str, ...]) -> None:
+def check(run: Schedule, expected: set[int], back: dict[str, int], seed: int) -> None:
     """The checker: run the nemesis, wait for the last crawlers, verify the invariants
-    of the module docstring. ``bounded``: the faults after which the pages fetched in
-    the 1.5 s before may be fetched again (their records lost with the server)."""
+    of the module docstring."""
     run.crawler()
     run.crawler()
     run.nemesis(faults=run.rng.randint(3, 8))
@@ -240,9 +287,10 @@ def check(run: Schedule, expected: set[int], back: dict[str, int], seed: int, bo
     # duplicates within what the faults allow
     counter = collections.Counter(pages)
     extra = sum(c - 1 for c in counter.values() if c > 1)
-    bound = sum(flight + (recent if fault in bounded else 0) for fault, _, flight, recent in run.history)
+    bound = sum(b for _, _, b in run.history)
     line = json.dumps({
-        "seed": seed, "kind": type(run).__name__, "revisits": run.revisits, "faults": [f for f, *_ in run.history],
+        "seed": seed, "kind": type(run).__name__, "revisits": run.revisits, "ordering": run.ordering,
+        "skew": run.skew, "faults": [f for f, *_ in run.history], "bounds": [b for *_, b in run.history],
         "cuts": getattr(getattr(run, "proxy", None), "cuts", 0), "pages": len(expected), "fetches": len(pages),
         "extra_fetches": extra, "bound": bound, "processes": len(run.logs), "secs": secs,
     })
@@ -261,7 +309,7 @@ def test_no_page_or_item_is_lost_under_a_random_fault_schedule(seed, graph_serve
     back = {canonical_url(served.base + p): n for n, p in page_paths(graph, urls).items()}
     run = Schedule(seed, served, tmp_path)
     try:
-        check(run, set(reachable(graph, served.seed)), back, seed, bounded=("kill-redis",))
+        check(run, set(reachable(graph, served.seed)), back, seed)
     finally:
         run.stop()
 
@@ -290,14 +338,16 @@ class ClusterSchedule(Schedule):
 
     def stores(self) -> list[FrontierStore]:
         client = connect(self.cluster.url, "", retry=RedisRetry(30))
-        return [FrontierStore(client, f"{CRAWL_ID}:{b}", "ipr") for b in range(CLUSTER_BUCKETS)]
+        return [FrontierStore(client, f"{CRAWL_ID}:{b}", self.ordering) for b in range(CLUSTER_BUCKETS)]
 
-    def inject(self, fault: str) -> None:
+    def inject(self, fault: str) -> int:
         slot_key = crawl_keys(f"{CRAWL_ID}:{self.rng.randrange(CLUSTER_BUCKETS)}")["meta"]
         if fault == "kill-master":
+            bound = self.in_flight() + self.recent(1.5)
             port = self.cluster.master_of(slot_key)
             self.cluster.kill(port)
             self.cluster.rejoin(port)
+            return bound
         elif fault == "migrate-slot":
             with self.cluster.node(self.cluster.live()[0]) as c:
                 slot = c.cluster("keyslot", slot_key)
@@ -305,8 +355,8 @@ class ClusterSchedule(Schedule):
             started = time.monotonic()
             moved = self.cluster.move_slot(slot, target)
             print(f"\nmigrate-slot: slot {slot}, {moved} keys to {target} in {time.monotonic() - started:.1f} s")
-        else:
-            super().inject(fault)
+            return 0
+        return super().inject(fault)
 
     def stop(self) -> None:
         for proc, _ in self.procs:
@@ -329,7 +379,7 @@ def test_no_page_or_item_is_lost_on_a_cluster_under_a_random_fault_schedule(seed
     back = {canonical_url(f"http://{address[n]}:{port}{p}"): n for n, p in page_paths(graph, urls).items()}
     run = ClusterSchedule(seed, served, tmp_path, cluster)
     try:
-        check(run, set(reachable(graph, served.seed)), back, seed, bounded=("kill-master",))
+        check(run, set(reachable(graph, served.seed)), back, seed)
     finally:
         run.stop()
         cluster.stop()
