@@ -45,7 +45,7 @@ at the faults, plus, for a Redis or master kill, the pages fetched in the 1.5 s 
 with ``IPR_FAULT_STRICT=1`` asserts, each fault's own bound: the leases of the crawler
 killed or paused (counted in Redis once it is stopped), for a Redis or master kill
 what is in flight plus those 1.5 s, and 0 for a cut reply, a reset, a frozen Redis, a
-slot migration or a skewed clock (issue 59's target, not met yet); and the crawl
+slot migration or a skewed clock (a target not met yet); and the crawl
 ends within the test's timeout with ``IPR_LEASE_SECS`` at 600 s, so no page waited for
 its lease to expire.
 
