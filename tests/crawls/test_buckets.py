@@ -404,6 +404,14 @@ def test_reshard_during_a_bucketed_crawl_changes_nothing(graph_server, cluster, 
     client.close()
 
 
+def fetch_one_per_bucket(many) -> None:
+    """Node 1 fetched in bucket 0, node 2 in bucket 1 (enqueued, popped, recorded)."""
+    for n, b in ((1, 0), (2, 1)):
+        many.enqueue(nid(n), 0, b"p", False, bucket=b)
+        _, first = many.pop(1, 600)
+        many.record_page(nid(n), 0, [], lease=first[0][0], bucket=b)
+
+
 def test_forced_tokens_of_two_buckets_never_collide(redis_client):
     """dont_filter requests of hosts in two buckets are queued under forced-queue tokens;
     each bucket numbers its own, so a pop over both used to return two `F…01`, and the
@@ -412,10 +420,7 @@ def test_forced_tokens_of_two_buckets_never_collide(redis_client):
     many = BucketedFrontier(redis_client, cid, OrderingParams(ordering="bf"), 2)
     try:
         many.open()
-        for n, b in ((1, 0), (2, 1)):  # fetched: a dont_filter request of a known URL is a token
-            many.enqueue(nid(n), 0, b"p", False, bucket=b)
-            _, first = many.pop(1, 600)
-            many.record_page(nid(n), 0, [], lease=first[0][0], bucket=b)
+        fetch_one_per_bucket(many)  # a dont_filter request of a known URL is a token
         many.enqueue(nid(1), 0, b"pa", True, bucket=0)
         many.enqueue(nid(2), 0, b"pb", True, bucket=1)
         _, items = many.pop(8, 600)
@@ -524,10 +529,7 @@ def test_forced_tokens_with_priorities_stay_apart_and_ahead_of_the_frontier(stor
     many = BucketedFrontier(store_client, cid, OrderingParams(ordering="bf"), 2)
     try:
         many.open()
-        for n, b in ((1, 0), (2, 1)):  # fetched: a dont_filter request of a known URL is a token
-            many.enqueue(nid(n), 0, b"p", False, bucket=b)
-            _, first = many.pop(1, 600)
-            many.record_page(nid(n), 0, [], lease=first[0][0], bucket=b)
+        fetch_one_per_bucket(many)  # a dont_filter request of a known URL is a token
         for n in range(10, 20):  # a frontier in both buckets
             many.enqueue(nid(n), 0, b"frontier", False, bucket=n % 2)
         many.enqueue(nid(1), 0, b"retry-1", True, bucket=0, priority=-1)

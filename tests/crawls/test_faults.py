@@ -72,6 +72,20 @@ def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | None
         time.sleep(0.02)
 
 
+def crawl_with_a_fault(served, log: Path, settings: dict, fault, timeout: float = 300) -> int:
+    """One ``scrapy crawl`` of ``served``; ``fault()`` once it has fetched 100 pages.
+    Returns its exit status; a process still running at the end is killed."""
+    proc = start_crawl(served.seed_url, log, settings)
+    try:
+        wait_for(lambda: count_fetched(log) >= 100, 90, "100 fetches", proc)
+        fault()
+        return proc.wait(timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def count_fetched(log: Path) -> int:
     try:
         return log.read_bytes().count(b"Crawled (200)")
@@ -284,15 +298,7 @@ def test_redis_restarted_under_a_revisit_crawl_marks_no_page_failed(graph_server
     if reactor != "asyncio":
         settings["TWISTED_REACTOR"] = reactor
     log = tmp_path / "crawl.log"
-    proc = start_crawl(served.seed_url, log, settings)
-    try:
-        wait_for(lambda: count_fetched(log) >= 100, 90, "100 fetches", proc)
-        redis_server.restart(down_secs=2.0)
-        code = proc.wait(300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    code = crawl_with_a_fault(served, log, settings, lambda: redis_server.restart(down_secs=2.0))
     text = read_log(log)
     assert code == 0, text[-3000:]
     assert "closed (finished)" in text, text[-3000:]
@@ -323,20 +329,15 @@ def test_redis_restarted_empty_under_a_crawl_stops_it_with_an_error(graph_server
                 "IPR_LEASE_SECS": 15}
     if reactor != "asyncio":
         settings["TWISTED_REACTOR"] = reactor
-    log = tmp_path / "crawl.log"
-    proc = start_crawl(served.seed_url, log, settings)
-    try:
-        wait_for(lambda: count_fetched(log) >= 100, 90, "100 fetches", proc)
+    def restart_empty() -> None:
         redis_server.kill()
         for path in redis_server.workdir.iterdir():  # its data gone: it starts empty
             if path.name != "redis.log":
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
         redis_server.start()
-        code = proc.wait(120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+
+    log = tmp_path / "crawl.log"
+    code = crawl_with_a_fault(served, log, settings, restart_empty, timeout=120)
     text = read_log(log)
     assert code == 1, text[-3000:]
     assert "no longer holds the crawl" in text and "closed (ipr_store_lost)" in text, text[-3000:]

@@ -245,8 +245,8 @@ def test_two_processes_whose_clocks_disagree_by_30_s_fetch_no_page_twice(graph_s
         pytest.skip(f"libfaketime is not installed ({FAKETIME_LIB}: Debian's `faketime` package)")
     graph = read_graph(HARVARD)
     served = graph_server(HARVARD)
-    settings = {"IPR_REDIS_URL": redis_server.url, "IPR_CRAWL_ID": "skewed", "DOWNLOAD_DELAY": 0.02,
-                "IPR_HEARTBEAT_SECS": 1}
+    # the default heartbeat (5 s, deadlines 10 s): a skew of 30 s is well past them
+    settings = {"IPR_REDIS_URL": redis_server.url, "IPR_CRAWL_ID": "skewed", "DOWNLOAD_DELAY": 0.02}
     logs = [tmp_path / "true.log", tmp_path / "skewed.log"]
     skewed_env = {"LD_PRELOAD": FAKETIME_LIB, "FAKETIME": skew, "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
     procs = [start_crawl(served.seed_url, logs[0], settings),
@@ -263,5 +263,4 @@ def test_two_processes_whose_clocks_disagree_by_30_s_fetch_no_page_twice(graph_s
     twice = {n: c for n, c in collections.Counter(pages).items() if c > 1}
     assert set(pages) == set(reachable(graph, served.seed))
     assert not twice, f"{len(twice)} pages fetched twice"
-    assert all(f"{len(fetched(log))}" for log in logs)
     assert "went back to the frontier: heartbeat silent" not in texts[0] + texts[1]

