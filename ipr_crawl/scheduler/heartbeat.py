@@ -133,6 +133,13 @@ class Heartbeat:
                         "processes hand this one's leased requests back", exc, 2 * self.interval,
                     )
                 self._failing = True
+            except Exception:  # noqa: BLE001 - a thread that dies stops beating for good
+                # Any other error (an OSError from a sleep, a callback's bug) is logged and
+                # the thread beats on: a dead heartbeat hands this live process's leases to
+                # the others every 2 × IPR_HEARTBEAT_SECS, each fetched twice.
+                if not self._failing:
+                    logger.exception("ipr-crawl: heartbeat failed; it beats on")
+                self._failing = True
 
     def beat_once(self) -> None:
         """One beat: renew, note a lapse, write a timeline sample when due, and look for

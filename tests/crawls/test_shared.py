@@ -18,7 +18,7 @@ from datetime import datetime
 
 import pytest
 from conftest import DATA, TEST_DATA
-from procs import RedisServer, fetched, read_log, start_crawl, wait_all
+from procs import FAKETIME_LIB, RedisServer, faketime_env, fetched, read_log, start_crawl, wait_all
 
 from ipr_crawl.evaluation.graphio import page_paths, reachable, read_graph, read_urls
 from ipr_crawl.ordering.urls import canonical_url, node_id
@@ -229,7 +229,6 @@ def test_a_closespider_limit_stops_one_process_of_a_shared_crawl(graph_server, r
     assert len(both) == len(reachable(graph, served.seed))
 
 
-FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
 
 @pytest.mark.parametrize("skew", ["+30s", "-30s"])
@@ -248,7 +247,7 @@ def test_two_processes_whose_clocks_disagree_by_30_s_fetch_no_page_twice(graph_s
     # the default heartbeat (5 s, deadlines 10 s): a skew of 30 s is well past them
     settings = {"IPR_REDIS_URL": redis_server.url, "IPR_CRAWL_ID": "skewed", "DOWNLOAD_DELAY": 0.02}
     logs = [tmp_path / "true.log", tmp_path / "skewed.log"]
-    skewed_env = {"LD_PRELOAD": FAKETIME_LIB, "FAKETIME": skew, "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+    skewed_env = faketime_env(skew)
     procs = [start_crawl(served.seed_url, logs[0], settings),
              start_crawl(served.seed_url, logs[1], settings, env=skewed_env)]
     codes = wait_all(procs, timeout=300)

@@ -69,7 +69,7 @@ from pathlib import Path
 import pytest
 from conftest import DATA, TEST_DATA
 from cut_proxy import CutProxy
-from procs import LocalCluster, RedisServer, fetched, read_log, start_crawl, wait_all
+from procs import FAKETIME_LIB, LocalCluster, RedisServer, faketime_env, fetched, read_log, start_crawl, wait_all
 
 from ipr_crawl.evaluation.graphio import page_paths, reachable, read_graph, read_urls
 from ipr_crawl.evaluation.serve import host_addresses
@@ -104,7 +104,6 @@ CLUSTER_REGRESSIONS: dict[int, str] = {
 FAULTS = ("kill-crawler", "kill-redis", "cut-reply", "cut-all", "pause-crawler", "freeze-redis")
 CLUSTER_FAULTS = ("kill-crawler", "kill-master", "migrate-slot", "pause-crawler")
 ORDERINGS = ("ipr", "push", "blc", "bf")
-FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 HEARTBEAT_SECS = 1
 CLUSTER_BUCKETS = 3
 CRAWL_ID = "nemesis"
@@ -162,7 +161,7 @@ class Schedule:
         log = self.tmp / f"crawler{len(self.logs):02d}.log"
         env = {}
         if self.skew and len(self.logs) % 2 == 1:  # every second crawler: its clock skewed
-            env = {"LD_PRELOAD": FAKETIME_LIB, "FAKETIME": self.skew, "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+            env = faketime_env(self.skew)
         self.logs.append(log)
         proc = start_crawl(self.served.seed_url, log, self.settings, env=env, spider_args={"items": "1"})
         self.procs.append((proc, log))

@@ -521,6 +521,19 @@ def worker_store(settings: dict[str, object], env: dict[str, str]) -> dict[str, 
     return {**settings, "IPR_DATA_DIR": str(REPO / ".scrapy" / f"ipr-{worker}")}
 
 
+#: Debian's libfaketime (the ``faketime`` package): the clock-skew tests skip without it.
+FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+
+
+def faketime_env(skew: str) -> dict[str, str]:
+    """The environment for a crawler whose wall clock runs ``skew`` (``"+30s"``) off: its
+    monotonic clock true and ``time.sleep`` fixed for libfaketime 0.9.10
+    (``faketime_site/sitecustomize.py`` says why)."""
+    site = str(Path(__file__).with_name("faketime_site"))
+    path = os.pathsep.join(p for p in (site, os.environ.get("PYTHONPATH", "")) if p)
+    return {"LD_PRELOAD": FAKETIME_LIB, "FAKETIME": skew, "FAKETIME_DONT_FAKE_MONOTONIC": "1", "PYTHONPATH": path}
+
+
 def start_crawl(
     start_url: str,
     log_file: str | os.PathLike,

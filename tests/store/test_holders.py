@@ -209,6 +209,36 @@ def test_retries_of_one_thread_do_not_cut_another_threads_retries():
     assert not other.is_alive() and not retry.gave_up
 
 
+def test_a_heartbeat_survives_an_error_that_is_not_redis(redis_client, crawl_id, caplog):
+    """An OSError inside a beat (libfaketime's sleep did it in the fault checker; a
+    callback's bug would too) is logged once and the thread beats on: a dead heartbeat
+    would hand this live holder's leases to the others every 2 x IPR_HEARTBEAT_SECS."""
+    from ipr_crawl.scheduler.heartbeat import Heartbeat
+
+    store = _store(redis_client, crawl_id)
+    failures = []
+
+    def flaky(secs):
+        if len(failures) < 3:
+            failures.append(secs)
+            raise OSError(22, "Invalid argument")
+        return True
+
+    beat = Heartbeat(store, "flaky", 0.2, {"spider": "s"}, timeline_secs=0.2)
+    store.sample = flaky
+    beat.start()
+    try:
+        store.pop(2, 600, holder="flaky")
+        store.beat("other", 60)
+        time.sleep(1.2)  # 3 x the heartbeat's time to live
+        assert len(failures) == 3
+        assert store.pop(0, 600, holder="other") == (0, [])  # still alive: its leases kept
+        assert beat.beats >= 4 and beat.lapses == 0
+    finally:
+        beat.stop()
+    assert caplog.text.count("heartbeat failed; it beats on") == 1
+
+
 def test_a_timeline_interval_below_the_heartbeats_is_honoured(redis_client, crawl_id):
     """IPR_TIMELINE_SECS=0.1 beside IPR_HEARTBEAT_SECS=5: a sample every 0.1 s, one beat
     (at start) in a second."""
