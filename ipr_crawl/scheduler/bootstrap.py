@@ -25,7 +25,7 @@ from ipr_crawl.scheduler.heartbeat import holder_info
 from ipr_crawl.scheduler.migrate import carry_over
 from ipr_crawl.scheduler.refresher import Refresher
 from ipr_crawl.scheduler.revisits import RevisitObserver
-from ipr_crawl.store import adopt, connect, crawl_keys, redact
+from ipr_crawl.store import adopt, archive, connect, crawl_keys, redact
 from ipr_crawl.store.buckets import open_frontier
 from ipr_crawl.store.connection import is_cluster
 from ipr_crawl.store.memory import RedisFull, check_eviction, is_full
@@ -116,14 +116,15 @@ class Bootstrap:
         settings = self.crawler.settings
         reset = "IPR_RESET" if settings.getbool("IPR_RESET") else (
             "SCHEDULER_FLUSH_ON_START" if settings.getbool("SCHEDULER_FLUSH_ON_START") else "")
-        running = [h["holder"] for h in store.holders() if h.get("alive") and h["holder"] != self.holder] if reset else []
+        claimed = bool(reset) and self.claim_reset(client, reset)
+        # checked with the claim held: a process that reset and opened it first is registered
+        running = [h["holder"] for h in store.holders() if h.get("alive") and h["holder"] != self.holder] if claimed else []
         if running:  # other processes crawl it now: a reset would drop their work
             logger.warning("ipr-crawl: %s ignored: crawl %r is being crawled by %d other process(es) now (%s); "
                            "this process joins it. Stop them first to start it afresh", reset, cfg.crawl_id,
                            len(running), ", ".join(running[:3]))
-            reset = ""
-        if reset:
-            dropped = store.drop()
+        if claimed and not running:
+            dropped = store.drop(keep=(archive.rerun_key(cfg.crawl_id),))
             logger.info(
                 "ipr-crawl: crawl %r reset (%s): %d keys deleted", cfg.crawl_id, reset, dropped,
             )
@@ -135,6 +136,23 @@ class Bootstrap:
         except BaseException:  # e.g. the crawl closed under its open: let go of the rerun key at once
             self.rerun_failed(client, rerun)
             raise
+        finally:
+            if claimed:
+                archive.release(client, cfg.crawl_id, self.holder)
+
+    def claim_reset(self, client: Any, reset: str) -> bool:
+        """``reset`` (``IPR_RESET``) in several processes started together deletes the
+        crawl once: the first to take its claim key (:func:`archive.claim`, SET NX) resets
+        it and holds the key until the crawl is open again; the others wait for that, then
+        join it (False). Raises :class:`~ipr_crawl.store.archive.ArchiveBusy` when the
+        claim is not let go within its expiry."""
+        crawl_id = self.config.crawl_id
+        if archive.claim(client, crawl_id, self.holder):
+            return True
+        logger.info("ipr-crawl: %s: another process (%s) resets crawl %r now: this process waits for it and "
+                    "joins the new crawl", reset, archive.rerun_holder(client, crawl_id), crawl_id)
+        archive.wait_for_rerun(client, crawl_id, timeout=archive.STALE_CLAIM_SECS + 10)
+        return False
 
     def _open_store(self, client: Any, store: Any, where: str, rerun: dict[str, Any] | None) -> None:
         """:meth:`open_crawl` once the crawl's rerun case is known (``rerun``, of
@@ -212,8 +230,6 @@ class Bootstrap:
         is returned for :meth:`start_afresh`; ``{"case": "kept"}`` (the mark is removed
         once the crawl opened). None for a crawl not marked finished, or when another
         process of the crawl started it afresh (this one waited for it)."""
-        from ipr_crawl.store import archive
-
         cfg = self.config
         holder = archive.rerun_holder(client, cfg.crawl_id)
         info = archive.finished_info(client, cfg.crawl_id) if holder is None else None
@@ -256,7 +272,6 @@ class Bootstrap:
         afresh: the archive becomes its prior (as ``IPR_PRIOR_CRAWL`` would; an explicit
         ``IPR_PRIOR_CRAWL`` wins), archives beyond ``IPR_KEEP_CRAWLS`` are deleted, and
         one line says so."""
-        from ipr_crawl.store import archive
         from ipr_crawl.store.prior import install_prior
 
         cfg = self.config

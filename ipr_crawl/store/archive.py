@@ -176,7 +176,8 @@ def _move(client: Any, keys: list[tuple[str, str]], cluster: bool) -> None:
         client.delete(src)
 
 
-def _rerun_key(crawl_id: str) -> str:
+def rerun_key(crawl_id: str) -> str:
+    """The full name of crawl ``crawl_id``'s ``rerun`` key (its reset's claim too)."""
     return f"ipr:{{{crawl_id}}}:{RERUN_KEY}"
 
 
@@ -184,13 +185,13 @@ def claim(client: Any, crawl_id: str, holder: str) -> bool:
     """Take the ``rerun`` key of crawl ``crawl_id`` for ``holder`` (this process): True
     if it was free. Expires after :data:`STALE_CLAIM_SECS`."""
     value = json.dumps({"holder": holder, "at": time.time()})
-    return bool(client.set(_rerun_key(crawl_id), value, nx=True, px=int(STALE_CLAIM_SECS * 1000)))
+    return bool(client.set(rerun_key(crawl_id), value, nx=True, px=int(STALE_CLAIM_SECS * 1000)))
 
 
 def rerun_holder(client: Any, crawl_id: str) -> str | None:
     """The holder of crawl ``crawl_id``'s ``rerun`` key (a process starting it
     afresh), or None."""
-    raw = client.get(_rerun_key(crawl_id))
+    raw = client.get(rerun_key(crawl_id))
     if raw is None:
         return None
     try:
@@ -202,7 +203,7 @@ def rerun_holder(client: Any, crawl_id: str) -> str | None:
 def release(client: Any, crawl_id: str, holder: str) -> None:
     """Delete the ``rerun`` key if ``holder`` holds it (the new crawl is open)."""
     if rerun_holder(client, crawl_id) == holder:
-        client.delete(_rerun_key(crawl_id))
+        client.delete(rerun_key(crawl_id))
 
 
 def archive(client: Any, crawl_id: str, cluster: bool = False) -> str:

@@ -196,10 +196,12 @@ class BucketedFrontier(OutboxRelay, BucketCalls):
         for store in self.stores:
             store.close()
 
-    def drop(self) -> int:
-        """Delete every key of the crawl: each bucket's and the crawl-wide ones."""
+    def drop(self, keep: tuple[str, ...] = ()) -> int:
+        """Delete every key of the crawl: each bucket's and the crawl-wide ones but the
+        full key names in ``keep``."""
         n = sum(store.drop() for store in self.stores)
-        keys = list(self.client.scan_iter(match=f"ipr:{{{self.crawl_id}}}:*", count=1000))
+        spare = {*keep, *(k.encode() for k in keep)}
+        keys = [k for k in self.client.scan_iter(match=f"ipr:{{{self.crawl_id}}}:*", count=1000) if k not in spare]
         if keys:
             self.client.delete(*keys)
         return n + len(keys)

@@ -485,11 +485,12 @@ class FrontierStore(PipelinedRecord, FrontierReads):
             argv += [settle_arg(member, self.holder), id_]
         return self._settle_keys, argv
 
-    def drop(self) -> int:
+    def drop(self, keep: tuple[str, ...] = ()) -> int:
         """Delete every key of this crawl (``ipr:{<crawl id>}:*``, SCAN + DEL in
-        batches of 500); returns how many keys went. For replays and benchmarks:
-        the crawl is gone for good."""
-        keys = list(self.client.scan_iter(match=f"ipr:{{{self.crawl_id}}}:*", count=1000))
+        batches of 500) but the full key names in ``keep``; returns how many keys went.
+        For resets, replays and benchmarks: the crawl is gone for good."""
+        spare = {*keep, *(k.encode() for k in keep)}
+        keys = [k for k in self.client.scan_iter(match=f"ipr:{{{self.crawl_id}}}:*", count=1000) if k not in spare]
         for i in range(0, len(keys), 500):
             self.client.delete(*keys[i : i + 500])  # one slot: one DEL on a cluster too
         return len(keys)

@@ -263,3 +263,36 @@ def test_two_processes_whose_clocks_disagree_by_30_s_fetch_no_page_twice(graph_s
     assert set(pages) == set(reachable(graph, served.seed))
     assert not twice, f"{len(twice)} pages fetched twice"
     assert "went back to the frontier: heartbeat silent" not in texts[0] + texts[1]
+
+
+
+def test_ipr_reset_waits_for_a_reset_another_process_holds_and_joins_it(graph_server, redis_server, tmp_path):
+    """``IPR_RESET=True`` on every node of a fleet started at once (what scrapyd users
+    do) deletes the crawl once: the process that takes the crawl's claim (SET NX) resets
+    it; another that finds the claim taken waits until the new crawl is open, then joins
+    it without deleting anything. Here the claim is held by "another process" (this test)
+    while a real crawl starts with IPR_RESET: before, it deleted the crawl at once (each
+    process checked for others, then deleted: two started together both deleted, the
+    later one under the earlier one's crawl)."""
+    from ipr_crawl.store import archive
+
+    served = graph_server(HARVARD)
+    settings = {"IPR_REDIS_URL": redis_server.url, "IPR_CRAWL_ID": "reset-once", "DOWNLOAD_DELAY": 0.02,
+                "SCHEDULER_PERSIST": True}
+    assert wait_all([start_crawl(served.seed_url, tmp_path / "first.log", settings)], timeout=300) == [0]
+    client = redis_server.client()
+    keys_before = set(client.keys("*"))
+    assert archive.claim(client, "reset-once", "vm:1:other")
+    log = tmp_path / "joiner.log"
+    proc = start_crawl(served.seed_url, log, {**settings, "IPR_RESET": True})
+    deadline = time.monotonic() + 60
+    while "waits for it and joins the new crawl" not in read_log(log):
+        assert proc.poll() is None and time.monotonic() < deadline, read_log(log)[-3000:]
+        time.sleep(0.2)
+    time.sleep(1.0)
+    assert keys_before <= set(client.keys("*"))  # nothing deleted while the other holds the claim
+    client.delete(archive.rerun_key("reset-once"))  # the other process opened the crawl
+    assert wait_all([proc], timeout=120) == [0]
+    text = read_log(log)
+    assert "reset (IPR_RESET)" not in text and "closed (finished)" in text, text[-3000:]
+    assert "kept finished (SCHEDULER_PERSIST)" in text  # the crawl it joined: the one kept, not deleted
