@@ -1,6 +1,6 @@
 """The ``ipr-crawl`` command: ``serve-graph``, ``demo``, ``simulate``, the revisit
 commands (``revisit-sim``, ``serve-changes``, ``history``) and an operator's commands
-on a crawl: ``status``, ``top``, ``release-leases``, ``report``, ``reset``; priors for
+on a crawl: ``status``, ``top``, ``release-leases``, ``report``, ``reset``, ``dashboard``; priors for
 recrawls: ``pagerank``, ``rewire-graph``."""
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_revisit_parsers(sub)
     add_history_parser(sub)
     add_operator_parsers(sub)
+    add_dashboard_parser(sub)
     add_reset_parser(sub)
     add_prior_parsers(sub)
     args = parser.parse_args(argv)
@@ -188,6 +189,31 @@ def _run_report(args: argparse.Namespace) -> int:
     finally:
         store.client.close()
     return 0
+
+
+def add_dashboard_parser(sub: Any) -> None:
+    """Register ``ipr-crawl dashboard``."""
+    p = sub.add_parser(
+        "dashboard", help="a live web page of a store's crawls, and their Prometheus metrics",
+        description="Serve a read-only page of the crawls of a store (counts, processes and heartbeats, the "
+        "PageRank share fetched, the frontier's top and hosts, revisits, Redis), updated every few seconds, "
+        "and their Prometheus metrics at /metrics. Bound to 127.0.0.1 unless --bind; any other address "
+        "needs a token.",
+    )
+    _add_crawl_arguments(p, required=False)
+    p.add_argument("--bind", default="127.0.0.1", help="address to listen on (default %(default)s)")
+    p.add_argument("--port", type=int, default=8450, help="port (default %(default)s; 0: any free one)")
+    p.add_argument("--token", default="", help="asked of every request (?token= or Authorization: Bearer); "
+                   "required to bind to another address than loopback (default: IPR_DASHBOARD_TOKEN)")
+    p.add_argument("--refresh", type=float, default=3.0, help="seconds between the page's updates")
+    p.set_defaults(func=_run_dashboard)
+
+
+def _run_dashboard(args: argparse.Namespace) -> int:
+    from ipr_crawl.dashboard.server import run
+
+    return run(args.crawl_id, *_where(args), bind=args.bind, port=args.port, token=args.token,
+               refresh_secs=args.refresh)
 
 
 def add_reset_parser(sub: Any) -> None:

@@ -1,6 +1,7 @@
-"""``scrapy ipr status|top|release-leases [SPIDER]`` (``scrapy frontier``, its former
-name, is an alias): the ``ipr-crawl`` operator commands inside a Scrapy project, which
-find the crawl the way ``scrapy crawl`` does.
+"""``scrapy ipr status|top|release-leases|dashboard [SPIDER]`` (``scrapy frontier``, its
+former name, is an alias): the ``ipr-crawl`` operator commands inside a Scrapy project,
+which find the crawl the way ``scrapy crawl`` does (``dashboard``: every crawl of the
+store unless a spider or ``--crawl-id`` names one; :mod:`ipr_crawl.dashboard.server`).
 
 The store, found as the scheduler finds it (:func:`ipr_crawl.redis_location.locate`):
 ``IPR_REDIS_URL`` with its ``IPR_REDIS_SSL_*`` files; else scrapy-redis's ``REDIS_URL``
@@ -30,7 +31,7 @@ from ipr_crawl.store.inspect import (
 
 __all__ = ["FrontierCommand", "store_location"]
 
-ACTIONS = ("status", "top", "release-leases")
+ACTIONS = ("status", "top", "release-leases", "dashboard")
 
 
 def store_location(settings: Any) -> tuple[str, str]:
@@ -49,7 +50,7 @@ class FrontierCommand(ScrapyCommand):
     default_settings = {"LOG_ENABLED": False}
 
     def syntax(self) -> str:
-        return "status|top|release-leases [SPIDER] [options]"
+        return "status|top|release-leases|dashboard [SPIDER] [options]"
 
     def short_desc(self) -> str:
         return "Show or operate the ipr-crawl frontier of a spider's crawl"
@@ -57,7 +58,8 @@ class FrontierCommand(ScrapyCommand):
     def long_desc(self) -> str:
         return (
             "status: counts, processes and heartbeats, pages/s; top: the best frontier URLs; "
-            "release-leases: hand back requests leased by stopped crawlers. The crawl and its "
+            "release-leases: hand back requests leased by stopped crawlers; dashboard: a live web page of the "
+            "store's crawls and their Prometheus metrics (/metrics). The crawl and its "
             "store are found as `scrapy crawl SPIDER` finds them."
         )
 
@@ -68,6 +70,11 @@ class FrontierCommand(ScrapyCommand):
         parser.add_argument("--json", action="store_true", help="print JSON")
         parser.add_argument("--all", action="store_true", help="release-leases: every lease, also of live processes")
         parser.add_argument("--dead", action="store_true", help="release-leases: put back the dead-lettered requests")
+        parser.add_argument("--bind", default="127.0.0.1", help="dashboard: address (default 127.0.0.1; another "
+                            "needs --token)")
+        parser.add_argument("--port", type=int, default=8450, help="dashboard: port (default 8450)")
+        parser.add_argument("--token", default="", help="dashboard: asked of every request (default: "
+                            "IPR_DASHBOARD_TOKEN)")
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         assert self.settings is not None
@@ -77,6 +84,13 @@ class FrontierCommand(ScrapyCommand):
         crawl_id = opts.crawl_id or str(self.settings.get("IPR_CRAWL_ID") or "")
         if not crawl_id and len(args) == 2:
             crawl_id = default_crawl_id(self.settings, args[1])
+        if action == "dashboard":
+            from ipr_crawl.dashboard.server import run
+
+            url, data_dir = store_location(self.settings)
+            self.exitcode = run(crawl_id, url, data_dir, bind=opts.bind, port=opts.port, token=opts.token,
+                                command="scrapy frontier dashboard")
+            return
         try:
             url, data_dir = store_location(self.settings)
             store = open_crawl(crawl_id, url, data_dir)

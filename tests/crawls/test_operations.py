@@ -117,6 +117,34 @@ def test_scrapy_frontier_command_finds_the_crawl_like_scrapy_crawl(stopped_crawl
     kill_embedded_redis(data)
 
 
+def test_scrapy_frontier_dashboard_serves_the_projects_embedded_store(stopped_crawl):
+    """``scrapy frontier dashboard`` finds the store as ``scrapy crawl`` does (here the
+    project's embedded one) and serves its crawl; the numbers are ``status``'s."""
+    import urllib.request
+
+    _, data, _ = stopped_crawl
+    env = {k: v for k, v in os.environ.items() if k != "SCRAPY_SETTINGS_MODULE"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "scrapy", "frontier", "dashboard", "graph", "-s", f"IPR_DATA_DIR={data}",
+         "-s", "IPR_CRAWL_ID=ops", "--port", "0"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=env,
+    )
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        assert "scrapy frontier dashboard: the crawls of the embedded store" in line, line
+        url = line.split(" at ", 1)[1].split()[0]
+        with urllib.request.urlopen(url + "api/crawl/ops", timeout=30) as reply:
+            shown = json.loads(reply.read())
+        status = json.loads(ipr("status", "--data-dir", str(data), "--json").stdout)
+        assert shown["fetched"] == status["fetched"] and shown["known"] == status["known"]
+        with urllib.request.urlopen(url + "api/crawls", timeout=30) as reply:
+            assert json.loads(reply.read())["crawls"] == ["ops"]
+    finally:
+        proc.kill()
+        proc.communicate(timeout=10)
+    kill_embedded_redis(data)
+
+
 def test_commands_refuse_a_missing_store_or_crawl(stopped_crawl, tmp_path):
     _, data, _ = stopped_crawl
     empty = tmp_path / "elsewhere"

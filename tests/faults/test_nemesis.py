@@ -6,7 +6,8 @@ analyses, a nemesis during a real workload and a checker of the history afterwar
 
 The workload: the shipped EmacsWiki graph (6,011 pages) served on loopback, crawled by
 two processes of the bundled ``graph`` spider with one item per page (``-a items=1``),
-revisits on for odd seeds. They reach Redis through :class:`~cut_proxy.CutProxy`.
+revisits on for odd seeds. Each reaches Redis through a :class:`~cut_proxy.CutProxy` of its
+own.
 
 The nemesis, every 0.5-2.5 s until the crawl ends or its faults are spent, once every
 running crawler has opened the crawl (Redis unreachable at start is a clear error and
@@ -15,15 +16,19 @@ exit 1 by design), one of:
 - ``kill-crawler``: ``kill -9`` of a crawler process, and a new one started;
 - ``kill-redis``: ``kill -9`` of redis-server, restarted from its append-only file after
   0.2-2 s (up to a second of writes lost, as ``everysec`` allows);
-- ``cut-reply``: the next reply Redis sends is dropped and its connection reset (the
-  command ran; its caller never hears of it);
+- ``cut-reply``: the next reply Redis sends to a crawler is dropped and its connection
+  reset (the command ran; its caller never hears of it);
 - ``cut-all``: every connection to Redis reset at once;
+- ``cut-crawler``: one crawler's connections reset while the others go on;
+- ``slow-redis``: every reply delayed 20-200 ms for 2-8 s (a slow network or server);
 - ``pause-crawler``: ``SIGSTOP`` of a crawler for longer than its heartbeat's time to live
   (2 x ``IPR_HEARTBEAT_SECS`` + 0.5-2 s), then ``SIGCONT``: its leases go to the others;
 - ``freeze-redis``: ``SIGSTOP`` of redis-server for 5-12 s, then ``SIGCONT`` (an outage no
   crawler can beat through; nothing is lost).
 
-Each schedule also draws the ordering (``ipr``, ``push``, ``blc``, ``bf``) and, where
+Each schedule also draws the ordering (``ipr``, ``push``, ``blc``, ``bf``), bucket mode for
+one seed in four (``IPR_CLUSTER_BUCKETS`` 3 on the one server, the graph served on 4
+loopback hosts, revisits off as bucket mode requires) and, where
 Debian's libfaketime is installed, a clock skew: every second crawler started runs
 30 s ahead or behind (``FAKETIME``), or none.
 
@@ -101,7 +106,8 @@ CLUSTER_REGRESSIONS: dict[int, str] = {
     20261804: "a slot migrated key by key: redis-py's 'TTL exhausted' was not retried, a pop and three records "
               "failed, and a forced-queue token's hand-back went to bucket 0: it stayed in flight, no close",
 }
-FAULTS = ("kill-crawler", "kill-redis", "cut-reply", "cut-all", "pause-crawler", "freeze-redis")
+FAULTS = ("kill-crawler", "kill-redis", "cut-reply", "cut-all", "pause-crawler", "freeze-redis", "cut-crawler",
+          "slow-redis")
 CLUSTER_FAULTS = ("kill-crawler", "kill-master", "migrate-slot", "pause-crawler")
 ORDERINGS = ("ipr", "push", "blc", "bf")
 HEARTBEAT_SECS = 1
@@ -133,12 +139,15 @@ class Schedule:
         self.tmp = tmp_path
         self.revisits = seed % 2 == 1
         self.ordering = ORDERINGS[seed // 2 % len(ORDERINGS)]
+        self.buckets = one_server_buckets(seed)
         self.skew = ("", "+30s", "-30s")[seed // 8 % 3] if os.path.exists(FAKETIME_LIB) else ""
         self.settings = {
             "IPR_CRAWL_ID": CRAWL_ID, "SCHEDULER_PERSIST": True, "IPR_ORDERING": self.ordering,
             "IPR_HEARTBEAT_SECS": HEARTBEAT_SECS, "IPR_LEASE_SECS": 600, "DOWNLOAD_DELAY": 0.004,
             "IPR_REVISIT_ENABLED": self.revisits,
         }
+        if self.buckets > 1:
+            self.settings.update({"IPR_CLUSTER_BUCKETS": self.buckets, "IPR_GRAPH_STAY_ON_HOSTS": False})
         self.servers()
         self.logs: list[Path] = []
         self.procs: list = []  # (process, log) of the crawlers running
@@ -150,12 +159,22 @@ class Schedule:
 
     def servers(self) -> None:
         self.redis = RedisServer(self.tmp / "redis", appendfsync="everysec").start()
-        self.proxy = CutProxy("127.0.0.1", self.redis.port).start()
-        self.settings["IPR_REDIS_URL"] = self.proxy.url
+        self.proxies: list[CutProxy] = []  # one per crawler started, in order
+
+    def redis_url(self) -> str:
+        """The Redis URL of the next crawler: a proxy of its own."""
+        self.proxies.append(CutProxy("127.0.0.1", self.redis.port).start())
+        return self.proxies[-1].url
+
+    def proxy_of(self, proc) -> CutProxy:
+        return self.proxies[[p for p, _ in self.procs].index(proc)]
 
     def stores(self) -> list[FrontierStore]:
         """The crawl's store (one per bucket in bucket mode), on a new client."""
-        return [FrontierStore(self.redis.client(socket_timeout=2), CRAWL_ID, self.ordering)]
+        client = self.redis.client(socket_timeout=2)
+        if self.buckets > 1:
+            return [FrontierStore(client, f"{CRAWL_ID}:{b}", self.ordering) for b in range(self.buckets)]
+        return [FrontierStore(client, CRAWL_ID, self.ordering)]
 
     def crawler(self) -> None:
         log = self.tmp / f"crawler{len(self.logs):02d}.log"
@@ -163,7 +182,8 @@ class Schedule:
         if self.skew and len(self.logs) % 2 == 1:  # every second crawler: its clock skewed
             env = faketime_env(self.skew)
         self.logs.append(log)
-        proc = start_crawl(self.served.seed_url, log, self.settings, env=env, spider_args={"items": "1"})
+        settings = {**self.settings, "IPR_REDIS_URL": self.redis_url()}
+        proc = start_crawl(self.served.seed_url, log, settings, env=env, spider_args={"items": "1"})
         self.procs.append((proc, log))
 
     def leases_of(self, pid: int) -> int:
@@ -247,9 +267,19 @@ class Schedule:
             time.sleep(self.rng.uniform(5.0, 12.0))
             self.redis.proc.send_signal(signal.SIGCONT)
         elif fault == "cut-reply":
-            self.proxy.cut_next_reply()
+            self.proxy_of(self.rng.choice(self.alive())[0]).cut_next_reply()
+        elif fault == "cut-crawler":
+            self.proxy_of(self.rng.choice(self.alive())[0]).cut_all()
+        elif fault == "slow-redis":
+            delay, secs = self.rng.uniform(0.02, 0.2), self.rng.uniform(2.0, 8.0)
+            for proxy in self.proxies:
+                proxy.slow(delay)
+            time.sleep(secs)
+            for proxy in self.proxies:
+                proxy.slow(0.0)
         else:
-            self.proxy.cut_all()
+            for proxy in self.proxies:
+                proxy.cut_all()
         return 0
 
     def stop(self) -> None:
@@ -257,8 +287,14 @@ class Schedule:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(10)
-        self.proxy.stop()
+        for proxy in self.proxies:
+            proxy.stop()
         self.redis.kill(signal.SIGTERM)
+
+
+def one_server_buckets(seed: int) -> int:
+    """Bucket mode on the one server for one seed in four (even seeds: revisits off)."""
+    return 3 if seed % 4 == 2 else 1
 
 
 def check(run: Schedule, expected: set[int], back: dict[str, int], seed: int) -> None:
@@ -295,10 +331,10 @@ def check(run: Schedule, expected: set[int], back: dict[str, int], seed: int) ->
     # master kill: the bound CI asserts; IPR_FAULT_STRICT=1 asserts each fault's own (`own`)
     bound = sum(f + (r if fault in ("kill-redis", "kill-master") else 0) for fault, _, _, f, r in run.history)
     line = json.dumps({
-        "seed": seed, "kind": type(run).__name__, "revisits": run.revisits, "ordering": run.ordering,
+        "seed": seed, "kind": type(run).__name__, "buckets": run.buckets, "revisits": run.revisits, "ordering": run.ordering,
         "skew": run.skew, "faults": [f for f, *_ in run.history], "own_bounds": [b for _, _, b, _, _ in run.history],
         "own_bound": own, "own_bound_held": extra <= own,
-        "cuts": getattr(getattr(run, "proxy", None), "cuts", 0), "pages": len(expected), "fetches": len(pages),
+        "cuts": sum(p.cuts for p in getattr(run, "proxies", [])), "pages": len(expected), "fetches": len(pages),
         "extra_fetches": extra, "bound": bound, "processes": len(run.logs), "secs": secs,
     })
     print("\nFAULT SCHEDULE " + line)
@@ -314,8 +350,13 @@ def check(run: Schedule, expected: set[int], back: dict[str, int], seed: int) ->
 @pytest.mark.parametrize("seed", _seeds(REGRESSIONS))
 def test_no_page_or_item_is_lost_under_a_random_fault_schedule(seed, graph_server, tmp_path):
     graph, urls = read_graph(EMACS), read_urls(EMACS_URLS)
-    served = graph_server(EMACS, EMACS_URLS)
-    back = {canonical_url(served.base + p): n for n, p in page_paths(graph, urls).items()}
+    if one_server_buckets(seed) > 1:  # buckets split by host: the graph on 4 hosts
+        served = graph_server(EMACS, EMACS_URLS, hosts=4)
+        port, address = served.base.rsplit(":", 1)[1], host_addresses(urls, 4)
+        back = {canonical_url(f"http://{address[n]}:{port}{p}"): n for n, p in page_paths(graph, urls).items()}
+    else:
+        served = graph_server(EMACS, EMACS_URLS)
+        back = {canonical_url(served.base + p): n for n, p in page_paths(graph, urls).items()}
     run = Schedule(seed, served, tmp_path)
     try:
         check(run, set(reachable(graph, served.seed)), back, seed)
@@ -337,13 +378,17 @@ class ClusterSchedule(Schedule):
         self.cluster = cluster
         super().__init__(seed, served, tmp_path)
         self.revisits = False
+        self.buckets = CLUSTER_BUCKETS
         self.settings.update({
             "IPR_REVISIT_ENABLED": False, "IPR_CLUSTER_BUCKETS": CLUSTER_BUCKETS, "IPR_GRAPH_STAY_ON_HOSTS": False,
             "DOWNLOAD_DELAY": 0.2, "IPR_REDIS_WAIT_REPLICAS": 1, "IPR_REDIS_WAIT_MS": 10,
         })
 
     def servers(self) -> None:
-        self.settings["IPR_REDIS_URL"] = self.cluster.url
+        pass
+
+    def redis_url(self) -> str:
+        return self.cluster.url
 
     def stores(self) -> list[FrontierStore]:
         client = connect(self.cluster.url, "", retry=RedisRetry(30))

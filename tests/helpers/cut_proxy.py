@@ -6,7 +6,8 @@ reply".
 every connection to ``host:port`` on a thread of its own (an asyncio loop).
 :meth:`CutProxy.cut_next_reply` arms it: the next chunk a server sends to a client is
 dropped and both sides of that connection are reset (the command ran; its client never
-hears of it). :meth:`CutProxy.cut_all` resets every connection at once.
+hears of it). :meth:`CutProxy.cut_all` resets every connection at once;
+:meth:`CutProxy.slow` delays every reply chunk (a slow network or an overloaded server).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class CutProxy:
         self.port = 0
         self.cuts = 0
         self._armed = 0
+        self.delay = 0.0  # seconds each reply chunk waits (slow)
         self._pairs: set[tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = set()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="cut-proxy", daemon=True)
@@ -61,6 +63,10 @@ class CutProxy:
     def cut_all(self) -> None:
         """Reset every connection now."""
         self._loop.call_soon_threadsafe(self._cut_all)
+
+    def slow(self, delay: float) -> None:
+        """Delay every reply chunk by ``delay`` s from now on (0: no more)."""
+        self.delay = delay
 
     def stop(self) -> None:
         async def close() -> None:
@@ -102,6 +108,8 @@ class CutProxy:
                 data = await reader.read(65536)
                 if not data:
                     break
+                if replies and self.delay:
+                    await asyncio.sleep(self.delay)
                 if replies and self._armed:
                     self._armed -= 1
                     self.cuts += 1

@@ -43,9 +43,11 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
         {"scheduler", "config", "meta", "ordering", "revisit", "middlewares"}, {"scrapy", "twisted", "itemadapter"},
     ),
     "spiders": ({"spiders", "scheduler", "config", "meta", "ordering"}, {"scrapy", "twisted", "w3lib"}),
+    # the dashboard reads stores as the operator's commands do (and the report's curves); no Scrapy
+    "dashboard": ({"dashboard", "store", "ordering", "evaluation"}, {"twisted", "redis", "prometheus_client"}),
     "addon": ({"config", "scheduler", "middlewares", "spiders", "store"}, {"scrapy"}),
-    "commands": ({"config", "store", "redis_location"}, {"scrapy"}),
-    "cli": ({"evaluation", "store", "ordering", "config", "redis_location"}, set()),
+    "commands": ({"config", "store", "redis_location", "dashboard"}, {"scrapy"}),
+    "cli": ({"evaluation", "store", "ordering", "config", "redis_location", "dashboard"}, set()),
     "__init__": ({"addon"}, set()),
 }
 

@@ -1,0 +1,162 @@
+"""``ipr-crawl dashboard`` against the real thing: two ``scrapy crawl`` processes of the
+shipped harvard500 graph on a real redis-server while the dashboard (a real process,
+Twisted's web server) is asked over HTTP; its numbers against ``ipr-crawl status
+--json``; ``/metrics`` parsed by prometheus_client's own parser; Redis killed under it;
+the token refused and accepted; nothing but GET and HEAD."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from conftest import TEST_DATA
+from procs import RedisServer, read_log, start_crawl, wait_all
+
+HARVARD = TEST_DATA / "harvard500.tsv.gz"
+CRAWL = "dash"
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    with RedisServer(tmp_path / "redis") as server:
+        yield server
+
+
+def start_dashboard(*args: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
+    """``ipr-crawl dashboard ARGS --port 0``: the process and its URL (from its first line)."""
+    proc = subprocess.Popen([sys.executable, "-m", "ipr_crawl.cli", "dashboard", "--port", "0", "--refresh", "1",
+                             *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **(env or {})})
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert " at http://" in line, line + proc.stderr.read() if proc.poll() is not None else line
+    return proc, line.split(" at ", 1)[1].split()[0].split("?")[0]
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.kill()
+    proc.communicate(timeout=10)
+
+
+def get(url: str, headers: dict[str, str] | None = None, method: str = "GET") -> tuple[int, bytes]:
+    request = urllib.request.Request(url, headers=headers or {}, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            return reply.status, reply.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def status_json(redis_url: str) -> dict:
+    out = subprocess.run([sys.executable, "-m", "ipr_crawl.cli", "status", "--crawl-id", CRAWL, "--redis-url",
+                          redis_url, "--json"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def metric(text: str, name: str, **labels: str) -> float | None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return sample.value
+    return None
+
+
+def test_the_dashboard_shows_a_live_shared_crawl_and_its_metrics(graph_server, redis_server, tmp_path):
+    served = graph_server(HARVARD)
+    settings = {"IPR_REDIS_URL": redis_server.url, "IPR_CRAWL_ID": CRAWL, "DOWNLOAD_DELAY": 0.05,
+                "IPR_TIMELINE_SECS": 1}
+    logs = [tmp_path / "a.log", tmp_path / "b.log"]
+    procs = [start_crawl(served.seed_url, log, settings) for log in logs]
+    dash, url = start_dashboard("--redis-url", redis_server.url)
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # both processes crawling: two live holders on the page
+            code, body = get(url + f"api/crawl/{CRAWL}")
+            snap = json.loads(body) if code == 200 else {}
+            if len([h for h in snap.get("holders", []) if h["alive"]]) == 2 and snap["fetched"] > 20:
+                break
+            assert time.monotonic() < deadline, (code, body[:500])
+            time.sleep(0.5)
+        # the page's numbers against `ipr-crawl status --json`, within one refresh
+        before = json.loads(get(url + f"api/crawl/{CRAWL}")[1])
+        status = status_json(redis_server.url)
+        after = json.loads(get(url + f"api/crawl/{CRAWL}")[1])
+        for key in ("fetched", "known"):
+            assert before[key] <= status[key] <= after[key], (key, before[key], status[key], after[key])
+        assert before["ordering"] == status["ordering"]
+        assert {h["holder"] for h in after["holders"]} >= {h["holder"] for h in status["holders"] if h["alive"]}
+        assert after["top"] and after["top"][0]["url"].startswith(served.base)
+        assert after["curves"]["timeline"], "no timeline samples"
+        # /metrics: Prometheus's text format, the same counts
+        code, body = get(url + "metrics")
+        assert code == 200
+        text = body.decode()
+        fetched = metric(text, "ipr_pages_fetched_total", crawl=CRAWL)
+        assert fetched is not None and after["fetched"] <= fetched <= status_json(redis_server.url)["fetched"]
+        assert metric(text, "ipr_crawl_up", crawl=CRAWL) == 1.0
+        assert sum(metric(text, "ipr_process_alive", crawl=CRAWL, holder=h["holder"]) or 0
+                   for h in after["holders"]) >= 1
+        for name in ("ipr_urls_known", "ipr_frontier_urls", "ipr_leases_in_flight", "ipr_revisits_due",
+                     "ipr_redis_memory_used_bytes", "ipr_redis_rtt_seconds", "ipr_process_heartbeat_age_seconds"):
+            assert name in text, name
+        # the page itself, its chart library shipped (no CDN), read-only
+        code, page = get(url)
+        assert code == 200 and b"static/uPlot.iife.min.js" in page and b"http" not in page.split(b"<body>")[1]
+        assert get(url + "static/uPlot.iife.min.js")[0] == 200
+        assert get(url + f"api/crawl/{CRAWL}", method="POST")[0] == 405
+        assert get(url + "api/crawl/no-such-crawl")[0] == 404
+        codes = wait_all(procs, timeout=300)
+        assert codes == [0, 0], [read_log(log)[-2000:] for log in logs]
+        done = json.loads(get(url + f"api/crawl/{CRAWL}")[1])
+        assert done["fetched"] == status_json(redis_server.url)["fetched"] and done["finished"]
+        # Redis killed under it: a clear message, not a stack trace; the page still served
+        redis_server.kill()
+        code, body = get(url + f"api/crawl/{CRAWL}")
+        assert code == 503 and "cannot read" in json.loads(body)["error"] and b"Traceback" not in body
+        assert get(url)[0] == 200
+        code, body = get(url + "metrics")
+        assert code == 200 and metric(body.decode(), "ipr_crawl_up", crawl=CRAWL) == 0.0
+    finally:
+        stop(dash)
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+
+
+def test_a_dashboard_bound_beyond_loopback_needs_its_token(redis_server, tmp_path):
+    refused = subprocess.run([sys.executable, "-m", "ipr_crawl.cli", "dashboard", "--port", "0", "--bind", "0.0.0.0",
+                              "--redis-url", redis_server.url], capture_output=True, text=True, timeout=60,
+                             env={k: v for k, v in os.environ.items() if k != "IPR_DASHBOARD_TOKEN"})
+    assert refused.returncode == 1 and "refusing to serve on 0.0.0.0 without a token" in refused.stderr
+    dash, url = start_dashboard("--bind", "0.0.0.0", "--redis-url", redis_server.url,
+                                env={"IPR_DASHBOARD_TOKEN": "s3cret"})
+    try:
+        port = url.rsplit(":", 1)[1].rstrip("/")
+        base = f"http://127.0.0.1:{port}/"
+        assert get(base + "api/crawls")[0] == 401
+        assert get(base + "metrics")[0] == 401
+        assert get(base + "metrics", {"Authorization": "Bearer wrong"})[0] == 401
+        assert get(base + "metrics", {"Authorization": "Bearer s3cret"})[0] == 200
+        code, _ = get(base + "?token=s3cret")
+        assert code == 200
+        code, body = get(base + "api/crawls?token=s3cret")
+        assert code == 200 and json.loads(body)["crawls"] == []
+    finally:
+        stop(dash)
+
+
+def test_a_dashboard_without_a_store_says_so(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "ipr_crawl.cli", "dashboard", "--data-dir", str(tmp_path / "none")],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and "no embedded store" in out.stderr and "Traceback" not in out.stderr
+    assert not Path(tmp_path / "none").exists()
