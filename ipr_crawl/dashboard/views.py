@@ -149,5 +149,8 @@ def _merge_holders(parts: list[dict[str, Any]], now: float) -> list[dict[str, An
                 row["last_beat"] = max(row["last_beat"] or 0.0, h["last_beat"])
     for row in merged.values():
         row["beat_age_secs"] = round(now - row["last_beat"], 1) if row["last_beat"] is not None else None
+        # late: more than 1.5 heartbeat intervals since its last beat (lost only after 2)
+        interval = float(row.get("heartbeat_secs") or 0)
+        row["late"] = bool(row["alive"] and interval and (row["beat_age_secs"] or 0) > 1.5 * interval)
     return sorted(merged.values(), key=lambda r: (not r["alive"], r["holder"]))
 

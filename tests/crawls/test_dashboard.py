@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
+import socket
 import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -73,7 +77,7 @@ def metric(text: str, name: str, **labels: str) -> float | None:
 
 def test_the_dashboard_shows_a_live_shared_crawl_and_its_metrics(graph_server, redis_server, tmp_path):
     served = graph_server(HARVARD)
-    settings = {"IPR_REDIS_URL": redis_server.url, "IPR_CRAWL_ID": CRAWL, "DOWNLOAD_DELAY": 0.05,
+    settings = {"IPR_REDIS_URL": redis_server.url, "IPR_CRAWL_ID": CRAWL, "DOWNLOAD_DELAY": 0.02,
                 "IPR_TIMELINE_SECS": 1}
     logs = [tmp_path / "a.log", tmp_path / "b.log"]
     procs = [start_crawl(served.seed_url, log, settings) for log in logs]
@@ -160,3 +164,108 @@ def test_a_dashboard_without_a_store_says_so(tmp_path):
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 1 and "no embedded store" in out.stderr and "Traceback" not in out.stderr
     assert not Path(tmp_path / "none").exists()
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+PROMETHEUS, PROMTOOL = shutil.which("prometheus"), shutil.which("promtool")
+#: where the screenshot of a run is copied when IPR_DASHBOARD_SHOT is set (shown in docs/operations.md)
+SHOT = Path(__file__).resolve().parents[2] / "docs" / "data" / "dashboard.png"
+
+
+def browse(url: str, tmp_path: Path, shot: Path | None = None) -> str:
+    """The page's DOM after its scripts ran (headless Chromium, ``--dump-dom``; with
+    ``shot``, a screenshot too)."""
+    base = [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+            f"--user-data-dir={tmp_path / 'chromium'}", "--window-size=1400,2200", "--virtual-time-budget=6000",
+            "--hide-scrollbars"]
+    if shot is not None:
+        out = subprocess.run([*base, f"--screenshot={shot}", url], capture_output=True, text=True, timeout=120)
+        assert shot.exists(), out.stderr[-2000:]
+    out = subprocess.run([*base, "--dump-dom", url], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout
+
+
+def shown(dom: str, key: str) -> int:
+    match = re.search(rf'<dd data-key="{key}">([0-9,]+)</dd>', dom)
+    assert match, dom[:3000]
+    return int(match.group(1).replace(",", ""))
+
+
+@pytest.mark.slow  # about a minute: CI's slow stage, where .ci/run has installed chromium and prometheus
+def test_a_real_browser_and_a_real_prometheus_read_the_dashboard_of_a_live_crawl(graph_server, redis_server,
+                                                                                  tmp_path):
+    """Headless Chromium loads the page while two processes crawl: its numbers within
+    one refresh of ``ipr-crawl status --json``, the charts drawn (uPlot's canvases), a
+    screenshot; a real Prometheus scrapes /metrics and a PromQL query returns the crawl's
+    fetched count; ``promtool check metrics`` passes; Redis killed: the page says so."""
+    if not CHROMIUM or not PROMETHEUS or not PROMTOOL:
+        pytest.skip("needs Debian's chromium and prometheus packages (.ci/run installs them)")
+    served = graph_server(HARVARD)
+    settings = {"IPR_REDIS_URL": redis_server.url, "IPR_CRAWL_ID": CRAWL, "DOWNLOAD_DELAY": 0.1,
+                "IPR_TIMELINE_SECS": 1}
+    procs = [start_crawl(served.seed_url, tmp_path / f"{n}.log", settings) for n in "ab"]
+    dash, url = start_dashboard("--redis-url", redis_server.url)
+    prom = None
+    try:
+        port = url.rsplit(":", 1)[1].rstrip("/")
+        (tmp_path / "prometheus.yml").write_text(
+            "global: {scrape_interval: 1s}\nscrape_configs:\n  - job_name: ipr\n"
+            f"    static_configs: [{{targets: ['127.0.0.1:{port}']}}]\n")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            prom_port = s.getsockname()[1]
+        prom = subprocess.Popen([PROMETHEUS, f"--config.file={tmp_path / 'prometheus.yml'}",
+                                 f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{prom_port}"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while status_json(redis_server.url)["fetched"] < 30:
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
+        shot = tmp_path / "dashboard.png"
+        before = status_json(redis_server.url)
+        dom = browse(url, tmp_path, shot)
+        after = status_json(redis_server.url)
+        assert shot.stat().st_size > 20_000
+        if os.environ.get("IPR_DASHBOARD_SHOT"):
+            SHOT.write_bytes(shot.read_bytes())
+        assert before["fetched"] <= shown(dom, "fetched") <= after["fetched"], (before["fetched"], after["fetched"])
+        assert before["known"] <= shown(dom, "known") <= after["known"]
+        assert dom.count("<canvas") >= 3, "the charts were not drawn"
+        assert 'role="alert" hidden' in dom or '<div id="error" role="alert" hidden=""' in dom
+        # promtool on what /metrics serves
+        body = get(url + "metrics")[1]
+        lint = subprocess.run([PROMTOOL, "check", "metrics"], input=body, capture_output=True, timeout=60)
+        assert lint.returncode == 0, lint.stdout + lint.stderr
+        # the alerts docs/operations.md gives are a valid rule file
+        ops = (SHOT.parents[1] / "operations.md").read_text()
+        rules = ops.split("And the alerts (Prometheus rule file):", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+        (tmp_path / "rules.yml").write_text(rules)
+        checked = subprocess.run([PROMTOOL, "check", "rules", str(tmp_path / "rules.yml")], capture_output=True,
+                                 text=True, timeout=60)
+        assert checked.returncode == 0 and "SUCCESS: 2 rules found" in checked.stdout, checked.stdout + checked.stderr
+        assert wait_all(procs, timeout=300) == [0, 0]
+        final = status_json(redis_server.url)["fetched"]
+        # a PromQL query over Prometheus's API returns the crawl's fetched count
+        query = urllib.parse.quote(f'ipr_pages_fetched_total{{crawl="{CRAWL}"}}')
+        deadline = time.monotonic() + 60
+        while True:
+            code, body = get(f"http://127.0.0.1:{prom_port}/api/v1/query?query={query}")
+            result = json.loads(body)["data"]["result"] if code == 200 else []
+            if result and float(result[0]["value"][1]) == final:
+                break
+            assert time.monotonic() < deadline, (code, body[:500], final)
+            time.sleep(1)
+        assert shown(browse(url, tmp_path), "fetched") == final
+        redis_server.kill()
+        dom = browse(url, tmp_path)
+        error = re.search(r'<div id="error" role="alert">([^<]*)</div>', dom)
+        assert error and "cannot read" in error.group(1) and "Traceback" not in dom, dom[:1500]
+    finally:
+        stop(dash)
+        if prom is not None:
+            prom.kill()
+            prom.wait(10)
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
