@@ -269,3 +269,35 @@ def test_a_real_browser_and_a_real_prometheus_read_the_dashboard_of_a_live_crawl
         for proc in procs:
             if proc.poll() is None:
                 proc.kill()
+
+
+def test_a_crawl_in_bucket_mode_is_shown_once_with_its_buckets_summed(graph_server, redis_server, tmp_path):
+    """Bucket mode (IPR_CLUSTER_BUCKETS=3, on one server; polblogs served on 16 hosts):
+    the page lists the crawl, not its buckets, and its counts are the sums of each
+    bucket's ``ipr-crawl status``."""
+    served = graph_server(TEST_DATA / "polblogs.tsv.gz", TEST_DATA / "polblogs.urls.tsv.gz", hosts=16)
+    settings = {"IPR_REDIS_URL": redis_server.url, "IPR_CRAWL_ID": "fleet", "IPR_CLUSTER_BUCKETS": 3,
+                "IPR_GRAPH_STAY_ON_HOSTS": False}
+    logs = [tmp_path / "a.log", tmp_path / "b.log"]
+    assert wait_all([start_crawl(served.seed_url, log, settings) for log in logs], timeout=300) == [0, 0], \
+        [read_log(log)[-2000:] for log in logs]
+    dash, url = start_dashboard("--redis-url", redis_server.url)
+    try:
+        listed = json.loads(get(url + "api/crawls")[1])["crawls"]
+        assert listed == ["fleet"]
+        shot = json.loads(get(url + "api/crawl/fleet")[1])
+        assert shot["buckets"] == 3 and shot["buckets_missing"] == []
+        parts = []
+        for b in range(3):
+            out = subprocess.run([sys.executable, "-m", "ipr_crawl.cli", "status", "--crawl-id", f"fleet:{b}",
+                                  "--redis-url", redis_server.url, "--json"], capture_output=True, text=True,
+                                 timeout=60)
+            assert out.returncode == 0, out.stderr
+            parts.append(json.loads(out.stdout))
+        for key in ("known", "fetched", "failed", "frontier", "in_flight"):
+            assert shot[key] == sum(p[key] for p in parts), key
+        assert shot["fetched"] > 500 and sum(1 for p in parts if p["fetched"]) == 3  # every bucket crawled
+        text = get(url + "metrics")[1].decode()
+        assert metric(text, "ipr_pages_fetched_total", crawl="fleet") == shot["fetched"]
+    finally:
+        stop(dash)

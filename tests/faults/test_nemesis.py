@@ -27,7 +27,7 @@ exit 1 by design), one of:
   crawler can beat through; nothing is lost).
 
 Each schedule also draws the ordering (``ipr``, ``push``, ``blc``, ``bf``), bucket mode for
-one seed in four (``IPR_CLUSTER_BUCKETS`` 3 on the one server, the graph served on 4
+one seed in four (``IPR_CLUSTER_BUCKETS`` 3 on the one server, the graph served on 16
 loopback hosts, revisits off as bucket mode requires) and, where
 Debian's libfaketime is installed, a clock skew: every second crawler started runs
 30 s ahead or behind (``FAKETIME``), or none.
@@ -350,9 +350,9 @@ def check(run: Schedule, expected: set[int], back: dict[str, int], seed: int) ->
 @pytest.mark.parametrize("seed", _seeds(REGRESSIONS))
 def test_no_page_or_item_is_lost_under_a_random_fault_schedule(seed, graph_server, tmp_path):
     graph, urls = read_graph(EMACS), read_urls(EMACS_URLS)
-    if one_server_buckets(seed) > 1:  # buckets split by host: the graph on 4 hosts
-        served = graph_server(EMACS, EMACS_URLS, hosts=4)
-        port, address = served.base.rsplit(":", 1)[1], host_addresses(urls, 4)
+    if one_server_buckets(seed) > 1:  # buckets split by host: the graph on 16 hosts
+        served = graph_server(EMACS, EMACS_URLS, hosts=16)
+        port, address = served.base.rsplit(":", 1)[1], host_addresses(urls, 16)
         back = {canonical_url(f"http://{address[n]}:{port}{p}"): n for n, p in page_paths(graph, urls).items()}
     else:
         served = graph_server(EMACS, EMACS_URLS)
