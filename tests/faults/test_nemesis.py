@@ -49,8 +49,8 @@ at the faults, plus, for a Redis or master kill, the pages fetched in the 1.5 s 
 (their records ``everysec`` or a failover may lose). Each schedule also reports, and
 with ``IPR_FAULT_STRICT=1`` asserts, each fault's own bound: the leases of the crawler
 killed or paused (counted in Redis once it is stopped), for a Redis or master kill
-what is in flight plus those 1.5 s, and 0 for a cut reply, a reset, a frozen Redis, a
-slot migration or a skewed clock (a target not met yet); and the crawl
+what is in flight plus those 1.5 s, and 0 for a cut reply, a reset (of every connection
+or one crawler's), a slowed or frozen Redis, a slot migration or a skewed clock; and the crawl
 ends within the test's timeout with ``IPR_LEASE_SECS`` at 600 s, so no page waited for
 its lease to expire.
 
