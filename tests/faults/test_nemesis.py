@@ -304,7 +304,7 @@ def check(run: Schedule, expected: set[int], back: dict[str, int], seed: int) ->
     run.crawler()
     run.nemesis(faults=run.rng.randint(3, 8))
     last = run.alive()
-    codes = wait_all([p for p, _ in last], timeout=360)
+    codes = wait_all([p for p, _ in last], timeout=540)
     secs = round(time.monotonic() - run.started, 1)
     texts = {log: read_log(log) for _, log in last}
     for code, (_, log) in zip(codes, last):
