@@ -271,6 +271,7 @@ def test_a_real_browser_and_a_real_prometheus_read_the_dashboard_of_a_live_crawl
                 proc.kill()
 
 
+@pytest.mark.slow  # a second whole crawl: CI's slow stage (make test stays within its time)
 def test_a_crawl_in_bucket_mode_is_shown_once_with_its_buckets_summed(graph_server, redis_server, tmp_path):
     """Bucket mode (IPR_CLUSTER_BUCKETS=3, on one server; polblogs served on 16 hosts):
     the page lists the crawl, not its buckets, and its counts are the sums of each

@@ -277,8 +277,7 @@ def test_ipr_reset_waits_for_a_reset_another_process_holds_and_joins_it(graph_se
     from ipr_crawl.store import archive
 
     served = graph_server(HARVARD)
-    settings = {"IPR_REDIS_URL": redis_server.url, "IPR_CRAWL_ID": "reset-once", "DOWNLOAD_DELAY": 0.02,
-                "SCHEDULER_PERSIST": True}
+    settings = {"IPR_REDIS_URL": redis_server.url, "IPR_CRAWL_ID": "reset-once", "SCHEDULER_PERSIST": True}
     assert wait_all([start_crawl(served.seed_url, tmp_path / "first.log", settings)], timeout=300) == [0]
     client = redis_server.client()
     keys_before = set(client.keys("*"))
