@@ -75,6 +75,7 @@ def metric(text: str, name: str, **labels: str) -> float | None:
     return None
 
 
+@pytest.mark.slow  # two whole crawls' time: CI's slow stage; make test serves a stopped crawl (test_operations.py)
 def test_the_dashboard_shows_a_live_shared_crawl_and_its_metrics(graph_server, redis_server, tmp_path):
     served = graph_server(HARVARD)
     settings = {"IPR_REDIS_URL": redis_server.url, "IPR_CRAWL_ID": CRAWL, "DOWNLOAD_DELAY": 0.02,

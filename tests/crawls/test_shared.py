@@ -266,6 +266,7 @@ def test_two_processes_whose_clocks_disagree_by_30_s_fetch_no_page_twice(graph_s
 
 
 
+@pytest.mark.slow  # two crawls: CI's slow stage
 def test_ipr_reset_waits_for_a_reset_another_process_holds_and_joins_it(graph_server, redis_server, tmp_path):
     """``IPR_RESET=True`` on every node of a fleet started at once (what scrapyd users
     do) deletes the crawl once: the process that takes the crawl's claim (SET NX) resets
