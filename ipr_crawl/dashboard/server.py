@@ -32,8 +32,8 @@ from typing import Any
 from twisted.internet import threads
 from twisted.web import resource, server, static
 
-from ipr_crawl.dashboard.views import CrawlView, crawl_ids
-from ipr_crawl.store import FrontierStore, crawl_keys
+from ipr_crawl.dashboard.views import CrawlView, crawl_ids, open_view
+from ipr_crawl.store import crawl_keys
 
 __all__ = ["Dashboard", "DashboardError", "build_site", "is_loopback", "serve"]
 
@@ -82,30 +82,20 @@ class Dashboard:
         return shown
 
     def view(self, crawl_id: str) -> CrawlView:
-        """The cached view of ``crawl_id``: its store, or its buckets' (``<id>:<b>``)."""
+        """The cached view of ``crawl_id`` (its store, or its buckets')."""
         if crawl_id not in self.views:
-            from ipr_crawl.ordering.params import OrderingParams, parse_ordering
-            from ipr_crawl.store.inspect import crawls
-
-            present = crawls(self.client)
-            buckets = sorted((c for c in present if c.startswith(crawl_id + ":") and c[len(crawl_id) + 1:].isdigit()),
-                             key=lambda c: int(c.rsplit(":", 1)[1]))
-            stores = []
-            for cid in buckets or [crawl_id]:
-                label: Any = self.client.hget(crawl_keys(cid)["meta"], "ordering")
-                ordering, cutoff = parse_ordering(label.decode() if label else "ipr")
-                stores.append(FrontierStore(self.client, cid, OrderingParams(ordering=ordering, cutoff=cutoff)))
-            self.views[crawl_id] = CrawlView(crawl_id, stores, self.curves_secs)
+            self.views[crawl_id] = open_view(self.client, crawl_id, self.curves_secs)
         return self.views[crawl_id]
 
-    def snapshot(self, crawl_id: str, curves: bool = True) -> tuple[int, dict[str, Any]]:
+    def snapshot(self, crawl_id: str, detail: bool = True) -> tuple[int, dict[str, Any]]:
         """``(HTTP status, JSON data)`` of one crawl (blocking): 200 and its snapshot,
-        404 for a crawl not there, 503 and the error for a store that cannot be read."""
+        404 for a crawl not there (or not this dashboard's), 503 and the error for a store
+        that cannot be read."""
         try:
-            if crawl_id not in self.crawls():
+            if (self.only and crawl_id != self.only) or not self.client.exists(crawl_keys(crawl_id)["meta"]):
                 return 404, {"error": f"no crawl {crawl_id!r} in {self.where}; crawls there: "
                              f"{', '.join(self.crawls()) or 'none'}"}
-            return 200, self.view(crawl_id).snapshot(curves=curves)
+            return 200, self.view(crawl_id).snapshot(detail=detail)
         except Exception as exc:  # noqa: BLE001 - shown on the page, not a stack trace
             self.views.pop(crawl_id, None)
             return 503, {"error": f"cannot read crawl {crawl_id!r} in {self.where}: {exc}"}
@@ -116,7 +106,7 @@ class Dashboard:
             ids = self.crawls()
         except Exception as exc:  # noqa: BLE001
             return {c: {"error": str(exc)} for c in sorted(self.seen or {self.only})}
-        return {c: self.snapshot(c, curves=False)[1] for c in ids}
+        return {c: self.snapshot(c, detail=False)[1] for c in ids}
 
 
 class _Json(resource.Resource):

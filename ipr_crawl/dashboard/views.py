@@ -21,9 +21,10 @@ from collections import Counter
 from typing import Any
 
 from ipr_crawl.store import FrontierStore
-from ipr_crawl.store.inspect import crawls, status, top
+from ipr_crawl.store.archive import bucket_ids, is_archive_id
+from ipr_crawl.store.inspect import crawl_store, crawls, status, top
 
-__all__ = ["COUNTS", "CrawlView", "crawl_ids"]
+__all__ = ["COUNTS", "CrawlView", "crawl_ids", "open_view"]
 
 #: the counts of ``ipr-crawl status`` the page and /metrics show, summed over buckets
 COUNTS = ("known", "fetched", "failed", "frontier", "forced", "in_flight", "orphans", "dead_lettered")
@@ -36,17 +37,16 @@ SCHEDULE_DAYS = 7
 def crawl_ids(client: Any) -> list[str]:
     """The crawls of a Redis the dashboard lists: every crawl id but archives of finished
     crawls (``<id>~<n>``) and the buckets of a crawl in bucket mode (``<id>:<b>``, shown
-    as their crawl)."""
-    from ipr_crawl.store.archive import is_archive_id
-
-    present = crawls(client)
-    ids = set(present)
-    return [c for c in present if not is_archive_id(c) and not _bucket_of(c, ids)]
+    as their crawl). One SCAN of the server's keys."""
+    live = [c for c in crawls(client) if not is_archive_id(c)]
+    buckets = {b for c in live for b in bucket_ids(client, c)}
+    return [c for c in live if c not in buckets]
 
 
-def _bucket_of(crawl_id: str, ids: set[str]) -> bool:
-    base, _, b = crawl_id.rpartition(":")
-    return bool(base) and b.isdigit() and base in ids
+def open_view(client: Any, crawl_id: str, curves_secs: float = 15.0) -> CrawlView:
+    """A :class:`CrawlView` of crawl ``crawl_id``: its store, or its buckets' stores."""
+    return CrawlView(crawl_id, [crawl_store(client, c) for c in bucket_ids(client, crawl_id) or [crawl_id]],
+                     curves_secs)
 
 
 class CrawlView:
@@ -60,14 +60,14 @@ class CrawlView:
         self._curves: dict[str, Any] | None = None
         self._curves_at = float("-inf")
 
-    def snapshot(self, curves: bool = True) -> dict[str, Any]:
+    def snapshot(self, detail: bool = True) -> dict[str, Any]:
         """The crawl now, as JSON-ready data: ``crawl_id``, ``ordering``, ``time`` (Redis's
         clock, s since the epoch), the :data:`COUNTS`, ``pages_per_sec``, ``finished``,
-        ``holders`` (each process), ``top`` (20 best frontier URLs), ``hosts``,
-        ``revisits`` (``due``, ``scheduled``, ``by_day``), ``redis`` (``rtt_ms``,
-        ``memory``), ``buckets``/``buckets_missing``; with ``curves`` the ``curves`` of
-        :func:`~ipr_crawl.evaluation.report.crawl_curves` (cached ``curves_secs``).
-        Raises redis-py's errors when Redis cannot be reached at all."""
+        ``holders`` (each process), ``revisits`` (``due``, ``scheduled``, ``by_day``),
+        ``redis`` (``rtt_ms``, ``memory``), ``buckets``/``buckets_missing``; with ``detail``
+        (the page; /metrics goes without) also ``top`` (20 best frontier URLs), ``hosts``
+        and the ``curves`` of :func:`~ipr_crawl.evaluation.report.crawl_curves` (cached
+        ``curves_secs``). Raises redis-py's errors when Redis cannot be reached at all."""
         started = time.perf_counter()
         self.stores[0].client.ping()
         rtt_ms = (time.perf_counter() - started) * 1000
@@ -94,13 +94,14 @@ class CrawlView:
         out["holders"] = _merge_holders(parts, out["time"])
         out["revisits"] = self._revisits(parts)
         out["redis"] = {"rtt_ms": round(rtt_ms, 2), "memory": first.get("memory") or {}}
-        readable = [s for s in self.stores if s.crawl_id not in missing]
-        best = sorted((row for s in readable for row in top(s, HOST_SAMPLE, in_links=False)),
-                      key=lambda r: r["priority"], reverse=True)
-        out["top"] = [{"url": r["url"], "host": r["host"], "score": r["score"], "depth": r["depth"]} for r in best[:20]]
-        hosts = Counter(r["host"] for r in best[:HOST_SAMPLE])
-        out["hosts"] = [{"host": h, "queued_in_top": n} for h, n in hosts.most_common(15)]
-        if curves:
+        if detail:
+            readable = [s for s in self.stores if s.crawl_id not in missing]
+            best = sorted((row for s in readable for row in top(s, HOST_SAMPLE, in_links=False)),
+                          key=lambda r: r["priority"], reverse=True)
+            out["top"] = [{"url": r["url"], "host": r["host"], "score": r["score"], "depth": r["depth"]}
+                          for r in best[:20]]
+            hosts = Counter(r["host"] for r in best[:HOST_SAMPLE])
+            out["hosts"] = [{"host": h, "queued_in_top": n} for h, n in hosts.most_common(15)]
             out["curves"] = self.curves(readable)
         return out
 

@@ -116,7 +116,9 @@ def clear_finished(client: Any, crawl_id: str) -> None:
     client.hset(meta, "kept_at", repr(time.time()))
 
 
-def _bucket_ids(client: Any, crawl_id: str) -> list[str]:
+def bucket_ids(client: Any, crawl_id: str) -> list[str]:
+    """The ids of crawl ``crawl_id``'s buckets (``<id>:<b>``, from its ``meta``'s bucket
+    count); ``[]`` for a crawl not in bucket mode."""
     buckets = client.hget(crawl_keys(crawl_id)["meta"], "buckets")
     return [f"{crawl_id}:{b}" for b in range(int(buckets or 0))]
 
@@ -125,7 +127,7 @@ def crawl_key_names(client: Any, crawl_id: str) -> list[str]:
     """Every key of crawl ``crawl_id``: ``ipr:{<id>}:*`` and, in bucket mode, each
     bucket's ``ipr:{<id>:<b>}:*`` (SCAN)."""
     keys: list[str] = []
-    for cid in [crawl_id, *_bucket_ids(client, crawl_id)]:
+    for cid in [crawl_id, *bucket_ids(client, crawl_id)]:
         keys += [_text(k) or "" for k in client.scan_iter(match=f"ipr:{{{_glob(cid)}}}:*", count=1000)]
     return keys
 
@@ -134,7 +136,7 @@ def drop_crawl(client: Any, crawl_id: str) -> int:
     """Delete every key of crawl ``crawl_id`` (SCAN + DEL in batches of 500, one hash
     tag per DEL); returns how many went."""
     n = 0
-    for cid in [*_bucket_ids(client, crawl_id), crawl_id]:  # the crawl-wide meta (bucket count) last
+    for cid in [*bucket_ids(client, crawl_id), crawl_id]:  # the crawl-wide meta (bucket count) last
         keys = list(client.scan_iter(match=f"ipr:{{{_glob(cid)}}}:*", count=1000))
         for i in range(0, len(keys), 500):
             client.delete(*keys[i : i + 500])
@@ -212,7 +214,7 @@ def archive(client: Any, crawl_id: str, cluster: bool = False) -> str:
     id. The archive's ``meta`` gets ``archived`` (when) and ``archived_from``."""
     existing = archives(client, crawl_id)
     target = archive_id(crawl_id, (existing[-1]["n"] if existing else 0) + 1)
-    buckets = _bucket_ids(client, crawl_id)
+    buckets = bucket_ids(client, crawl_id)
     pairs: list[tuple[str, str]] = []
     for cid, new in [*((b, f"{target}:{b.rsplit(':', 1)[1]}") for b in buckets), (crawl_id, target)]:
         prefix = f"ipr:{{{cid}}}:"

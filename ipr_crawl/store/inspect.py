@@ -81,12 +81,18 @@ def open_crawl(crawl_id: str, redis_url: str = "", data_dir: str = ".scrapy/ipr"
             raise NoSuchCrawl(
                 f"no crawl {crawl_id!r} in {where}; crawls there: {', '.join(present) or 'none'}"
             )
-        label: Any = client.hget(crawl_keys(crawl_id)["meta"], "ordering")
-        ordering, cutoff = parse_ordering(label.decode() if label else "ipr")
-        return FrontierStore(client, crawl_id, OrderingParams(ordering=ordering, cutoff=cutoff))
+        return crawl_store(client, crawl_id)
     except BaseException:
         client.close()
         raise
+
+
+def crawl_store(client: Any, crawl_id: str) -> FrontierStore:
+    """The :class:`FrontierStore` of crawl ``crawl_id`` on ``client``, with the ordering
+    its ``meta`` names (``ipr`` when it names none)."""
+    label: Any = client.hget(crawl_keys(crawl_id)["meta"], "ordering")
+    ordering, cutoff = parse_ordering(label.decode() if label else "ipr")
+    return FrontierStore(client, crawl_id, OrderingParams(ordering=ordering, cutoff=cutoff))
 
 
 def payload_summary(payload: bytes | None) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from datetime import datetime
 
 import pytest
 from conftest import DATA, TEST_DATA
-from procs import FAKETIME_LIB, RedisServer, faketime_env, fetched, read_log, start_crawl, wait_all
+from procs import FAKETIME_LIB, faketime_env, fetched, read_log, start_crawl, wait_all
 
 from ipr_crawl.evaluation.graphio import page_paths, reachable, read_graph, read_urls
 from ipr_crawl.ordering.urls import canonical_url, node_id
@@ -28,12 +28,6 @@ EMACS = DATA / "emacswiki.tsv.gz"
 EMACS_URLS = DATA / "emacswiki.urls.tsv.gz"
 HARVARD = TEST_DATA / "harvard500.tsv.gz"
 PROCESSES = 4
-
-
-@pytest.fixture
-def redis_server(tmp_path):
-    with RedisServer(tmp_path / "redis") as server:
-        yield server
 
 
 def served_nodes(graph, urls, base):

@@ -11,19 +11,13 @@ import time
 
 import pytest
 from conftest import TEST_DATA
-from procs import RedisServer, fetched, read_log, start_crawl, wait_all
+from procs import fetched, read_log, start_crawl, wait_all
 
 from ipr_crawl.evaluation.graphio import page_paths, reachable, read_graph
 from ipr_crawl.ordering.urls import canonical_url
 
 HARVARD = TEST_DATA / "harvard500.tsv.gz"
 KEY = "ipr:{%(crawl_id)s}:start_urls"
-
-
-@pytest.fixture
-def redis_server(tmp_path):
-    with RedisServer(tmp_path / "redis") as server:
-        yield server
 
 
 def stat(text: str, name: str) -> int:

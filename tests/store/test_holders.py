@@ -224,13 +224,13 @@ def test_a_heartbeat_survives_an_error_that_is_not_redis(redis_client, crawl_id,
             raise OSError(22, "Invalid argument")
         return True
 
-    beat = Heartbeat(store, "flaky", 0.2, {"spider": "s"}, timeline_secs=0.2)
+    beat = Heartbeat(store, "flaky", 0.5, {"spider": "s"}, timeline_secs=0.5)
     store.sample = flaky
     beat.start()
     try:
         store.pop(2, 600, holder="flaky")
         store.beat("other", 60)
-        time.sleep(1.2)  # 3 x the heartbeat's time to live
+        time.sleep(3.0)  # 3 x the heartbeat's time to live (1 s)
         assert len(failures) == 3
         assert store.pop(0, 600, holder="other") == (0, [])  # still alive: its leases kept
         assert beat.beats >= 4 and beat.lapses == 0
