@@ -82,7 +82,8 @@ class CrawlCollector(Collector):
             for family, key in ((mem_used, "used"), (mem_max, "max"), (mem_crawl, "crawl")):
                 if memory.get(key) is not None:
                     family.add_metric([crawl], float(memory[key]))
-            rtt.add_metric([crawl], shot["redis"]["rtt_ms"] / 1000)
+            if shot["redis"]["rtt_ms"] is not None:
+                rtt.add_metric([crawl], shot["redis"]["rtt_ms"] / 1000)
         yield up
         yield from families.values()
         yield from process.values()

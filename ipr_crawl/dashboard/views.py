@@ -3,7 +3,8 @@
 :class:`CrawlView` keeps one crawl's store open and answers :meth:`CrawlView.snapshot`:
 the counts of ``ipr-crawl status`` (:func:`ipr_crawl.store.inspect.status`), each
 process with its heartbeat and the leases it holds, the top of the frontier and the
-hosts among its first URLs, the revisit schedule over the next days, Redis's memory and
+hosts (queued among its first URLs; in flight, delay and last fetch from the
+processes' heartbeats), the revisit schedule over the next days, Redis's memory and
 round-trip time, and the crawl's curves (:func:`ipr_crawl.evaluation.report.crawl_curves`:
 pages over time and the share of the collected graph's PageRank fetched so far, Cho,
 Garcia-Molina & Page 1998, criterion B). The PageRank is recomputed at most every
@@ -20,6 +21,8 @@ import time
 from collections import Counter
 from typing import Any
 
+import redis
+
 from ipr_crawl.store import FrontierStore
 from ipr_crawl.store.archive import bucket_ids, is_archive_id
 from ipr_crawl.store.inspect import crawl_store, crawls, status, top
@@ -30,6 +33,8 @@ __all__ = ["COUNTS", "CrawlView", "crawl_ids", "open_view"]
 COUNTS = ("known", "fetched", "failed", "frontier", "forced", "in_flight", "orphans", "dead_lettered")
 #: frontier URLs read for the hosts table (the hosts of the best ones)
 HOST_SAMPLE = 200
+#: rows of the hosts table
+HOSTS = 15
 #: days of the revisit schedule shown
 SCHEDULE_DAYS = 7
 
@@ -44,18 +49,21 @@ def crawl_ids(client: Any) -> list[str]:
 
 
 def open_view(client: Any, crawl_id: str, curves_secs: float = 15.0) -> CrawlView:
-    """A :class:`CrawlView` of crawl ``crawl_id``: its store, or its buckets' stores."""
-    return CrawlView(crawl_id, [crawl_store(client, c) for c in bucket_ids(client, crawl_id) or [crawl_id]],
-                     curves_secs)
+    """A :class:`CrawlView` of crawl ``crawl_id``: its store, or its buckets' (read from
+    its ``meta``: raises redis-py's errors when that cannot be read)."""
+    return CrawlView(crawl_id, client, bucket_ids(client, crawl_id) or [crawl_id], curves_secs)
 
 
 class CrawlView:
-    """One crawl's snapshots (see the module docstring). ``stores``: the crawl's store,
-    or its buckets' stores (bucket mode), all on one client."""
+    """One crawl's snapshots (see the module docstring). ``ids``: the crawl's id, or its
+    buckets' (bucket mode), all on ``client``; each bucket's store is opened at the first
+    snapshot that can read it."""
 
-    def __init__(self, crawl_id: str, stores: list[FrontierStore], curves_secs: float = 15.0) -> None:
+    def __init__(self, crawl_id: str, client: Any, ids: list[str], curves_secs: float = 15.0) -> None:
         self.crawl_id = crawl_id
-        self.stores = stores
+        self.client = client
+        self.ids = ids
+        self._stores: dict[str, FrontierStore] = {}
         self.curves_secs = curves_secs
         self._curves: dict[str, Any] | None = None
         self._curves_at = float("-inf")
@@ -64,28 +72,42 @@ class CrawlView:
         """The crawl now, as JSON-ready data: ``crawl_id``, ``ordering``, ``time`` (Redis's
         clock, s since the epoch), the :data:`COUNTS`, ``pages_per_sec``, ``finished``,
         ``holders`` (each process), ``revisits`` (``due``, ``scheduled``, ``by_day``),
-        ``redis`` (``rtt_ms``, ``memory``), ``buckets``/``buckets_missing``; with ``detail``
+        ``redis`` (``rtt_ms``: a PING's round trip, None when a Cluster's node did not
+        answer it; ``memory``), ``buckets``/``buckets_missing``; with ``detail``
         (the page; /metrics goes without) also ``top`` (20 best frontier URLs), ``hosts``
         and the ``curves`` of :func:`~ipr_crawl.evaluation.report.crawl_curves` (cached
         ``curves_secs``). Raises redis-py's errors when Redis cannot be reached at all."""
+        client = self.client
+        rtt_ms: float | None = None
         started = time.perf_counter()
-        self.stores[0].client.ping()
-        rtt_ms = (time.perf_counter() - started) * 1000
+        try:
+            client.ping()
+            rtt_ms = round((time.perf_counter() - started) * 1000, 2)
+        except redis.RedisError:
+            if len(self.ids) == 1:
+                raise
+            # a Cluster whose node the PING went to is away: the buckets say what is
+            # readable, and the next PING goes to another master (redis-py's RedisCluster)
+            replace = getattr(client, "replace_default_node", None)
+            if replace is not None:
+                replace()
         parts: list[dict[str, Any]] = []
         missing: list[str] = []
-        for store in self.stores:
+        for id_ in self.ids:
             try:
-                parts.append(status(store))
+                if id_ not in self._stores:
+                    self._stores[id_] = crawl_store(client, id_)
+                parts.append(status(self._stores[id_]))
             except Exception:  # noqa: BLE001 - a bucket away is named, the others shown
-                if len(self.stores) == 1:
+                if len(self.ids) == 1:
                     raise
-                missing.append(store.crawl_id)
+                missing.append(id_)
         if not parts:
             raise ConnectionError(f"no bucket of crawl {self.crawl_id!r} can be read: {', '.join(missing)}")
         first = parts[0]
         out: dict[str, Any] = {
             "crawl_id": self.crawl_id, "ordering": first["ordering"], "time": max(p["time"] for p in parts),
-            "finished": first.get("finished"), "buckets": len(self.stores), "buckets_missing": missing,
+            "finished": first.get("finished"), "buckets": len(self.ids), "buckets_missing": missing,
         }
         for name in COUNTS:
             out[name] = sum(int(p.get(name) or 0) for p in parts)
@@ -93,15 +115,14 @@ class CrawlView:
         out["pages_per_sec"] = round(sum(rates), 2) if rates else None
         out["holders"] = _merge_holders(parts, out["time"])
         out["revisits"] = self._revisits(parts)
-        out["redis"] = {"rtt_ms": round(rtt_ms, 2), "memory": first.get("memory") or {}}
+        out["redis"] = {"rtt_ms": rtt_ms, "memory": first.get("memory") or {}}
         if detail:
-            readable = [s for s in self.stores if s.crawl_id not in missing]
+            readable = [self._stores[i] for i in self.ids if i not in missing]
             best = sorted((row for s in readable for row in top(s, HOST_SAMPLE, in_links=False)),
                           key=lambda r: r["priority"], reverse=True)
             out["top"] = [{"url": r["url"], "host": r["host"], "score": r["score"], "depth": r["depth"]}
                           for r in best[:20]]
-            hosts = Counter(r["host"] for r in best[:HOST_SAMPLE])
-            out["hosts"] = [{"host": h, "queued_in_top": n} for h, n in hosts.most_common(15)]
+            out["hosts"] = _hosts(Counter(r["host"] for r in best[:HOST_SAMPLE]), parts, out["time"])
             out["curves"] = self.curves(readable)
         return out
 
@@ -110,8 +131,8 @@ class CrawlView:
         due = sum(int(p.get("revisits_due") or 0) for p in parts)
         scheduled = sum(int(p.get("revisits_scheduled") or 0) for p in parts)
         by_day: list[int] = []
-        if scheduled and len(self.stores) == 1:
-            store = self.stores[0]
+        if scheduled and len(self.ids) == 1:
+            store = self._stores[self.ids[0]]
             now = time.time()  # the due times are on the crawlers' clock (inspect.status)
             by_day = [int(store.client.zcount(store.keys["due"], now + d * 86400, f"({now + (d + 1) * 86400}"))
                       for d in range(SCHEDULE_DAYS)]
@@ -125,13 +146,51 @@ class CrawlView:
             return self._curves
         from ipr_crawl.evaluation.report import crawl_curves
 
-        if len(stores) == 1:
+        if len(self.ids) == 1:
             self._curves = crawl_curves(stores[0])
         else:
             self._curves = {"timeline": [], "revisits": [], "graph": {}, "buckets": {
                 s.crawl_id: [{"t": r["t"], "fetched": r["fetched"]} for r in s.timeline(last=600)] for s in stores}}
         self._curves_at = time.monotonic()
         return self._curves
+
+
+def _hosts(queued: Counter[str], parts: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
+    """The hosts table, at most :data:`HOSTS` rows, busiest first: ``host``,
+    ``queued_in_top`` (among the frontier's :data:`HOST_SAMPLE` best URLs) and, from the
+    downloader slots each live process published with its last heartbeat
+    (:func:`ipr_crawl.scheduler.internals.slot_view`; a slot is a host unless a request's
+    ``download_slot`` says otherwise): ``in_flight`` and ``waiting`` (in the processes'
+    downloaders), ``delay`` (s, the longest any process keeps: ``DOWNLOAD_DELAY`` or
+    AutoThrottle's), ``processes``, ``last_fetch_age`` (s since the latest download
+    started, on Redis's clock: the age published plus the time since that beat)."""
+    rows: dict[str, dict[str, Any]] = {}
+
+    def row(host: str) -> dict[str, Any]:
+        return rows.setdefault(host, {"host": host, "queued_in_top": queued.get(host, 0), "in_flight": 0,
+                                      "waiting": 0, "delay": None, "processes": 0, "last_fetch_age": None})
+
+    for host in queued:
+        row(host)
+    seen: set[str] = set()
+    for part in parts:  # a process is in every bucket's holders: read once
+        for holder in part.get("holders", []):
+            if not holder.get("alive") or holder["holder"] in seen:
+                continue
+            seen.add(holder["holder"])
+            since_beat = max(0.0, now - holder["last_beat"]) if holder.get("last_beat") else 0.0
+            for slot in holder.get("slots") or []:
+                r = row(slot["slot"])
+                r["in_flight"] += int(slot.get("in_flight") or 0)
+                r["waiting"] += int(slot.get("queued") or 0)
+                r["delay"] = max(r["delay"] or 0.0, float(slot.get("delay") or 0.0))
+                r["processes"] += 1
+                if slot.get("last_fetch_age") is not None:
+                    age = round(float(slot["last_fetch_age"]) + since_beat, 1)
+                    r["last_fetch_age"] = age if r["last_fetch_age"] is None else min(r["last_fetch_age"], age)
+    busiest = sorted(rows.values(), key=lambda r: (-(r["in_flight"] + r["waiting"]), -r["queued_in_top"],
+                                                   r["last_fetch_age"] is None, r["last_fetch_age"] or 0, r["host"]))
+    return busiest[:HOSTS]
 
 
 def _merge_holders(parts: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:

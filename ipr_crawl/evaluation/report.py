@@ -7,7 +7,8 @@
   the collected graph's PageRank (networkx, damping 0.85; Page, Brin, Motwani &
   Winograd 1999) held by the pages fetched by each sample's time — the ordering's
   criterion B of Cho, Garcia-Molina & Page (1998) measured on the crawl itself
-  (against the graph it collected, not the whole web);
+  (against the graph it collected, not the whole web); with a prior
+  (``IPR_PRIOR_CRAWL``), the share of the prior's mass fetched as well;
 - for a revisit crawl, the change stream: changes found and accesses per day
   (the crawl's clock, so a virtual clock gives simulated days).
 """
@@ -24,12 +25,12 @@ from ipr_crawl.store.revisit import RevisitStore
 __all__ = ["crawl_curves", "crawl_report"]
 
 
-def _pagerank_share(store: FrontierStore, fetched_counts: list[float]) -> tuple[list[float], int, int]:
-    """For each count k: the PageRank mass of the first k fetched pages (fetch order),
-    PageRank over every node of the collected graph. Returns (shares, nodes, edges)."""
+def _pagerank_share(store: FrontierStore, order: list[bytes], fetched_counts: list[float]) -> tuple[list[float], int, int]:
+    """For each count k: the PageRank mass of the first k fetched pages (``order``, the
+    fetch order), PageRank over every node of the collected graph. Returns (shares,
+    nodes, edges)."""
     import networkx as nx
 
-    order = store.fetch_order()
     graph = nx.DiGraph()
     graph.add_nodes_from(store.client.hkeys(store.keys["node"]))
     edges = 0
@@ -43,6 +44,26 @@ def _pagerank_share(store: FrontierStore, fetched_counts: list[float]) -> tuple[
     for id_ in order:
         prefix.append(prefix[-1] + rank.get(id_, 0.0))
     return [prefix[min(int(k), len(order))] for k in fetched_counts], graph.number_of_nodes(), edges
+
+
+def _prior_share(store: FrontierStore, order: list[bytes], fetched_counts: list[float]) -> list[float] | None:
+    """With a prior (``IPR_PRIOR_CRAWL``, :mod:`ipr_crawl.store.prior`): for each count k,
+    the share of the prior's mass (the earlier crawl's PageRank over its own graph) held
+    by the first k fetched pages: how closely the crawl follows the order the prior
+    gives. None without a prior."""
+    from ipr_crawl.store.prior import read_scores
+
+    buckets = store.refresh_prior()
+    if not buckets:
+        return None
+    values = read_scores(store.client, store.keys["meta"][: -len("meta")] + "prior:", buckets)
+    total = sum(values.values())
+    if total <= 0:
+        return None
+    prefix = [0.0]
+    for id_ in order:
+        prefix.append(prefix[-1] + values.get(id_, 0.0) / total)
+    return [prefix[min(int(k), len(order))] for k in fetched_counts]
 
 
 def pages_per_minute(t: list[float], fetched: list[float]) -> list[float | None]:
@@ -69,17 +90,22 @@ def pages_per_minute(t: list[float], fetched: list[float]) -> list[float | None]
 
 def crawl_curves(store: FrontierStore) -> dict[str, Any]:
     """The report's data: ``timeline`` rows (``t`` s since the crawl's first sample,
-    ``frontier``, ``in_flight``, ``fetched``, ``pages_per_min``, ``pagerank_share``),
+    ``frontier``, ``in_flight``, ``fetched``, ``pages_per_min``, ``pagerank_share``;
+    with a prior also ``prior_share``, :func:`_prior_share`),
     ``graph`` (nodes, edges, fetched) and ``revisits`` (per day: ``changed``,
     ``accesses``; empty without revisits)."""
     samples = store.timeline()
-    shares, nodes, edges = _pagerank_share(store, [s["fetched"] for s in samples])
+    order = store.fetch_order()
+    counts = [s["fetched"] for s in samples]
+    shares, nodes, edges = _pagerank_share(store, order, counts)
+    prior = _prior_share(store, order, counts)
     rows = []
     rates = pages_per_minute([s["t"] for s in samples], [s["fetched"] for s in samples])
     for i, (s, rate) in enumerate(zip(samples, rates)):
         rows.append({
             "t": s["t"] - samples[0]["t"], "frontier": s["frontier"] + s["forced"], "in_flight": s["in_flight"],
             "fetched": s["fetched"], "pages_per_min": rate, "pagerank_share": shares[i],
+            **({} if prior is None else {"prior_share": prior[i]}),
         })
     days: dict[int, Counter[str]] = {}
     for event in RevisitStore(store.client, store.crawl_id).events():
@@ -92,7 +118,7 @@ def crawl_curves(store: FrontierStore) -> dict[str, Any]:
         {"day": d, "changed": c["changed"], "accesses": sum(v for k, v in c.items() if k != "new")}
         for d, c in sorted(days.items())
     ]
-    fetched = len(store.fetch_order())
+    fetched = len(order)
     return {
         "crawl_id": store.crawl_id, "ordering": store.params.label, "timeline": rows,
         "graph": {"nodes": nodes, "edges": edges, "fetched": fetched}, "revisits": revisits,
@@ -143,7 +169,10 @@ def crawl_report(store: FrontierStore, plot: str, json_path: str | None = None) 
     ax.set_ylabel("pages / min")
     ax.set_ylim(bottom=0)
     ax = axes[2]
-    ax.plot(minutes, [r["pagerank_share"] for r in rows])
+    ax.plot(minutes, [r["pagerank_share"] for r in rows], label="the collected graph's PageRank")
+    if "prior_share" in rows[-1]:
+        ax.plot(minutes, [r.get("prior_share", 0.0) for r in rows], label="the prior's mass")
+        ax.legend(loc="best")
     ax.set_ylim(0, 1)
     ax.set_ylabel("PageRank fetched")
     ax.set_xlabel(f"{unit} since the first sample")

@@ -27,7 +27,7 @@ from ipr_crawl.scheduler.compat import close_spider, loop_deliverer, looping_cal
 from ipr_crawl.scheduler.enqueue import Enqueuer
 from ipr_crawl.scheduler.heartbeat import Heartbeat, holder_info, new_holder_id
 from ipr_crawl.scheduler.identity import RequestIdentity
-from ipr_crawl.scheduler.internals import mark_crawl_failed, warn_missing
+from ipr_crawl.scheduler.internals import mark_crawl_failed, slot_view, warn_missing
 from ipr_crawl.scheduler.leasing import Leases
 from ipr_crawl.scheduler.oplog import FrontierLine, close_summary, closed_without_redis_line, redis_stopped_line
 from ipr_crawl.scheduler.pacing import Pacing
@@ -191,6 +191,7 @@ class IprScheduler(BaseScheduler):
             self.store, self.holder, cfg.heartbeat_secs,
             holder_info(self.holder, spider.name),
             on_lost_holder=self.wake, timeline_secs=cfg.timeline_secs, on_lapse=self.pacing.later(self.leases.lapsed),
+            slots=lambda: slot_view(self.crawler),
         )
         self.heartbeat.start()
         self.enqueuer.heartbeat_on = True

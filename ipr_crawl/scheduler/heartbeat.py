@@ -56,6 +56,9 @@ class Heartbeat:
     ``on_lost_holder()`` is called (from the thread) when another holder's heartbeat is
     found gone, ``on_lapse()`` when this holder was found gone (its leases handed back by
     another process); ``timeline_secs`` > 0 also writes a timeline sample that often.
+    ``slots()``, called from the thread at each beat, gives the downloader's slots
+    (:func:`ipr_crawl.scheduler.internals.slot_view`), published in the holder's info
+    under ``slots`` for ``ipr-crawl dashboard``.
     """
 
     def __init__(
@@ -67,6 +70,7 @@ class Heartbeat:
         on_lost_holder: Callable[[], None] | None = None,
         timeline_secs: float = 0.0,
         on_lapse: Callable[[], None] | None = None,
+        slots: Callable[[], list[dict[str, Any]] | None] | None = None,
     ) -> None:
         self.store = store
         self.holder = holder
@@ -75,6 +79,7 @@ class Heartbeat:
         self.on_lost_holder = on_lost_holder
         self.on_lapse = on_lapse
         self.timeline_secs = timeline_secs
+        self.slots = slots
         self.beats = 0
         self._started = time.monotonic()  # reset at start(): the timeline's first minutes
         #: times this process found itself declared lost (its leases went to others)
@@ -146,6 +151,8 @@ class Heartbeat:
         holders whose heartbeat is gone."""
         # Renewed only while registered: the close releases the holder after stopping this
         # thread, and a beat in progress then must not register it again.
+        if self.slots is not None:
+            self.info["slots"] = self.slots() or []
         was_alive = self.store.beat(self.holder, 2 * self.interval, self.info, renew_only=True)
         if not was_alive:
             if self._stop.is_set():  # closing: released, or about to be

@@ -30,6 +30,10 @@ command (refusals of        stack (:func:`running_command`)        script
 ``shell``, ``fetch``, ...)
 a response the HTTP cache   its own meta key ``_dont_cache``       ``dont_cache`` only
 will not store              (:func:`cache_skips`)
+each host's politeness      ``engine.downloader.slots`` (Scrapy's  the polite lease judges a
+and fetches in flight       ``Slot``: ``active``, ``queue``,       host by its own requests in
+(the polite lease, the      ``delay``, ``concurrency``,            transit; the dashboard shows
+dashboard)                  ``lastseen``; :func:`slot_view`)       the frontier's hosts only
 =========================== ====================================== ==============================
 
 Two more are version-specific and live in :mod:`ipr_crawl.scheduler.compat`: on Scrapy
@@ -51,6 +55,7 @@ import functools
 import importlib
 import inspect
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -58,7 +63,7 @@ from scrapy import Request, signals
 
 __all__ = [
     "cache_skips", "callback_name", "engine_holds_nothing", "mark_crawl_failed", "missing", "request_scheduled_receivers",
-    "requests_in_progress", "running_command", "send_to_receiver", "wake_engine", "warn_missing",
+    "requests_in_progress", "running_command", "send_to_receiver", "slot_view", "wake_engine", "warn_missing",
 ]
 
 logger = logging.getLogger(__name__)
@@ -203,6 +208,42 @@ def cache_skips(request: Any) -> bool:
     return bool(request.meta.get("dont_cache")) or "_dont_cache" in request.meta
 
 
+# -- the downloader's slots -------------------------------------------------------------
+#: slots a process publishes with its heartbeat (the busiest, then the latest fetched)
+SLOT_VIEW = 30
+
+
+def slot_view(crawler: Any, limit: int = SLOT_VIEW) -> list[dict[str, Any]] | None:
+    """The downloader's slots (one per host unless a request's ``download_slot`` meta
+    says otherwise; Scrapy's ``engine.downloader.slots``), busiest first, at most
+    ``limit``: ``slot``, ``in_flight`` (being downloaded), ``queued`` (waiting in the
+    slot for its delay), ``delay`` (s between two fetches: ``DOWNLOAD_DELAY`` or
+    AutoThrottle's, per slot), ``concurrency``, ``last_fetch_age`` (s since its last
+    download started, on this process's clocks; None before any). Safe from another
+    thread (the dict is copied in one step under the GIL). None when this Scrapy has no
+    such slots or the engine is not running."""
+    slots = getattr(getattr(_engine(crawler), "downloader", None), "slots", None)
+    if not isinstance(slots, dict):
+        return None
+    # Slot.lastseen is on time.monotonic() in recent Scrapys, time.time() in older ones:
+    # the age is the one clock's reading it is not ahead of (the other gives a negative
+    # age or decades)
+    now = (time.monotonic(), time.time())
+    rows: list[dict[str, Any]] = []
+    for key, slot in dict(slots).items():
+        try:
+            seen = float(getattr(slot, "lastseen", 0) or 0)
+            rows.append({
+                "slot": str(key), "in_flight": len(slot.active), "queued": len(slot.queue),
+                "delay": round(float(slot.delay), 3), "concurrency": int(slot.concurrency),
+                "last_fetch_age": round(min(t - seen for t in now if t >= seen), 1) if 0 < seen <= now[1] else None,
+            })
+        except (AttributeError, TypeError, ValueError):
+            return None
+    rows.sort(key=lambda r: (-(r["in_flight"] + r["queued"]), r["last_fetch_age"] is None, r["last_fetch_age"] or 0))
+    return rows[:limit]
+
+
 # -- what this Scrapy lacks -----------------------------------------------------------------------
 def missing(crawler: Any) -> list[str]:
     """The internals above that this Scrapy lacks, each as ``"<internal> (<what the add-on
@@ -220,6 +261,9 @@ def missing(crawler: Any) -> list[str]:
         if not hasattr(getattr(engine, "downloader", None), "active") or not hasattr(
                 getattr(engine, "scraper", None), "slot"):
             gone.append("engine.downloader.active / engine.scraper.slot (escaped leases wait IPR_LEASE_SECS)")
+        if not isinstance(getattr(getattr(engine, "downloader", None), "slots", None), dict):
+            gone.append("engine.downloader.slots (the polite lease judges a host by the requests it handed "
+                        "out alone; the dashboard shows no host's delay or fetches in flight)")
     if _pydispatch() is None:
         gone.append("PyDispatcher under Scrapy's signals (request_scheduled sent with send_catch_log: slower)")
     if _find_method() is None:

@@ -34,6 +34,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
+from scrapy.utils.httpobj import urlparse_cached
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -70,8 +71,12 @@ class PolitePop:
         self._transit.pop(id(request), None)
 
     def _downloader(self) -> Any:
+        """Scrapy's downloader, or None where it has no ``slots`` dict (internals.py's
+        :func:`~ipr_crawl.scheduler.internals.missing` says so at open): slots are then
+        judged by the requests this scheduler handed out alone."""
         engine = getattr(self.crawler, "engine", None)
-        return getattr(engine, "downloader", None)
+        downloader = getattr(engine, "downloader", None)
+        return downloader if isinstance(getattr(downloader, "slots", None), dict) else None
 
     def _free(self, key: str, downloader: Any, now: float) -> bool:
         """True if slot ``key`` can take a request now (fewer than ``SLOT_DEPTH`` waiting)."""
@@ -134,7 +139,7 @@ class PolitePop:
     def _slot_key(request: Request, downloader: Any) -> str:
         if downloader is not None:
             return str(downloader.get_slot_key(request))
-        return str(request.meta.get("download_slot", ""))
+        return str(request.meta.get("download_slot") or urlparse_cached(request).hostname or "")
 
     def _expire(
         self, buffer: deque[tuple[bytes, Request]], release: Callable[[list[tuple[bytes, Request]]], None], now: float

@@ -330,8 +330,8 @@ class FrontierStore(PipelinedRecord, FrontierReads):
         (``info``, JSON-able, is stored beside it). Returns False when the holder was
         not registered, i.e. on its first beat or after it was declared lost (its
         leases then went to others) or released. ``renew_only``: a holder that is not
-        registered stays so (``ZADD XX``; its info is not written): a beat that lands
-        after the holder's release at close does not bring it back."""
+        registered stays so (its info is not written either): a beat that lands after
+        the holder's release at close does not bring it back."""
         keys = [self.keys["meta"], self.keys["holders"], self.keys["holders_info"]]
         args = [holder, int(ttl_secs * 1000), "1" if renew_only else "0", "" if info is None else json.dumps(info)]
         return bool(self._scripts["beat"](keys=keys, args=args))

@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import msgpack
+import redis
 
 from ipr_crawl.ordering.params import OrderingParams, parse_ordering
 from ipr_crawl.store.archive import archives, finished_info, is_archive_id
@@ -180,7 +181,7 @@ def status(store: FrontierStore, revisits: bool = True) -> dict[str, Any]:
     timeline (None without two samples in it); ``ordering``; ``time`` (s since the epoch);
     ``finished`` (when it closed as finished, else None); ``archives``: the finished
     crawls of this id kept by its reruns (:func:`ipr_crawl.store.archive.archives`),
-    oldest first; ``rerun_of``: the one it was started afresh from ("" if none);
+    oldest first (None when a Cluster's master is away); ``rerun_of``: the one it was started afresh from ("" if none);
     ``memory``: the server's used and maximum memory, its eviction policy and this
     crawl's share (:func:`_memory`)."""
     now = store.redis_time()  # the clock of the timeline and the heartbeats (_clock.lua)
@@ -190,7 +191,10 @@ def status(store: FrontierStore, revisits: bool = True) -> dict[str, Any]:
     out["finished"] = done["at"] if done else None
     rerun_of = store.client.hget(store.keys["meta"], "rerun_of")
     out["rerun_of"] = rerun_of.decode() if isinstance(rerun_of, bytes) else rerun_of or ""
-    out["archives"] = archives(store.client, store.crawl_id)
+    try:
+        out["archives"] = archives(store.client, store.crawl_id)
+    except redis.RedisError:  # a SCAN of every master (a Cluster's): one away, the archives unknown
+        out["archives"] = None
     out["memory"] = _memory(store)
     out["holders"] = store.holders()
     out["dead_letters"] = [payload_summary(p).get("url") or m.hex() for m, p in store.dead_letters(10)]
@@ -208,8 +212,8 @@ def status(store: FrontierStore, revisits: bool = True) -> dict[str, Any]:
 
 def _memory(store: FrontierStore) -> dict[str, Any]:
     """The server's ``used`` and ``max`` memory (bytes; ``max`` 0: no limit), its
-    ``policy`` (None: unknown) and the bytes of this crawl's keys (``crawl``); ``{}`` when
-    the server's memory cannot be read."""
+    ``policy`` (None: unknown) and the bytes of this crawl's keys (``crawl``; None when a
+    Cluster's master is away); ``{}`` when the server's memory cannot be read."""
     from ipr_crawl.store.archive import crawl_key_names
     from ipr_crawl.store.memory import crawl_memory, eviction_policy, server_memory
 
@@ -218,7 +222,10 @@ def _memory(store: FrontierStore) -> dict[str, Any]:
         return {}
     found = eviction_policy(store.client)
     mem["policy"] = found[0] if found else None
-    mem["crawl"] = crawl_memory(store.client, crawl_key_names(store.client, store.crawl_id))
+    try:
+        mem["crawl"] = crawl_memory(store.client, crawl_key_names(store.client, store.crawl_id))
+    except redis.RedisError:  # a Cluster's SCAN needs every master: one away, the crawl's bytes unknown
+        mem["crawl"] = None
     return mem
 
 
@@ -263,9 +270,12 @@ def format_status(st: dict[str, Any]) -> str:
     if mem:
         from ipr_crawl.store.memory import describe
 
-        share = f" ({mem['crawl'] / mem['used']:.0%})" if mem["used"] else ""
-        lines.append(f"  Redis memory: {describe(mem)}, policy {mem['policy'] or 'unknown'}; "
-                     f"this crawl's keys {mem['crawl'] / 1e6:,.2f} MB{share}")
+        if mem.get("crawl") is None:
+            keys = "this crawl's keys unknown (a master away)"
+        else:
+            share = f" ({mem['crawl'] / mem['used']:.0%})" if mem["used"] else ""
+            keys = f"this crawl's keys {mem['crawl'] / 1e6:,.2f} MB{share}"
+        lines.append(f"  Redis memory: {describe(mem)}, policy {mem['policy'] or 'unknown'}; {keys}")
     if "revisits_due" in st:
         lines.append(f"  revisits due now {st['revisits_due']:,} of {st['revisits_scheduled']:,} scheduled")
     if st.get("finished"):

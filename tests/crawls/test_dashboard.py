@@ -101,6 +101,15 @@ def test_the_dashboard_shows_a_live_shared_crawl_and_its_metrics(graph_server, r
         assert {h["holder"] for h in after["holders"]} >= {h["holder"] for h in status["holders"] if h["alive"]}
         assert after["top"] and after["top"][0]["url"].startswith(served.base)
         assert after["curves"]["timeline"], "no timeline samples"
+        # the hosts: the served host's politeness delay and last fetch, from the processes' heartbeats
+        deadline = time.monotonic() + 30
+        while True:
+            host = {h["host"]: h for h in json.loads(get(url + f"api/crawl/{CRAWL}")[1])["hosts"]}.get("127.0.0.1")
+            if host and host["processes"] == 2:
+                break
+            assert time.monotonic() < deadline, host
+            time.sleep(0.5)
+        assert host["delay"] == 0.1 and host["last_fetch_age"] is not None and 0 <= host["last_fetch_age"] < 30
         # /metrics: Prometheus's text format, the same counts
         code, body = get(url + "metrics")
         assert code == 200
@@ -304,3 +313,65 @@ def test_a_crawl_in_bucket_mode_is_shown_once_with_its_buckets_summed(graph_serv
         assert metric(text, "ipr_pages_fetched_total", crawl="fleet") == shot["fetched"]
     finally:
         stop(dash)
+
+
+@pytest.mark.slow  # a real Cluster and a whole bucketed crawl: CI's slow stage
+def test_a_fleet_on_a_redis_cluster_is_summed_over_its_buckets_and_a_master_away_is_named(graph_server, tmp_path):
+    """Two processes crawl polblogs (16 hosts) on a real 3-master Redis Cluster with
+    IPR_CLUSTER_BUCKETS=6; the dashboard, given one node's URL, lists the crawl once with
+    the sums of its buckets' ``ipr-crawl status``. One master killed (no replica, the
+    cluster told to serve the slots it still covers; the node the dashboard was given
+    when it holds buckets): the buckets it held are named on the page, the others still
+    summed."""
+    from procs import LocalCluster
+
+    try:
+        cluster = LocalCluster(tmp_path / "cluster", masters=3, replicas=0).start()
+    except (RuntimeError, OSError) as exc:
+        pytest.skip(f"cannot start a local Redis Cluster here: {exc}")
+    dash = None
+    try:
+        served = graph_server(TEST_DATA / "polblogs.tsv.gz", TEST_DATA / "polblogs.urls.tsv.gz", hosts=16)
+        settings = {"IPR_REDIS_URL": cluster.url, "IPR_CRAWL_ID": "fleet", "IPR_CLUSTER_BUCKETS": 6,
+                    "IPR_GRAPH_STAY_ON_HOSTS": False}
+        logs = [tmp_path / "a.log", tmp_path / "b.log"]
+        assert wait_all([start_crawl(served.seed_url, log, settings) for log in logs], timeout=300) == [0, 0], \
+            [read_log(log)[-2000:] for log in logs]
+        dash, url = start_dashboard("--redis-url", cluster.url)
+        assert json.loads(get(url + "api/crawls")[1])["crawls"] == ["fleet"]
+        whole = json.loads(get(url + "api/crawl/fleet")[1])
+        parts = {}
+        for b in range(6):
+            out = subprocess.run([sys.executable, "-m", "ipr_crawl.cli", "status", "--crawl-id", f"fleet:{b}",
+                                  "--redis-url", cluster.url, "--json"], capture_output=True, text=True, timeout=60)
+            assert out.returncode == 0, out.stderr
+            parts[f"fleet:{b}"] = json.loads(out.stdout)
+        assert whole["buckets"] == 6 and whole["buckets_missing"] == []
+        for key in ("known", "fetched", "frontier", "in_flight"):
+            assert whole[key] == sum(p[key] for p in parts.values()), key
+        # a master away: the buckets whose keys it held are named, the rest summed
+        from ipr_crawl.store import crawl_keys
+
+        for port in cluster.ports:
+            with cluster.node(port) as node:
+                node.config_set("cluster-require-full-coverage", "no")
+        # the victim holds buckets but not the crawl's own meta (its bucket count: a crawl
+        # whose meta is away cannot be read at all, and the page says so)
+        home = cluster.master_of(crawl_keys("fleet")["meta"])
+        victim = min({cluster.master_of(crawl_keys(b)["meta"]) for b in parts} - {home})
+        gone = sorted(b for b in parts if cluster.master_of(crawl_keys(b)["meta"]) == victim)
+        cluster.kill(victim)
+        deadline = time.monotonic() + 60
+        while True:
+            code, body = get(url + "api/crawl/fleet")
+            shot = json.loads(body)
+            if code == 200 and shot["buckets_missing"] == gone:
+                break
+            assert time.monotonic() < deadline, (code, body[:500], gone)
+            time.sleep(1)
+        assert shot["fetched"] == sum(p["fetched"] for b, p in parts.items() if b not in gone)
+        assert 0 < shot["fetched"] < whole["fetched"]
+    finally:
+        if dash is not None:
+            stop(dash)
+        cluster.stop()

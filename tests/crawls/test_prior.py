@@ -97,6 +97,36 @@ def test_install_prior_errors_and_resume(redis_client):
         b.drop()
 
 
+def test_the_report_draws_the_share_of_the_priors_mass_fetched(redis_client):
+    """``crawl_curves`` (``ipr-crawl report``, the dashboard) gives, with a prior, the
+    share of the prior's mass held by the pages fetched by each sample; none without."""
+    from ipr_crawl.evaluation.report import crawl_curves
+
+    out = {0: [1, 2], 1: [2], 2: [0, 3]}
+    old, new = f"old-{uuid.uuid4().hex[:8]}", f"new-{uuid.uuid4().hex[:8]}"
+    a = small_crawl(redis_client, old, out, [0, 1, 2])
+    b = FrontierStore(redis_client, new, "push")
+    b.open()
+    try:
+        info = install_prior(redis_client, new, old, 1.0)
+        b.refresh_prior()
+        prior = read_scores(redis_client, f"ipr:{{{old}}}:pagerank:", info["buckets"])
+        b.enqueue(nid(3), 0, b"", False)
+        b.sample(0)
+        for n in (3, 2):
+            b.record_page(nid(n), 0, [Link(nid(t), 0, b"") for t in out.get(n, [])])
+            b.sample(0)
+        rows = crawl_curves(b)["timeline"]
+        total = sum(prior.values())
+        assert [r["prior_share"] for r in rows] == pytest.approx(
+            [0.0, prior[nid(3)] / total, (prior[nid(3)] + prior[nid(2)]) / total])
+        a.sample(0)  # the earlier crawl itself has no prior
+        assert "prior_share" not in crawl_curves(a)["timeline"][-1]
+    finally:
+        a.drop()
+        b.drop()
+
+
 def test_rewired_graph_keeps_out_degrees_and_changes_the_share_asked():
     g = read_graph(EMACS)
     r = rewired(g, 0.2, seed=3)

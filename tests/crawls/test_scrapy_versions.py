@@ -58,7 +58,7 @@ def test_every_internal_the_addon_reads_is_on_this_scrapy() -> None:
     scraper's ``slot``, Scrapy's signals on PyDispatcher, ``_find_method``."""
     import inspect
 
-    from scrapy.core.downloader import Downloader
+    from scrapy.core.downloader import Downloader, Slot
     from scrapy.core.engine import ExecutionEngine, _Slot
     from scrapy.core.scraper import Scraper
 
@@ -69,6 +69,9 @@ def test_every_internal_the_addon_reads_is_on_this_scrapy() -> None:
     assert "self._slot" in inspect.getsource(ExecutionEngine.__init__)
     assert "self.active" in inspect.getsource(Downloader.__init__)
     assert "self.slot" in inspect.getsource(Scraper.__init__)
+    assert "self.slots" in inspect.getsource(Downloader.__init__)
+    slot = Slot(2, 0.5)  # what slot_view and the polite lease read of a downloader slot
+    assert (len(slot.active), len(slot.queue), slot.delay, slot.concurrency, slot.lastseen) == (0, 0, 0.5, 2, 0)
     assert "bootstrap_failed |= not getattr(crawler, \"spider\", None)" in inspect.getsource(
         __import__("scrapy.crawler", fromlist=["CrawlerRunner"]))
 
@@ -90,10 +93,11 @@ def test_a_missing_internal_is_named_once_and_its_fallback_serves(caplog) -> Non
     with caplog.at_level(logging.WARNING):
         gone = internals.warn_missing(Crawler())
     assert [g.split(" ")[0] for g in gone] == ["engine._slot.nextcall", "engine._slot.inprogress",
-                                              "engine.downloader.active"]
+                                              "engine.downloader.active", "engine.downloader.slots"]
     assert len([r for r in caplog.records if "lacks internals" in r.getMessage()]) == 1
     assert internals.requests_in_progress(Crawler()) is None and internals.wake_engine(Crawler()) is False
     assert internals.engine_holds_nothing(Crawler()) is False
+    assert internals.slot_view(Crawler()) is None  # the heartbeat publishes no slots
 
     class Shop(Spider):
         name = "shop"

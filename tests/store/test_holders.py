@@ -267,6 +267,31 @@ def test_a_renewing_beat_after_the_release_does_not_register_the_holder_again(re
     assert [h["holder"] for h in store.holders()] == []
 
 
+def test_each_beat_publishes_the_downloader_slots_and_a_released_holder_stays_gone(redis_client, crawl_id):
+    """The heartbeat thread's beats (renew-only) write the holder's info with its
+    downloader slots (what the dashboard's hosts table reads); after the release a beat
+    writes nothing."""
+    from ipr_crawl.scheduler.heartbeat import Heartbeat
+
+    store = _store(redis_client, crawl_id)
+    slots = [[{"slot": "a.example", "in_flight": 1, "queued": 0, "delay": 0.5, "concurrency": 8,
+               "last_fetch_age": 0.2}]]
+    beat = Heartbeat(store, "h1", 30, {"pid": 7}, slots=lambda: slots[0])
+    beat.start()
+    try:
+        beat.beat_once()
+        (holder,) = store.holders()
+        assert holder["pid"] == 7 and holder["slots"] == slots[0]
+        slots[0] = []
+        beat.beat_once()
+        assert store.holders()[0]["slots"] == []
+    finally:
+        beat.stop()
+    store.release("holder", "h1")
+    beat.beat_once()
+    assert store.holders() == [] and not redis_client.hexists(store.keys["holders_info"], "h1")
+
+
 def test_the_retry_budget_is_whole_again_once_redis_answers():
     """One call spends the budget (the heartbeat thread's, say): later calls get one
     attempt each while Redis stays away; the first that succeeds makes the budget whole

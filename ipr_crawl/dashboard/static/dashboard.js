@@ -71,9 +71,14 @@
     const c = s.curves || {}, tl = c.timeline || [];
     const fetched = tl.map((r) => r.fetched), share = tl.map((r) => r.pagerank_share);
     const last = tl.length ? tl[tl.length - 1] : null;
+    const pct = (v) => `${(v * 100).toFixed(1)} %`;
+    const prior = last && last.prior_share !== undefined;
     chart("chart-share", "PageRank share fetched", "pages fetched", [
       { label: "share of PageRank", stroke: "#2c6bd6", width: 2 },
-    ], [fetched, share], last ? `PageRank share fetched: ${(last.pagerank_share * 100).toFixed(1)} % after ${fmt(last.fetched)} pages` : "no samples yet");
+      ...(prior ? [{ label: "share of the prior's mass", stroke: "#d08000", width: 2 }] : []),
+    ], [fetched, share, ...(prior ? [tl.map((r) => r.prior_share ?? null)] : [])],
+    last ? `PageRank share fetched: ${pct(last.pagerank_share)}` + (prior ? `, the prior's mass fetched: ${pct(last.prior_share)}` : "") +
+      ` after ${fmt(last.fetched)} pages` : "no samples yet");
     const t = tl.map((r) => r.t);
     chart("chart-pages", "Pages", "seconds", [
       { label: "fetched", stroke: "#1e7b34" }, { label: "frontier", stroke: "#d08000" }, { label: "in flight", stroke: "#7b1fa2" },
@@ -90,7 +95,9 @@
     rows("top", s.top, (r) => [[r.url || "", "url"], [r.score === null ? "–" : Number(r.score).toPrecision(4), "num"],
       [r.depth === null || r.depth === undefined ? "–" : String(r.depth), "num"]]);
     $("host-sample").textContent = "200";
-    rows("hosts", s.hosts, (h) => [[h.host], [fmt(h.queued_in_top), "num"]]);
+    const secs = (v) => (v === null || v === undefined ? "–" : `${v} s`);
+    rows("hosts", s.hosts, (h) => [[h.host], [fmt(h.queued_in_top), "num"], [fmt(h.in_flight), "num"],
+      [fmt(h.waiting), "num"], [secs(h.delay), "num"], [h.last_fetch_age === null ? "–" : `${h.last_fetch_age} s ago`, "num"]]);
     const rv = s.revisits;
     cards("revisits", [["due now", fmt(rv.due), "revisits_due"], ["scheduled", fmt(rv.scheduled), "revisits_scheduled"],
       ...rv.by_day.map((n, d) => [`day ${d + 1}`, fmt(n)])]);
@@ -100,8 +107,8 @@
     ], [days.map((d) => d.day), days.map((d) => d.accesses), days.map((d) => d.changed)],
     days.length ? `${days.length} days of revisits` : "no revisits recorded");
     const m = s.redis.memory || {};
-    cards("redis", [["round trip", `${s.redis.rtt_ms} ms`, "rtt_ms"], ["memory used", fmt(m.used) + " B", "memory_used"],
-      ["max memory", m.max ? fmt(m.max) + " B" : "no limit", "memory_max"], ["the crawl's keys", fmt(m.crawl) + " B", "memory_crawl"],
+    cards("redis", [["round trip", s.redis.rtt_ms === null ? "no answer" : `${s.redis.rtt_ms} ms`, "rtt_ms"], ["memory used", fmt(m.used) + " B", "memory_used"],
+      ["max memory", m.max ? fmt(m.max) + " B" : "no limit", "memory_max"], ["the crawl's keys", m.crawl === null || m.crawl === undefined ? "unknown" : fmt(m.crawl) + " B", "memory_crawl"],
       ["eviction policy", m.policy || "–"]]);
   }
 
