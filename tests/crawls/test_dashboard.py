@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -73,12 +74,39 @@ def metric(text: str, name: str, **labels: str) -> float | None:
     return None
 
 
+#: the live crawl's IPR_HEARTBEAT_SECS (s)
+BEAT = 2
+
+
+def mark_a_paused_process(url: str, proc: subprocess.Popen) -> dict[str, float]:
+    """SIGSTOP ``proc`` until the page shows it lost, then SIGCONT: the seconds after the
+    stop at which the page first showed it ``late`` and ``lost`` (not alive, or no longer
+    listed: the process that handed its leases back forgot it), the page asked every
+    0.2 s."""
+    marks: dict[str, float] = {}
+    os.kill(proc.pid, signal.SIGSTOP)
+    stopped = time.monotonic()
+    try:
+        while "lost" not in marks:
+            rows = [h for h in json.loads(get(url + f"api/crawl/{CRAWL}")[1])["holders"] if h.get("pid") == proc.pid]
+            if rows:
+                state = ("late" if rows[0]["late"] else "alive") if rows[0]["alive"] else "lost"
+                marks.setdefault(state, round(time.monotonic() - stopped, 2))
+            elif marks:  # no longer listed: another process handed its leases back (_reclaim.lua)
+                marks.setdefault("lost", round(time.monotonic() - stopped, 2))
+            assert time.monotonic() - stopped < 30, marks
+            time.sleep(0.2)
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+    return marks
+
+
 @pytest.mark.slow  # two whole crawls' time: CI's slow stage; make test serves a stopped crawl (test_operations.py)
 def test_the_dashboard_shows_a_live_shared_crawl_and_its_metrics(graph_server, redis_server, tmp_path):
     served = graph_server(HARVARD)
     # 0.1 s between fetches: the crawl (about 25 s) outlasts a dashboard slow to start on a loaded machine
     settings = {"IPR_REDIS_URL": redis_server.url, "IPR_CRAWL_ID": CRAWL, "DOWNLOAD_DELAY": 0.1,
-                "IPR_TIMELINE_SECS": 1}
+                "IPR_TIMELINE_SECS": 1, "IPR_HEARTBEAT_SECS": BEAT}
     logs = [tmp_path / "a.log", tmp_path / "b.log"]
     procs = [start_crawl(served.seed_url, log, settings) for log in logs]
     dash, url = start_dashboard("--redis-url", redis_server.url)
@@ -128,6 +156,11 @@ def test_the_dashboard_shows_a_live_shared_crawl_and_its_metrics(graph_server, r
         assert get(url + "static/uPlot.iife.min.js")[0] == 200
         assert get(url + f"api/crawl/{CRAWL}", method="POST")[0] == 405
         assert get(url + "api/crawl/no-such-crawl")[0] == 404
+        # a process that stops beating (SIGSTOP) is marked late within one heartbeat of the
+        # beat it missed, then lost (its leases handed back); it goes on when continued
+        marks = mark_a_paused_process(url, procs[1])
+        print(f"paused process on the page (s after SIGSTOP, heartbeat {BEAT} s): {marks}")
+        assert marks.get("late", marks["lost"]) <= 1.5 * BEAT + 2 and marks["lost"] <= 2 * BEAT + 2, marks
         codes = wait_all(procs, timeout=300)
         assert codes == [0, 0], [read_log(log)[-2000:] for log in logs]
         done = json.loads(get(url + f"api/crawl/{CRAWL}")[1])
