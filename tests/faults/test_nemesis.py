@@ -23,8 +23,14 @@ exit 1 by design), one of:
 - ``slow-redis``: every reply delayed 20-200 ms for 2-8 s (a slow network or server);
 - ``pause-crawler``: ``SIGSTOP`` of a crawler for longer than its heartbeat's time to live
   (2 x ``IPR_HEARTBEAT_SECS`` + 0.5-2 s), then ``SIGCONT``: its leases go to the others;
-- ``freeze-redis``: ``SIGSTOP`` of redis-server for 5-12 s, then ``SIGCONT`` (an outage no
+- ``freeze-redis``: ``SIGSTOP`` of redis-server for 5-20 s, then ``SIGCONT`` (an outage no
   crawler can beat through; nothing is lost).
+
+Faults during a close: in one schedule in two, once the nemesis's faults are spent, one
+more (``kill-redis``, ``cut-all`` or ``freeze-redis``; on a Cluster ``kill-master``) lands
+the moment the first crawler logs ``Closing spider``, while it settles its last
+requests, releases its holder and marks the crawl finished (``<fault>@close`` in the
+history).
 
 Each schedule also draws the ordering (``ipr``, ``push``, ``blc``, ``bf``), bucket mode for
 one seed in four (``IPR_CLUSTER_BUCKETS`` 3 on the one server, the graph served on 16
@@ -106,6 +112,9 @@ CLUSTER_REGRESSIONS: dict[int, str] = {
     20261804: "a slot migrated key by key: redis-py's 'TTL exhausted' was not retried, a pop and three records "
               "failed, and a forced-queue token's hand-back went to bucket 0: it stayed in flight, no close",
 }
+#: the faults that may land as a crawler closes (a crawler killed then would start a new
+#: one on a crawl that may have just finished: a rerun, not a fault)
+CLOSE_FAULTS = ("kill-redis", "cut-all", "freeze-redis")
 FAULTS = ("kill-crawler", "kill-redis", "cut-reply", "cut-all", "pause-crawler", "freeze-redis", "cut-crawler",
           "slow-redis")
 CLUSTER_FAULTS = ("kill-crawler", "kill-master", "migrate-slot", "pause-crawler")
@@ -131,6 +140,7 @@ class Schedule:
     """One run: the servers, the crawlers, the nemesis's history."""
 
     faults = FAULTS
+    close_faults = CLOSE_FAULTS
 
     def __init__(self, seed: int, served, tmp_path: Path) -> None:
         self.rng = random.Random(seed)
@@ -243,6 +253,30 @@ class Schedule:
             flight, recent = self.in_flight(), self.recent(1.5)
             self.history.append((fault, at, self.inject(fault), flight, recent))
 
+    def at_close(self) -> None:
+        """In one schedule in two, one fault of :attr:`close_faults` the moment the first
+        crawler running logs ``Closing spider`` (read as the logs grow)."""
+        if self.rng.random() >= 0.5:
+            return
+        fault = self.rng.choice(self.close_faults)
+        read: dict[Path, int] = {}
+        deadline = time.monotonic() + 480
+        while self.alive() and time.monotonic() < deadline:
+            for _, log in self.alive():
+                try:
+                    with open(log, "rb") as fh:
+                        fh.seek(max(0, read.get(log, 0) - 20))  # a line split between two reads
+                        chunk = fh.read()
+                        read[log] = fh.tell()
+                except FileNotFoundError:
+                    continue
+                if b"Closing spider" in chunk:
+                    at = round(time.monotonic() - self.started, 2)
+                    flight, recent = self.in_flight(), self.recent(1.5)
+                    self.history.append((f"{fault}@close", at, self.inject(fault), flight, recent))
+                    return
+            time.sleep(0.05)
+
     def inject(self, fault: str) -> int:
         """Inject ``fault``; returns the extra fetches it may cause (the module docstring)."""
         if fault in ("kill-crawler", "pause-crawler"):
@@ -264,7 +298,7 @@ class Schedule:
         if fault == "freeze-redis":
             assert self.redis.proc is not None
             self.redis.proc.send_signal(signal.SIGSTOP)
-            time.sleep(self.rng.uniform(5.0, 12.0))
+            time.sleep(self.rng.uniform(5.0, 20.0))
             self.redis.proc.send_signal(signal.SIGCONT)
         elif fault == "cut-reply":
             self.proxy_of(self.rng.choice(self.alive())[0]).cut_next_reply()
@@ -303,6 +337,7 @@ def check(run: Schedule, expected: set[int], back: dict[str, int], seed: int) ->
     run.crawler()
     run.crawler()
     run.nemesis(faults=run.rng.randint(3, 8))
+    run.at_close()
     last = run.alive()
     codes = wait_all([p for p, _ in last], timeout=540)
     secs = round(time.monotonic() - run.started, 1)
@@ -329,7 +364,8 @@ def check(run: Schedule, expected: set[int], back: dict[str, int], seed: int) ->
     own = sum(b for _, _, b, _, _ in run.history)
     # every process's leases at every fault, plus the last 1.5 s of fetches at a Redis or
     # master kill: the bound CI asserts; IPR_FAULT_STRICT=1 asserts each fault's own (`own`)
-    bound = sum(f + (r if fault in ("kill-redis", "kill-master") else 0) for fault, _, _, f, r in run.history)
+    bound = sum(f + (r if fault.split("@")[0] in ("kill-redis", "kill-master") else 0)
+                for fault, _, _, f, r in run.history)
     line = json.dumps({
         "seed": seed, "kind": type(run).__name__, "buckets": run.buckets, "revisits": run.revisits, "ordering": run.ordering,
         "skew": run.skew, "faults": [f for f, *_ in run.history], "own_bounds": [b for _, _, b, _, _ in run.history],
@@ -373,6 +409,7 @@ class ClusterSchedule(Schedule):
     (the slot split between two masters for a while: ASK and TRYAGAIN replies)."""
 
     faults = CLUSTER_FAULTS
+    close_faults = ("kill-master",)
 
     def __init__(self, seed: int, served, tmp_path: Path, cluster) -> None:
         self.cluster = cluster
