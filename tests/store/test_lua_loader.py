@@ -28,8 +28,8 @@ INCLUDES = sorted([*(e.name for e in LUA.iterdir() if e.name.startswith("_")), *
 #: most (the sizes of this release, a little over): a script that starts carrying what
 #: it does not use grows past its bound.
 MAX_LINES = {
-    "ack": 322, "beat": 42, "dead_return": 262, "enqueue": 368, "pop": 566, "record_page": 644, "relay": 464,
-    "release_holder": 407, "replay": 623, "replay_record": 594, "revisit_record": 170, "revisit_refresh": 80, "sample": 61,
+    "ack": 322, "beat": 42, "dead_return": 262, "enqueue": 368, "pop": 566, "record_page": 674, "relay": 464,
+    "release_holder": 407, "replay": 647, "replay_record": 618, "revisit_record": 170, "revisit_refresh": 80, "sample": 61,
     "set_scores": 215,
 }
 

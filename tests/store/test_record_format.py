@@ -93,3 +93,42 @@ def test_polite_pop_reads_the_stored_slot(redis_client, crawl_id) -> None:
     assert items == []
     _, items = store.pop(8, 60, scan=10)
     assert len(items) == 1  # one per slot
+
+
+def _crawl_keys_dump(client, crawl_id: str) -> dict[bytes, bytes]:
+    return {k: client.dump(k) for k in client.scan_iter(match=f"ipr:{{{crawl_id}}}:*", count=1000)}
+
+
+def test_a_record_that_cannot_be_made_writes_nothing(redis_client, crawl_id) -> None:
+    """record_page checks its arguments and reads the records it touches before its first
+    write (Redis does not undo a script's writes when it fails halfway): malformed
+    arguments are an IPR_BAD_RECORD error, a link whose stored record cannot be decoded a
+    script error, and in both cases every key of the crawl is as it was."""
+    import redis
+
+    store = FrontierStore(redis_client, crawl_id, "push")
+    store.open()
+    nid = [n.to_bytes(8, "big") for n in range(6)]
+    store.enqueue(nid[0], 0, b"p0", False)
+    _, items = store.pop(1, 60)
+    lease = items[0][0]
+    links = [Link(nid[1], 0, b"p1"), Link(nid[2], 0, b"p2", priority=3)]
+    before = _crawl_keys_dump(redis_client, crawl_id)
+    argv = store._record_argv(nid[0], 0, links, lease)
+    for broken, message in (
+        (argv[:-1] + [argv[-1][:-1]], "the links' priorities"),  # 4 bytes a link: one short
+        ([*argv[: argv.index(nid[1])], b"short", *argv[argv.index(nid[1]) + 1:]], "link 0: its id or tie"),
+    ):
+        with pytest.raises(redis.ResponseError, match=f"IPR_BAD_RECORD record_page: {re.escape(message)}"):
+            store._scripts["record_page"](keys=store._record_keys_of(broken), args=broken)
+        assert _crawl_keys_dump(redis_client, crawl_id) == before
+    # a link already known whose record is corrupt (not this release's format)
+    store.enqueue(nid[3], 0, b"p3", False)
+    redis_client.hset(store.keys["node"], nid[3], b"\x00garbage")
+    before = _crawl_keys_dump(redis_client, crawl_id)
+    with pytest.raises(redis.ResponseError):
+        store.record_page(nid[0], 0, [Link(nid[4], 0, b"p4"), Link(nid[3], 0, b"p3")], lease)
+    assert _crawl_keys_dump(redis_client, crawl_id) == before
+    # well formed, the same page records
+    redis_client.hdel(store.keys["node"], nid[3])
+    assert store.record_page(nid[0], 0, links, lease).added == 2

@@ -29,6 +29,12 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
   X.bucketed = bk ~= nil
   local get, touch, cache, rule = X.get, X.touch, X.cache, X.rule
 
+  -- Read before the first write: the page's record and its links' (of this bucket) are
+  -- decoded into the cache now, so that a record that cannot be read fails the call with
+  -- nothing written (Redis does not undo a script's writes when it fails halfway).
+  for k = 1, n do
+    if not (bk and string.byte(bk.of, k) ~= bk.own) then get(lids[k]) end
+  end
   local p = get(pid)
   if not p then
     p = new_record(meta, ptie, X.wide)
@@ -96,6 +102,20 @@ local function record(K, P, lease_member, pid, ptie, n, lids, lties, lpay, share
   if own then redis.call('HDEL', req, pid) end
   if lease_m ~= '' then lease_ack(lease, req, lease_m, holder) end
   return added, first, rescored, updates, dropped, X.refetched, queued
+end
+
+-- What is wrong with a page's arguments (record_page.lua's ARGV, parsed), or nil: checked
+-- before anything is written. Ids are 8 bytes, ties numbers; `bk.of`, the fingerprints
+-- and the priorities one entry per link.
+local function record_args_error(pid, ptie, n, lids, lties, bk, fps, rps)
+  if not pid or #pid ~= 8 or not ptie then return 'the page id or tie' end
+  for k = 1, n do
+    if not lids[k] or #lids[k] ~= 8 or not lties[k] then return 'link ' .. (k - 1) .. ': its id or tie' end
+  end
+  if bk and (not bk.own or not bk.of or #bk.of ~= n) then return 'the links\' buckets' end
+  if fps and #fps ~= 40 * n then return 'the links\' fingerprints' end
+  if rps and #rps ~= 4 * n then return 'the links\' priorities' end
+  return nil
 end
 
 -- Write back the records a replay call kept in `shared` (see record), push's index

@@ -43,6 +43,9 @@
 --     residuals are pushed on the same way until `budget` edge updates are spent
 --     (push_residuals).
 --   pr: none (scores come from the periodic PageRank step); bf, lsf: none.
+-- Arguments are checked and the records read before the first write: a malformed call
+-- is an IPR_BAD_RECORD error, a record that cannot be decoded a script error, both with
+-- nothing written.
 -- Returns {new URLs, 1 if first fetch else 0, frontier entries re-scored,
 --          propagation updates done, propagation entries dropped by the cap
 --          (push: edge updates of the push phase, 1 if its budget ran out with work left),
@@ -57,6 +60,7 @@ local K = {meta = KEYS[1], node = KEYS[2], frontier = KEYS[3], lease = KEYS[4], 
 local lost_store = store_lost(K.meta)
 if lost_store then return lost_store end
 local n = tonumber(ARGV[16])
+if not n or n < 0 or n % 1 ~= 0 then return redis.error_reply('IPR_BAD_RECORD record_page: link count ' .. tostring(ARGV[16])) end
 local lids, lties, lpay = {}, {}, {}
 for k = 0, n - 1 do
   lids[k + 1], lties[k + 1], lpay[k + 1] = ARGV[17 + 3 * k], tonumber(ARGV[18 + 3 * k]), ARGV[19 + 3 * k]
@@ -68,6 +72,8 @@ P.fps = ARGV[19 + 3 * n]
 if P.fps == '' then P.fps = nil end
 P.rps = ARGV[20 + 3 * n]
 if P.rps == '' then P.rps = nil end
+local bad = record_args_error(ARGV[14], tonumber(ARGV[15]), n, lids, lties, bk, P.fps, P.rps)
+if bad then return redis.error_reply('IPR_BAD_RECORD record_page: ' .. bad .. '; nothing written') end
 local added, first, rescored, updates, dropped, refetched, queued =
   record(K, P, ARGV[13], ARGV[14], tonumber(ARGV[15]), n, lids, lties, lpay, nil, bk)
 return {added, first and 1 or 0, rescored, updates, dropped, refetched, queued}
