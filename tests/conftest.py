@@ -374,16 +374,19 @@ def redis_server(tmp_path):
 
 @pytest.fixture
 def graph_server():
-    """Factory: ``graph_server(graph_path, urls_path=None, seed=None, host="127.0.0.1", hosts=0)``
+    """Factory: ``graph_server(graph_path, urls_path=None, seed=None, host="127.0.0.1", hosts=0,
+    fail_first=0.0)``
     starts ``python -m ipr_crawl.evaluation.serve`` on a free port of ``host``, waits for its ready line and
     returns a :class:`Served`. Every server is killed at teardown."""
     procs: list[subprocess.Popen] = []
 
     def start(
         graph: str | os.PathLike, urls: str | os.PathLike | None = None, seed: int | None = None,
-        timeout: float = 60, host: str = "127.0.0.1", hosts: int = 0,
+        timeout: float = 60, host: str = "127.0.0.1", hosts: int = 0, fail_first: float = 0.0,
     ) -> Served:
         cmd = [sys.executable, "-m", "ipr_crawl.evaluation.serve", str(graph), "--port", "0", "--host", host]
+        if fail_first:
+            cmd += ["--fail-first", str(fail_first)]
         if urls:
             cmd += ["--urls", str(urls)]
         if hosts:

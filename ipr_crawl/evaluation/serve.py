@@ -13,6 +13,11 @@ file's mtime) and a strong ``ETag`` (SHA-1 of the body); ``If-None-Match`` and,
 when no ``If-None-Match`` is sent, ``If-Modified-Since`` are answered with 304
 (RFC 9110 §13.2.2 precedence).
 
+With ``--fail-first F`` a share F of the pages (chosen by node id, the same in every
+run) answer their first request with ``503 Service Unavailable`` and ``Retry-After:
+0``, and every later one with the page: a site that fails and recovers, for a
+crawler's retries (Scrapy's RetryMiddleware, RFC 9110 §15.6.4).
+
 Other resources: ``/_ipr/seed`` 302-redirects to the seed page;
 ``/_ipr/nodes.tsv`` lists ``id<TAB>path`` for every node; anything else
 (including ``/robots.txt``) is 404.
@@ -67,6 +72,8 @@ class GraphResource(resource.Resource):
         seed: node that ``/_ipr/seed`` redirects to.
         last_modified: POSIX seconds sent as ``Last-Modified`` on every page.
         urls: optional node id -> original URL, shown in each page's ``<h1>``.
+        fail_first: share of the pages (0 to 1, by node id) that answer their first
+            request with 503 (see the module docstring).
     """
 
     isLeaf = True
@@ -78,8 +85,14 @@ class GraphResource(resource.Resource):
         seed: int,
         last_modified: float = DEFAULT_LAST_MODIFIED,
         urls: dict[int, str] | None = None,
+        fail_first: float = 0.0,
     ) -> None:
         super().__init__()
+        if not 0.0 <= fail_first <= 1.0:
+            raise ValueError(f"fail_first={fail_first}: a share, 0 to 1")
+        self.fail_first = fail_first
+        #: the pages that answered 503 once (fail_first)
+        self.failed: set[int] = set()
         self.graph = graph
         self.paths = paths
         self.by_path = path_to_node(paths)
@@ -143,6 +156,12 @@ class GraphResource(resource.Resource):
             request.setResponseCode(http.NOT_FOUND)
             request.setHeader(b"content-type", b"text/plain; charset=utf-8")
             return b"404 not found\n"
+        if self.fail_first and node not in self.failed and (node * 2654435761 % 2**32) / 2**32 < self.fail_first:
+            self.failed.add(node)  # Knuth's multiplicative hash: a share spread over the ids
+            request.setResponseCode(http.SERVICE_UNAVAILABLE)
+            request.setHeader(b"retry-after", b"0")
+            request.setHeader(b"content-type", b"text/plain; charset=utf-8")
+            return b"503 service unavailable: try again\n"
         body = self.page_body(node)
         etag = b'"' + hashlib.sha1(body).hexdigest()[:20].encode("ascii") + b'"'
         request.setHeader(b"content-type", b"text/html; charset=utf-8")
@@ -184,6 +203,7 @@ def make_site(
     urls: dict[int, str] | None = None,
     seed: int | None = None,
     last_modified: float | None = None,
+    fail_first: float = 0.0,
 ) -> server.Site:
     """Build the twisted ``Site`` serving ``graph`` (seed defaults to
     :func:`default_seed`).
@@ -202,6 +222,7 @@ def make_site(
         seed,
         DEFAULT_LAST_MODIFIED if last_modified is None else last_modified,
         urls,
+        fail_first,
     )
     return _QuietSite(res)
 
@@ -216,12 +237,14 @@ def serve_graph(
     last_modified: float | None = None,
     run: bool = True,
     hosts: int = 0,
+    fail_first: float = 0.0,
 ) -> Any:
     """Listen on ``host:port`` (0 = any free port) and serve ``graph``.
 
     ``hosts`` > 0 (needs ``urls``): serve each page on the loopback address of its
     original host (:func:`host_addresses`, ``host`` is then ignored), all on one port,
-    with absolute links; a crawl then sees up to ``hosts`` sites.
+    with absolute links; a crawl then sees up to ``hosts`` sites. ``fail_first``: the
+    share of pages whose first request gets a 503 (module docstring).
 
     With ``run=True`` (default) prints the ready line (see module docstring),
     then runs the reactor until it stops; returns None.  With ``run=False``
@@ -234,7 +257,7 @@ def serve_graph(
     from twisted.internet import reactor as twisted_reactor
 
     reactor: Any = twisted_reactor
-    site = make_site(graph, urls, seed, last_modified)
+    site = make_site(graph, urls, seed, last_modified, fail_first)
     res: GraphResource = site.resource
     if hosts:
         if not urls:
@@ -295,6 +318,9 @@ def _configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=None, help="seed node (default: max out-degree node of the largest SCC)")
     p.add_argument("--hosts", type=int, default=0, help="serve each page on one of this many loopback addresses "
                    "127.0.1.k, by its original URL's host (needs --urls; 0: all on --host)")
+    p.add_argument("--fail-first", type=float, default=0.0, metavar="SHARE",
+                   help="this share of the pages (0 to 1, by node id) answer their first request with 503, "
+                   "then the page (default 0)")
     p.set_defaults(func=_run)
     return p
 
@@ -321,6 +347,7 @@ def _run(args: argparse.Namespace) -> int:
         args.seed,
         last_modified=os.stat(args.graph).st_mtime,
         hosts=args.hosts,
+        fail_first=args.fail_first,
     )
     return 0
 

@@ -127,3 +127,21 @@ def test_seed_redirect_nodes_list_and_404(server: tuple[str, int, str]) -> None:
 
     for missing in ("/robots.txt", "/", "/emacs/NoSuchPageXYZ"):
         assert _fetch(base + missing)[0] == 404
+
+
+def test_fail_first_answers_a_share_of_pages_503_once_then_the_page(graph_server) -> None:
+    """``--fail-first 0.3``: the same pages (by node id) answer their first request with
+    503 and ``Retry-After: 0`` in every run, then the page; the others never fail."""
+    from conftest import TEST_DATA
+
+    failed_in = []
+    for _ in range(2):
+        served = graph_server(TEST_DATA / "harvard500.tsv.gz", fail_first=0.3)
+        rows = _fetch(served.base + "/_ipr/nodes.tsv")[2].decode().splitlines()
+        paths = [row.split("\t")[1] for row in rows[:100]]
+        first = [_fetch(served.base + p) for p in paths]
+        assert all(s in (200, 503) for s, _, _ in first)
+        assert all(h.get("Retry-After") == "0" for s, h, _ in first if s == 503)
+        assert all(_fetch(served.base + p)[0] == 200 for p in paths)
+        failed_in.append([p for p, (s, _, _) in zip(paths, first) if s == 503])
+    assert failed_in[0] == failed_in[1] and 15 <= len(failed_in[0]) <= 45
