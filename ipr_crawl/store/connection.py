@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -255,6 +256,15 @@ def _cluster_client(redis_url: str, where: str, tls: dict[str, str]) -> IprClust
     return client
 
 
+_SENT_AGAIN = threading.local()
+
+
+def _sent_again() -> Any:
+    """The calling thread's note of a cluster command whose attempt failed after it may
+    have been sent (:meth:`IprCluster._retried`)."""
+    return _SENT_AGAIN
+
+
 class IprCluster(RedisCluster):
     """redis-py's :class:`~redis.cluster.RedisCluster` whose commands the crawl's
     :class:`~ipr_crawl.store.retry.RedisRetry` governs.
@@ -267,7 +277,10 @@ class IprCluster(RedisCluster):
     back-off, which also retries ``CLUSTERDOWN`` and ``TRYAGAIN`` replies and redis-py's
     "TTL exhausted" (too many redirections in a row, during a slot migration). Every key of
     one crawl carries one hash tag (:func:`ipr_crawl.store.keys.crawl_keys`), so each
-    script call runs on one node.
+    script call runs on one node. An inner attempt that lost its connection or timed out
+    may have run on the server: once the command gets through, ``RedisRetry``'s
+    ``on_recovered`` is called as after its own retries (a pop sent twice leases twice;
+    the scheduler hands back what it does not hold).
     """
 
     ipr_retry: Any = None
@@ -286,7 +299,23 @@ class IprCluster(RedisCluster):
         retry = self.ipr_retry
         if retry is None:
             return attempt()
-        return retry.call_with_retry(attempt, lambda exc: None)
+        sent = _sent_again()
+        sent.failed = False
+        result = retry.call_with_retry(attempt, lambda exc: None)
+        if sent.failed and retry.on_recovered is not None:
+            # redis-py sent the command again after an attempt whose reply was lost: that
+            # attempt may have run (a pop sent twice leases twice), as after RedisRetry's own
+            retry.on_recovered()
+        return result
+
+    def _execute_command(self, target_node: Any, *args: Any, **kwargs: Any) -> Any:
+        """One attempt on one node (redis-py's; its ``execute_command`` loops over them):
+        a connection lost or a reply that did not come is noted for :meth:`_retried`."""
+        try:
+            return super()._execute_command(target_node, *args, **kwargs)
+        except (redis.ConnectionError, redis.TimeoutError):
+            _sent_again().failed = True
+            raise
 
     def execute_command(self, *args: Any, **kwargs: Any) -> Any:
         return self._retried(lambda: super(IprCluster, self).execute_command(*args, **kwargs))

@@ -115,3 +115,44 @@ def test_a_moved_slot_hands_the_calls_on_in_order(cluster):
     assert "MOVED" in str(exc) or type(exc).__name__ == "MovedError", exc
     assert [fallback() for fallback, _, _ in items] == ["enqueue 0", "enqueue 1", "enqueue 2"]
     store.client.close()
+
+
+def test_a_pop_redis_py_sent_again_on_a_cluster_is_reported_like_one_the_crawl_retried(cluster, monkeypatch):
+    """On a Cluster, redis-py sends a command again itself after an attempt that lost its
+    connection. The pop's first attempt ran on the real master and its reply was lost (the
+    connection dropped as the reply came: the fault injected here): redis-py's second
+    attempt leased again, and the first lease is held unknowingly. The crawl's RedisRetry
+    is told (``on_recovered``) as after its own retries, so the scheduler hands back what
+    it does not hold."""
+    import redis
+    from redis.connection import AbstractConnection
+
+    from ipr_crawl.store import FrontierStore
+
+    client = connect(cluster.url, "", retry=RedisRetry(30))
+    store = FrontierStore(client, "lostpop", "bf")
+    store.open()
+    for n in range(3):
+        store.enqueue(nid(n), 0, b"p%d" % n, False)
+    store.pop(1, 60)  # the script loaded on its master: the next reply read is the pop's
+    recovered: list[int] = []
+    client.ipr_retry.on_recovered = lambda: recovered.append(1)
+    original = AbstractConnection.read_response
+    armed = [True]
+
+    def reply_lost(self: Any, *args: Any, **kwargs: Any) -> Any:
+        reply = original(self, *args, **kwargs)
+        if armed[0]:
+            armed[0] = False
+            self.disconnect()
+            raise redis.ConnectionError("the reply was lost (injected)")
+        return reply
+
+    monkeypatch.setattr(AbstractConnection, "read_response", reply_lost)
+    _, items = store.pop(1, 60)
+    monkeypatch.undo()
+    assert not armed[0] and len(items) == 1
+    assert client.zcard(store.keys["lease"]) == 3  # the first pop's, the lost reply's, the one handed out
+    assert recovered == [1]
+    store.drop()
+    client.close()
