@@ -71,6 +71,8 @@ class CrawlCollector(Collector):
                 if value is not None:
                     families[name].add_metric([crawl], float(value))
             for h in shot.get("holders", []):
+                if h.get("gone") == "closed":  # it released itself: nothing to alert on
+                    continue
                 name = h["holder"] or "(no holder)"
                 process["alive"].add_metric([crawl, name], 1.0 if h["alive"] else 0.0)
                 process["leases"].add_metric([crawl, name], float(h["in_flight"]))

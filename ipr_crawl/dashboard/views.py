@@ -33,6 +33,8 @@ __all__ = ["COUNTS", "CrawlView", "crawl_ids", "open_view"]
 COUNTS = ("known", "fetched", "failed", "frontier", "forced", "in_flight", "orphans", "dead_lettered")
 #: frontier URLs read for the hosts table (the hosts of the best ones)
 HOST_SAMPLE = 200
+#: how long a process no longer registered stays on the page (s)
+GONE_SECS = 600
 #: rows of the hosts table
 HOSTS = 15
 #: days of the revisit schedule shown
@@ -64,6 +66,10 @@ class CrawlView:
         self.client = client
         self.ids = ids
         self._stores: dict[str, FrontierStore] = {}
+        #: the processes of the last snapshot, and those no longer registered (each with
+        #: when it went, Redis's clock), shown for GONE_SECS
+        self._seen: dict[str, dict[str, Any]] = {}
+        self._gone: dict[str, dict[str, Any]] = {}
         self.curves_secs = curves_secs
         self._curves: dict[str, Any] | None = None
         self._curves_at = float("-inf")
@@ -113,7 +119,7 @@ class CrawlView:
             out[name] = sum(int(p.get(name) or 0) for p in parts)
         rates = [p["pages_per_sec"] for p in parts if p.get("pages_per_sec") is not None]
         out["pages_per_sec"] = round(sum(rates), 2) if rates else None
-        out["holders"] = _merge_holders(parts, out["time"])
+        out["holders"] = self._with_gone(_merge_holders(parts, out["time"]), out["time"])
         out["revisits"] = self._revisits(parts)
         out["redis"] = {"rtt_ms": rtt_ms, "memory": first.get("memory") or {}}
         if detail:
@@ -125,6 +131,25 @@ class CrawlView:
             out["hosts"] = _hosts(Counter(r["host"] for r in best[:HOST_SAMPLE]), parts, out["time"])
             out["curves"] = self.curves(readable)
         return out
+
+    def _with_gone(self, rows: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
+        """``rows`` (each ``gone``: None) and the processes seen in an earlier snapshot that
+        are no longer registered, for :data:`GONE_SECS`: ``gone`` ``"lost"`` when the last
+        snapshot saw its heartbeat late or lost (another process handed its leases back,
+        ``_reclaim.lua``), else ``"closed"`` (it released itself at its close); not alive,
+        nothing in flight, its heartbeat's age growing."""
+        current = {r["holder"] for r in rows}
+        for holder, row in self._seen.items():
+            if holder and holder not in current and holder not in self._gone:
+                lost = row["late"] or not row["alive"]
+                self._gone[holder] = {**row, "alive": False, "late": False, "in_flight": 0,
+                                      "gone": "lost" if lost else "closed", "gone_at": now}
+        self._gone = {h: g for h, g in self._gone.items() if h not in current and now - g["gone_at"] < GONE_SECS}
+        self._seen = {r["holder"]: r for r in rows}
+        for row in rows:
+            row["gone"] = None
+        return rows + [{**g, "beat_age_secs": round(now - g["last_beat"], 1) if g.get("last_beat") else None}
+                       for g in self._gone.values()]
 
     def _revisits(self, parts: list[dict[str, Any]]) -> dict[str, Any]:
         """Revisits due now and scheduled, and (one store) the schedule per day ahead."""

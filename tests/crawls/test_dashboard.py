@@ -80,9 +80,8 @@ BEAT = 2
 
 def mark_a_paused_process(url: str, proc: subprocess.Popen) -> dict[str, float]:
     """SIGSTOP ``proc`` until the page shows it lost, then SIGCONT: the seconds after the
-    stop at which the page first showed it ``late`` and ``lost`` (not alive, or no longer
-    listed: the process that handed its leases back forgot it), the page asked every
-    0.2 s."""
+    stop at which the page first showed it ``late`` and ``lost`` (not alive; once another
+    process handed its leases back, shown as gone ``lost``), the page asked every 0.2 s."""
     marks: dict[str, float] = {}
     os.kill(proc.pid, signal.SIGSTOP)
     stopped = time.monotonic()
@@ -92,13 +91,48 @@ def mark_a_paused_process(url: str, proc: subprocess.Popen) -> dict[str, float]:
             if rows:
                 state = ("late" if rows[0]["late"] else "alive") if rows[0]["alive"] else "lost"
                 marks.setdefault(state, round(time.monotonic() - stopped, 2))
-            elif marks:  # no longer listed: another process handed its leases back (_reclaim.lua)
-                marks.setdefault("lost", round(time.monotonic() - stopped, 2))
+                assert rows[0]["gone"] in (None, "lost"), rows[0]  # handed back, never "closed"
             assert time.monotonic() - stopped < 30, marks
             time.sleep(0.2)
     finally:
         os.kill(proc.pid, signal.SIGCONT)
     return marks
+
+
+def test_a_process_no_longer_registered_stays_on_the_page_as_closed_or_lost(redis_server):
+    """A process that released itself (its close) is shown ``closed``; one whose heartbeat
+    was lost and whose leases another process handed back (its next pop), ``lost`` and
+    ``ipr_process_alive`` 0 for /metrics; both not alive, nothing in flight."""
+    from ipr_crawl.dashboard.views import open_view
+    from ipr_crawl.store import FrontierStore
+
+    client = redis_server.client()
+    store = FrontierStore(client, CRAWL, "bf")
+    store.open()
+    for n in range(4):
+        store.enqueue(n.to_bytes(8, "big"), 0, b"p%d" % n, False)
+    store.beat("closing", 0.6, {"pid": 1, "heartbeat_secs": 0.3})
+    store.beat("silent", 0.6, {"pid": 2, "heartbeat_secs": 0.3})
+    store.pop(1, 60, holder="silent")
+    view = open_view(client, CRAWL)
+    assert {h["holder"]: h["alive"] for h in view.snapshot(detail=False)["holders"]} == {"closing": True, "silent": True}
+    store.release("holder", "closing")  # its close
+    time.sleep(1.0)  # "silent" misses two beats
+    late = {h["holder"]: h for h in view.snapshot(detail=False)["holders"]}
+    assert late["closing"]["gone"] == "closed" and not late["silent"]["alive"]
+    store.beat("other", 60, {"pid": 3, "heartbeat_secs": 30})
+    store.pop(1, 60, holder="other")  # hands the silent holder's lease back
+    rows = {h["holder"]: h for h in view.snapshot(detail=False)["holders"]}
+    assert rows["silent"]["gone"] == "lost" and rows["silent"]["in_flight"] == 0 and not rows["silent"]["alive"]
+    assert rows["closing"]["gone"] == "closed" and rows["other"]["gone"] is None and rows["other"]["alive"]
+    from ipr_crawl.dashboard.metrics import CrawlCollector
+
+    shot = view.snapshot(detail=False)  # /metrics: the lost process not alive, the closed one not at all
+    alive = {s.labels["holder"]: s.value for family in CrawlCollector(lambda: {CRAWL: shot}).collect()
+             for s in family.samples if s.name == "ipr_process_alive"}
+    assert alive == {"silent": 0.0, "other": 1.0}
+    store.drop()
+    client.close()
 
 
 @pytest.mark.slow  # two whole crawls' time: CI's slow stage; make test serves a stopped crawl (test_operations.py)

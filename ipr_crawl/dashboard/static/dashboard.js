@@ -89,7 +89,8 @@
     const now = s.time;
     rows("holders", s.holders, (h) => [
       [h.holder || "(leases without a holder)", "url"], [h.host || ""], [h.pid === null || h.pid === undefined ? "" : String(h.pid)],
-      [h.alive ? (h.late ? "heartbeat late" : "alive") : "heartbeat lost", h.alive && !h.late ? "alive" : "lost"],
+      [h.gone === "closed" ? "closed" : h.gone === "lost" ? "heartbeat lost, leases handed back"
+        : h.alive ? (h.late ? "heartbeat late" : "alive") : "heartbeat lost", h.alive && !h.late || h.gone === "closed" ? "alive" : "lost"],
       [h.beat_age_secs === null ? "–" : `${h.beat_age_secs} s ago`, "num"], [fmt(h.in_flight), "num"],
     ]);
     rows("top", s.top, (r) => [[r.url || "", "url"], [r.score === null ? "–" : Number(r.score).toPrecision(4), "num"],
