@@ -267,6 +267,7 @@ class Schedule:
         read: dict[Path, int] = {}
         deadline = time.monotonic() + 480
         while self.alive() and time.monotonic() < deadline:
+            self.samples.append((time.monotonic(), self.fetched_total()))  # recent(): a Redis kill's bound
             for _, log in self.alive():
                 try:
                     with open(log, "rb") as fh:
