@@ -267,7 +267,8 @@ class Schedule:
         read: dict[Path, int] = {}
         deadline = time.monotonic() + 480
         while self.alive() and time.monotonic() < deadline:
-            self.samples.append((time.monotonic(), self.fetched_total()))  # recent(): a Redis kill's bound
+            if not self.samples or time.monotonic() - self.samples[-1][0] > 0.25:  # recent(): a Redis kill's bound
+                self.samples.append((time.monotonic(), self.fetched_total()))
             for _, log in self.alive():
                 try:
                     with open(log, "rb") as fh:
