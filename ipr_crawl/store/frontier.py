@@ -173,7 +173,7 @@ class FrontierStore(PipelinedRecord, FrontierReads):
             for id_, score in scores[start : start + chunk]:
                 argv += [id_, f"{score:.17g}"]
             changed += int(
-                self._scripts["set_scores"](keys=self._k("meta", "node", "frontier", "rprio"), args=argv)
+                self._scripts["set_scores"](keys=self._k("meta", "node", "frontier", *DERIVED_KEYS), args=argv)
             )
         return changed
 

@@ -93,10 +93,11 @@ def is_store_lost(exc: BaseException) -> bool:
     return STORE_LOST in str(exc)
 
 
-#: The keys the scripts build by name from another key of the crawl (_lease_keys.lua,
-#: _push.lua, ordering/rules/lsf.lua, _records.lua's rprio, _frontier.lua's orphans): passed in KEYS after each such script's own keys,
-#: so that every key a script touches is declared (a Redis Cluster checks them before
-#: the script runs).
+#: The keys of the crawl the scripts use beside their own (_lease_keys.lua, _push.lua,
+#: ordering/rules/lsf.lua, _records.lua's rprio, _frontier.lua's orphans): passed in KEYS,
+#: in this order, after each script's own keys, and taken from there by name
+#: (lua_loader.py's generated ``_derived_keys.lua``): every key a script touches is
+#: declared (a Redis Cluster checks them before the script runs) and none is built in it.
 DERIVED_KEYS = (
     "lease_by", "lease_since", "holders", "holders_info", "resid", "pushing", "sites", "siteq", "rprio", "orphans",
     "releases", "dead_letter",

@@ -13,7 +13,9 @@ one of the :data:`GENERATED` ones, written from Python: ``_record_format.lua``
 (``REC``, ``REC_SIZE``: :mod:`ipr_crawl.store.record`), ``_ordering_args.lua``
 (``params_from``, ``N_ORDERING_ARGS``: :data:`ipr_crawl.ordering.params.LUA_ARGS`) and
 ``_orderings.lua`` (every registered ordering's rule, or the one a script is built
-for, and ``rule_of``: :mod:`ipr_crawl.ordering.rules`). A missing include or a cycle
+for, and ``rule_of``: :mod:`ipr_crawl.ordering.rules`) and ``_derived_keys.lua``
+(``derived_key``, ``tail_key``: the keys :data:`ipr_crawl.store.keys.DERIVED_KEYS`
+names, taken from ``KEYS``, where no script builds a key name). A missing include or a cycle
 raises :class:`LuaIncludeError` naming the chain.
 """
 
@@ -26,6 +28,7 @@ from collections.abc import Callable, Sequence
 
 from ipr_crawl.ordering.params import LUA_ARGS
 from ipr_crawl.ordering.rules import RULES, lua_source
+from ipr_crawl.store.keys import DERIVED_KEYS
 from ipr_crawl.store.lua_keys import key_check_on, with_key_check
 from ipr_crawl.store.record import lua_definitions
 
@@ -63,8 +66,49 @@ def orderings(only: str | None = None) -> str:
     )
 
 
+def derived_keys() -> str:
+    """``_derived_keys.lua``: every key a script touches beside its own is taken from its
+    ``KEYS``, never built from another key's name (Redis's EVAL documentation, "Script
+    parameterization"; on a Redis Cluster a key built in a script is not checked before it
+    runs). ``derived_key(name)``: the callers put :data:`DERIVED_KEYS` in that order after a
+    script's own keys, found by the first (``lease_by``); ``tail_key(name)``: a key after them
+    (a bucket's ``outbox:<b>``, a prior's ``prior:<b>``), by its name after the hash tag. An
+    error names a key not given."""
+    offsets = ", ".join(f"{name} = {i}" for i, name in enumerate(DERIVED_KEYS))
+    first = DERIVED_KEYS[0]
+    return (
+        "-- store/keys.py DERIVED_KEYS, each key's place after the first (generated: lua_loader.py)\n"
+        f"local DERIVED = {{{offsets}}}\n"
+        "local DERIVED_AT, TAIL = nil, nil\n"
+        "local function derived_key(name)\n"
+        "  if DERIVED_AT == nil then\n"
+        "    for i = 1, #KEYS do\n"
+        f"      if string.sub(KEYS[i], -{len(first) + 1}) == ':{first}' then DERIVED_AT = i; break end\n"
+        "    end\n"
+        "    if DERIVED_AT == nil then error('ipr: no store/keys.py DERIVED_KEYS in KEYS') end\n"
+        "  end\n"
+        "  return KEYS[DERIVED_AT + DERIVED[name]]\n"
+        "end\n"
+        "local function tail_key(name)\n"
+        "  if TAIL == nil then\n"
+        "    derived_key('lease_by')\n"
+        "    TAIL = {}\n"
+        f"    for i = DERIVED_AT + {len(DERIVED_KEYS)}, #KEYS do\n"
+        "      local k = KEYS[i]\n"
+        "      local at = string.find(k, '}:', 1, true)\n"
+        "      if at then TAIL[string.sub(k, at + 2)] = k end\n"
+        "    end\n"
+        "  end\n"
+        "  local k = TAIL[name]\n"
+        "  if k == nil then error('ipr: key ' .. name .. ' not given in KEYS') end\n"
+        "  return k\n"
+        "end\n"
+    )
+
+
 #: Includes written from Python definitions, not files: name -> its text.
 GENERATED: dict[str, Callable[[], str]] = {
+    "_derived_keys.lua": derived_keys,
     "_record_format.lua": lua_definitions,
     "_ordering_args.lua": ordering_args,
     "_orderings.lua": orderings,

@@ -28,9 +28,9 @@ INCLUDES = sorted([*(e.name for e in LUA.iterdir() if e.name.startswith("_")), *
 #: most (the sizes of this release, a little over): a script that starts carrying what
 #: it does not use grows past its bound.
 MAX_LINES = {
-    "ack": 322, "beat": 42, "dead_return": 262, "enqueue": 368, "pop": 566, "record_page": 674, "relay": 464,
-    "release_holder": 407, "replay": 647, "replay_record": 618, "revisit_record": 170, "revisit_refresh": 80, "sample": 61,
-    "set_scores": 215,
+    "ack": 356, "beat": 42, "dead_return": 296, "enqueue": 403, "pop": 600, "record_page": 704, "relay": 494,
+    "release_holder": 441, "replay": 677, "replay_record": 648, "revisit_record": 202, "revisit_refresh": 80, "sample": 93,
+    "set_scores": 246,
 }
 
 
@@ -135,7 +135,7 @@ def test_each_definition_has_one_owner() -> None:
 
 def test_sample_carries_no_record_rule() -> None:
     src = script_source("sample")
-    assert include_order("sample.lua") == ["_lease_keys.lua", "_clock.lua", "sample.lua"]
+    assert include_order("sample.lua") == ["_derived_keys.lua", "_lease_keys.lua", "_clock.lua", "sample.lua"]
     assert script_source("sample", ordering="push") == src
     for absent in ("record_ctx", "rec_get", "REC =", "params_from", "zscore", "forced_add"):
         assert absent not in src

@@ -1,3 +1,4 @@
+--! include _derived_keys.lua
 --! include _rules.lua
 -- larger-sites-first ('lsf' in Redis), twin: lsf.py. Priority 0: the frontier ZSET
 -- (score 0) is the set of queued members; pops go by the `sites` ZSET (site hash ->
@@ -9,8 +10,8 @@ local function site8(name)  -- big-endian, as seq8 (the hash has 52 bits)
   local n = tonumber(name)
   return struct.pack('>I4I4', math.floor(n / 4294967296), n % 4294967296)
 end
-local function sites_key(meta_key) return string.sub(meta_key, 1, -5) .. 'sites' end
-local function siteq_key(meta_key) return string.sub(meta_key, 1, -5) .. 'siteq' end
+local function sites_key() return derived_key('sites') end
+local function siteq_key() return derived_key('siteq') end
 
 RULES.lsf = {rescore = false}
 function RULES.lsf.priority() return 0 end
@@ -18,17 +19,17 @@ function RULES.lsf.priority() return 0 end
 -- r (member m) joined the frontier: its site queue too
 function RULES.lsf.queued(meta_key, r, m)
   local site = site_name(r)
-  if redis.call('ZADD', siteq_key(meta_key), 0, site8(site) .. m) == 1 then
-    redis.call('ZINCRBY', sites_key(meta_key), -1, site)
+  if redis.call('ZADD', siteq_key(), 0, site8(site) .. m) == 1 then
+    redis.call('ZINCRBY', sites_key(), -1, site)
   end
 end
 
 -- r (member m) left the frontier: its site queue too
 function RULES.lsf.unqueued(meta_key, r, m)
   local site = site_name(r)
-  if redis.call('ZREM', siteq_key(meta_key), site8(site) .. m) == 1 then
-    if tonumber(redis.call('ZINCRBY', sites_key(meta_key), 1, site)) >= 0 then
-      redis.call('ZREM', sites_key(meta_key), site)
+  if redis.call('ZREM', siteq_key(), site8(site) .. m) == 1 then
+    if tonumber(redis.call('ZINCRBY', sites_key(), 1, site)) >= 0 then
+      redis.call('ZREM', sites_key(), site)
     end
   end
 end
@@ -37,7 +38,7 @@ end
 -- its site queue and the frontier. nil: no site left; false: the top site's queue
 -- was empty (it is dropped; ask again).
 function RULES.lsf.pop(meta, frontier)
-  local sites, siteq = sites_key(meta), siteq_key(meta)
+  local sites, siteq = sites_key(), siteq_key()
   local top = redis.call('ZRANGE', sites, 0, 0)
   if #top == 0 then return nil end
   local s8 = site8(top[1])

@@ -1,5 +1,6 @@
 --! include _records.lua
 --! include _orderings.lua
+--! include _derived_keys.lua
 -- The frontier: ZSET of member_of(record, id) (8-byte big-endian seq .. 8-byte id),
 -- score = -priority, so ZPOPMIN pops the highest priority and, among equals, the
 -- lowest seq; an ordering may keep more beside it (its rule's queued / unqueued:
@@ -61,10 +62,10 @@ end
 -- r) the payload a link or a request brings and puts it back into the frontier; 1 if
 -- it did. One EXISTS per call while there are none.
 local ORPHANS = {}
-local function orphans_key(node_key) return string.sub(node_key, 1, -5) .. 'orphans' end
+local function orphans_key() return derived_key('orphans') end
 local function adopt(meta_key, node_key, req, frontier, ordering, id, r, payload)
   if payload == '' or r.st ~= 0 then return 0 end
-  local key = orphans_key(node_key)
+  local key = orphans_key()
   if ORPHANS.any == nil then ORPHANS.any = redis.call('EXISTS', key) == 1 end
   if not ORPHANS.any or redis.call('SREM', key, id) == 0 then return 0 end
   redis.call('HSET', req, id, payload)

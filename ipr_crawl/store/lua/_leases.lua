@@ -14,7 +14,7 @@ end
 -- Whether lease `m` is in flight and `holder`'s (nil or '': anyone's): a settling call
 -- checks with it, writes what the settling changes, and settles the lease last.
 local function lease_holds(lease, m, holder)
-  local h = holder and holder ~= '' and redis.call('HGET', lease_by_key(lease), m)
+  local h = holder and holder ~= '' and redis.call('HGET', lease_by_key(), m)
   return (not h or h == holder) and redis.call('ZSCORE', lease, m) ~= false
 end
 
@@ -22,11 +22,11 @@ end
 -- settling caller's id; nil or '': anyone, a reclaim): a lease another holder took
 -- since (reclaimed, then leased again) is that holder's, and is left alone (0).
 local function lease_settle(lease, m, holder)
-  local by = lease_by_key(lease)
+  local by = lease_by_key()
   local h = holder and holder ~= '' and redis.call('HGET', by, m)
   if h and h ~= holder then return 0 end
   redis.call('HDEL', by, m)
-  redis.call('HDEL', lease_since_key(lease), m)
+  redis.call('HDEL', lease_since_key(), m)
   return redis.call('ZREM', lease, m)
 end
 
@@ -37,6 +37,6 @@ end
 local function lease_ack(lease, req, m, holder)
   local settled = lease_settle(lease, m, holder)
   if settled == 1 and is_token(m) then redis.call('HDEL', req, m) end
-  if settled == 1 then redis.call('HDEL', releases_key(lease), is_token(m) and m or string.sub(m, 9)) end
+  if settled == 1 then redis.call('HDEL', releases_key(), is_token(m) and m or string.sub(m, 9)) end
   return settled
 end

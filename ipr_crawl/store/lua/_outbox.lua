@@ -1,3 +1,4 @@
+--! include _derived_keys.lua
 -- Outbox entries (bucket mode, IPR_CLUSTER_BUCKETS > 1, store/buckets.py): links
 -- and score gains for nodes of other buckets, collected by out_add(box, c, id,
 -- tie, gain, payload, kind) in a table (bucket c -> flat list) and written by
@@ -14,8 +15,7 @@ local function out_add(box, c, id, tie, gain, payload, kind)
 end
 
 local function out_flush(meta, box)
-  local base = string.sub(meta, 1, -5)
   for c, l in pairs(box) do
-    redis.call('XADD', base .. 'outbox:' .. c, '*', 'e', cmsgpack.pack(l))
+    redis.call('XADD', tail_key('outbox:' .. c), '*', 'e', cmsgpack.pack(l))
   end
 end

@@ -1,3 +1,4 @@
+--! include _derived_keys.lua
 -- A prior (IPR_PRIOR_CRAWL, store/prior.py): the meta fields prior_weight and
 -- prior_buckets, read once per call; nil when the crawl has none. A URL the prior
 -- knows starts with a = weight x (its PageRank in the earlier crawl x that crawl's
@@ -6,12 +7,12 @@
 local function prior_conf(meta_key)
   local v = redis.call('HMGET', meta_key, 'prior_weight', 'prior_buckets')
   if not v[2] then return nil end
-  return {w = tonumber(v[1]), b = tonumber(v[2]), base = string.sub(meta_key, 1, -5) .. 'prior:'}
+  return {w = tonumber(v[1]), b = tonumber(v[2])}
 end
 
 local function prior_of(pc, id)
   if not pc then return 0 end
-  local raw = redis.call('HGET', pc.base .. string.format('%d', struct.unpack('>I4', id, 5) % pc.b), id)
+  local raw = redis.call('HGET', tail_key('prior:' .. string.format('%d', struct.unpack('>I4', id, 5) % pc.b)), id)
   if not raw then return 0 end
   return pc.w * struct.unpack('>f', raw)
 end

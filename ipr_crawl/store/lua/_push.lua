@@ -1,3 +1,4 @@
+--! include _derived_keys.lua
 --! include _outbox.lua
 --! include _seq.lua
 -- push (forward push, Andersen, Chung & Lang, FOCS 2006; on growing graphs Zhang, Lofgren & Goel, KDD 2016): after a
@@ -85,10 +86,10 @@ local LEVEL_ARG = {}
 -- only the levels that changed: most gains stay within their level.
 -- Sets X.resid, X.pushing, X.level, X.resid_index, X.resid_top, X.resid_left,
 -- X.resid_flush and X.push_gain on the record context X (X.get, X.touch defined);
--- returns X.level. base: the crawl's key prefix.
-local function push_index(X, P, shared, base)
-  local resid = base .. 'resid'
-  X.resid, X.pushing = resid, base .. 'pushing'
+-- returns X.level.
+local function push_index(X, P, shared)
+  local resid = derived_key('resid')
+  X.resid, X.pushing = resid, derived_key('pushing')
   -- index changes wait in `pend` (id -> its record, whose state when written
   -- decides) and go to Redis in one ZADD and one ZREM per flush: at the end of each
   -- record call, or of a whole replay call (`shared.resid`: Redis's `resid` then does

@@ -13,9 +13,9 @@ local DEAD = {limit = nil, req = nil, n = 0}
 -- each time lost with its holder (a page that crashes every crawler that fetches it).
 local function to_dead_letter(meta, node, frontier, lease, ordering, m)
   local key = is_token(m) and m or string.sub(m, 9)
-  redis.call('HSET', dead_letter_key(lease), m, redis.call('HGET', DEAD.req, key) or '')
+  redis.call('HSET', dead_letter_key(), m, redis.call('HGET', DEAD.req, key) or '')
   redis.call('HDEL', DEAD.req, key)
-  redis.call('HDEL', releases_key(lease), key)
+  redis.call('HDEL', releases_key(), key)
   if not is_token(m) then
     local r = rec_get(node, key)
     if r and r.st == 0 then
@@ -37,7 +37,7 @@ local function lease_requeue(meta, node, frontier, lease, forced, ordering, m, c
   if not lease_holds(lease, m) then return 0 end
   if counted and DEAD.limit then
     local key = is_token(m) and m or string.sub(m, 9)
-    if redis.call('HINCRBY', releases_key(lease), key, 1) > DEAD.limit then
+    if redis.call('HINCRBY', releases_key(), key, 1) > DEAD.limit then
       to_dead_letter(meta, node, frontier, lease, ordering, m)
       lease_settle(lease, m)
       return 0
@@ -57,15 +57,15 @@ end
 -- forget those holders (`counted`: lost, not closing: lease_requeue). Cost: O(leases in
 -- flight), paid once per holder lost.
 local function reclaim_holders(meta, node, frontier, lease, forced, ordering, dead, counted)
-  local by = redis.call('HGETALL', lease_by_key(lease))
+  local by = redis.call('HGETALL', lease_by_key())
   local n = 0
   for i = 1, #by, 2 do
     if dead[by[i + 1]] then n = n + lease_requeue(meta, node, frontier, lease, forced, ordering, by[i], counted) end
   end
-  local holders = holders_key(lease)
+  local holders = holders_key()
   for h, _ in pairs(dead) do
     redis.call('ZREM', holders, h)
-    redis.call('HDEL', holders .. '_info', h)
+    redis.call('HDEL', holders_info_key(), h)
   end
   return n
 end

@@ -30,7 +30,6 @@ local function record_ctx(K, P, shared)
   X.rule = rule
   local wide = rule.wide == true
   X.wide = wide
-  local base = string.sub(meta, 1, -5)
   local level  -- push: X.level, set below
   function X.get(id)
     local r = cache[id]
@@ -44,7 +43,7 @@ local function record_ctx(K, P, shared)
   function X.touch(id)
     if not dirty[id] then dirty[id] = true; order[#order + 1] = id; written[id] = true end
   end
-  if rule.setup then level = rule.setup(X, P, shared, base) end
+  if rule.setup then level = rule.setup(X, P, shared) end
   local pc  -- prior_conf, read at the first new URL (false: none)
   -- URLs only dont_filter requests brought (enqueue.lua): looked up only while there are any
   local unf = K.unfiltered

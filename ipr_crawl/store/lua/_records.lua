@@ -1,5 +1,6 @@
 --! include _record_format.lua
 --! include _seq.lua
+--! include _derived_keys.lua
 -- Node record (value of the `node` hash, field = 8-byte node id; REC is its head,
 -- generated from store/record.py):
 --   state  B  0 = discovered, not fetched; 2 = fetched; 3 = failed for good
@@ -27,9 +28,9 @@
 -- failed. It is the frontier's first key (_frontier.lua zscore). Looked up only
 -- while the hash exists (one EXISTS per call).
 local RPRIO = {}
-local function rprio_key(node_key) return string.sub(node_key, 1, -5) .. 'rprio' end
+local function rprio_key() return derived_key('rprio') end
 local function rprio_any(node_key)
-  if RPRIO.any == nil then RPRIO.any = redis.call('EXISTS', rprio_key(node_key)) == 1 end
+  if RPRIO.any == nil then RPRIO.any = redis.call('EXISTS', rprio_key()) == 1 end
   return RPRIO.any
 end
 -- a new node's Scrapy priority p (a number, nil or 0: none) on record r
@@ -37,12 +38,12 @@ local function rprio_set(node_key, id, r, p)
   p = tonumber(p) or 0
   if p == 0 then return end
   r.rp = p
-  redis.call('HSET', rprio_key(node_key), id, p)
+  redis.call('HSET', rprio_key(), id, p)
   RPRIO.any = true
 end
 local function rprio_del(node_key, id, r)
   if r then r.rp = nil end
-  if rprio_any(node_key) then redis.call('HDEL', rprio_key(node_key), id) end
+  if rprio_any(node_key) then redis.call('HDEL', rprio_key(), id) end
 end
 
 local function rec_get(node_key, id, wide)
@@ -53,7 +54,7 @@ local function rec_get(node_key, id, wide)
   local links, lbk = string.sub(raw, REC_SIZE + 1), nil
   if #raw > cut then links, lbk = string.sub(raw, REC_SIZE + 1, cut), string.sub(raw, cut + 1) end
   local rp = nil  -- its Scrapy priority: no call while this call knows there is none
-  if st == 0 and RPRIO.any ~= false and rprio_any(node_key) then rp = tonumber(redis.call('HGET', rprio_key(node_key), id)) end
+  if st == 0 and RPRIO.any ~= false and rprio_any(node_key) then rp = tonumber(redis.call('HGET', rprio_key(), id)) end
   if wide then
     return {st = st, seq = seq, s = s, a = a, tie = tie, od = od, links = links, lbk = lbk, lv = nil, pl = nil, rp = rp}
   end

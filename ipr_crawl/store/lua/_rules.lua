@@ -7,7 +7,7 @@
 --   queued(meta, r, m) / unqueued(meta, r, m): r (member m) joined / left the
 --     frontier; pop(meta, frontier) -> the next member to pop, false (try again) or
 --     nil (none), instead of the frontier's best;
---   wide = true: records get push's index slots; setup(X, P, shared, base) -> level,
+--   wide = true: records get push's index slots; setup(X, P, shared) -> level,
 --     the record context's extra parts (record_ctx);
 --   first(p, n, P, lties) -> share, link_gain: at p's first fetch, p updated, what
 --     every target gets (link_gain(tie), if given: a target's own);

@@ -33,7 +33,7 @@ for i = 3, #ARGV, 2 do
         frontier_add(meta, frontier, ordering, r, m)
       elseif r and r.st == 0 and mode == 'orphan' and redis.call('HEXISTS', req, id) == 0 then
         frontier_remove(meta, frontier, ordering, r, m)
-        redis.call('SADD', orphans_key(node), id)
+        redis.call('SADD', orphans_key(), id)
         redis.call('HINCRBY', meta, 'orphaned', 1)
       end
     end
@@ -47,7 +47,7 @@ for i = 3, #ARGV, 2 do
         redis.call('HDEL', req, id)
         redis.call('HINCRBY', meta, 'failed', 1)
       end
-      redis.call('HDEL', releases_key(lease), is_token(m) and m or id)
+      redis.call('HDEL', releases_key(), is_token(m) and m or id)
     end
     lease_settle(lease, m, holder)
   end

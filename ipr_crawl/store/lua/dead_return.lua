@@ -10,7 +10,7 @@
 --! include _frontier.lua
 local meta, node, frontier, lease, req, forced = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local ordering = ARGV[1]
-local letters = dead_letter_key(lease)
+local letters = dead_letter_key()
 local all = redis.call('HGETALL', letters)
 local n = 0
 for i = 1, #all, 2 do

@@ -53,7 +53,7 @@ DEAD.limit, DEAD.req = tonumber(max_rel), req
 lease_ms = tonumber(lease_ms)
 max_ms = tonumber(max_ms) or lease_ms
 ttl_ms = tonumber(ttl_ms)
-local holders = holders_key(lease)
+local holders = holders_key()
 local now = clock_now(meta, holders, ttl_ms)
 local now_s = string.format('%.0f', now)
 local count = tonumber(ARGV[4])
@@ -74,8 +74,8 @@ if #lost > 0 then
   redis.call('HINCRBY', meta, 'holders_lost', #lost)
 end
 
-local by = lease_by_key(lease)
-local since_key = lease_since_key(lease)
+local by = lease_by_key()
+local since_key = lease_since_key()
 local moved, overdue = 0, 0
 for _, m in ipairs(redis.call('ZRANGEBYSCORE', lease, '-inf', string.format('%.0f', now - lease_ms), 'LIMIT', 0, cap)) do
   local h = redis.call('HGET', by, m)

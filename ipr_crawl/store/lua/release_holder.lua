@@ -14,7 +14,7 @@
 local meta, node, frontier, lease, req, forced = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local ordering, mode = ARGV[1], ARGV[3]
 DEAD.limit, DEAD.req = tonumber(ARGV[5] or ''), req
-local holders = holders_key(lease)
+local holders = holders_key()
 local now = string.format('%.0f', clock_now(meta, holders, tonumber(ARGV[2])))
 local forgotten = {}
 local dead = {}
@@ -31,7 +31,7 @@ end
 local n = reclaim_holders(meta, node, frontier, lease, forced, ordering, dead, mode == 'dead')
 if mode ~= 'holder' then
   -- leases without a holder entry (schema 3, or a holder already forgotten), or all
-  local by = lease_by_key(lease)
+  local by = lease_by_key()
   for _, m in ipairs(redis.call('ZRANGE', lease, 0, -1)) do
     local h = redis.call('HGET', by, m)
     if mode == 'all' or not h or not alive[h] then

@@ -8,7 +8,7 @@
 --! include _lease_keys.lua
 --! include _clock.lua
 local meta = KEYS[1]
-local now = clock_now(meta, holders_key(KEYS[4]))
+local now = clock_now(meta, holders_key())
 local now_s = string.format('%.0f', now)
 local last = tonumber(redis.call('HGET', meta, 'sampled_at') or '0') or 0
 if now - last < tonumber(ARGV[2]) then return 0 end
@@ -18,6 +18,6 @@ redis.call('XADD', KEYS[7], 'MAXLEN', '~', ARGV[3], '*',
   't', now_s, 'fetched', c[1] or '0', 'failed', c[2] or '0',
   'known', redis.call('HLEN', KEYS[2]), 'frontier', redis.call('ZCARD', KEYS[3]),
   'forced', redis.call('ZCARD', KEYS[5]), 'in_flight', redis.call('ZCARD', KEYS[4]),
-  'holders', redis.call('ZCOUNT', holders_key(KEYS[4]), '(' .. now_s, '+inf'),
+  'holders', redis.call('ZCOUNT', holders_key(), '(' .. now_s, '+inf'),
   'due', redis.call('ZCARD', KEYS[6]))
 return 1

@@ -1,7 +1,7 @@
 -- set_scores: overwrite the score of given nodes and re-score their frontier
 -- entries in place (the periodic PageRank step of the `pr` ordering, computed
 -- in Python; Yamada et al. 2004 §4.2 "PR").
--- KEYS[1] meta  KEYS[2] node  KEYS[3] frontier  KEYS[4] rprio (_records.lua)
+-- KEYS[1] meta  KEYS[2] node  KEYS[3] frontier  KEYS[4..] store/keys.py DERIVED_KEYS (rprio: _records.lua)
 -- ARGV[1] ordering  ARGV[2k], ARGV[2k+1]: node id (8 bytes), new score (17 digits)
 -- Returns the number of frontier entries whose score changed. Cost: O(k log F).
 --! include _records.lua
