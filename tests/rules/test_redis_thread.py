@@ -162,7 +162,7 @@ def test_the_close_hands_the_last_record_reply_to_the_event_loop(redis_client, c
         calls.store = store
         calls.start_thread("ipr-redis-t", 0.0)
         calls.loop_mode = True  # as for a client without an asyncio twin (Sentinel) or another reactor
-        calls.submit_record(b"page-1", 0, [Link(b"page-2", 0, b"p")], b"", {}, then)
+        calls.submit_record(b"page-001", 0, [Link(b"page-002", 0, b"p")], b"", {}, then)  # node ids: 8 bytes
         assert seen == []  # sent, not read
         closed: list[bool] = []
         done = calls.finish(store.close, what="closing", without_redis=lambda exc: None,
