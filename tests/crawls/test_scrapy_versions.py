@@ -70,7 +70,9 @@ def test_every_internal_the_addon_reads_is_on_this_scrapy() -> None:
     assert "self.active" in inspect.getsource(Downloader.__init__)
     assert "self.slot" in inspect.getsource(Scraper.__init__)
     assert "self.slots" in inspect.getsource(Downloader.__init__)
-    slot = Slot(2, 0.5)  # what slot_view and the polite lease read of a downloader slot
+    # what slot_view and the polite lease read of a downloader slot (Scrapy before 2.19:
+    # randomize_delay required; since: jitter, and randomize_delay deprecated)
+    slot = Slot(2, 0.5) if "jitter" in inspect.signature(Slot.__init__).parameters else Slot(2, 0.5, False)
     assert (len(slot.active), len(slot.queue), slot.delay, slot.concurrency, slot.lastseen) == (0, 0, 0.5, 2, 0)
     assert "bootstrap_failed |= not getattr(crawler, \"spider\", None)" in inspect.getsource(
         __import__("scrapy.crawler", fromlist=["CrawlerRunner"]))
