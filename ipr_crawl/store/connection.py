@@ -256,13 +256,9 @@ def _cluster_client(redis_url: str, where: str, tls: dict[str, str]) -> IprClust
     return client
 
 
+#: each thread's note of a cluster command whose attempt failed after it may have been
+#: sent (:meth:`IprCluster._retried`)
 _SENT_AGAIN = threading.local()
-
-
-def _sent_again() -> Any:
-    """The calling thread's note of a cluster command whose attempt failed after it may
-    have been sent (:meth:`IprCluster._retried`)."""
-    return _SENT_AGAIN
 
 
 class IprCluster(RedisCluster):
@@ -299,10 +295,9 @@ class IprCluster(RedisCluster):
         retry = self.ipr_retry
         if retry is None:
             return attempt()
-        sent = _sent_again()
-        sent.failed = False
+        _SENT_AGAIN.failed = False
         result = retry.call_with_retry(attempt, lambda exc: None)
-        if sent.failed and retry.on_recovered is not None:
+        if _SENT_AGAIN.failed and retry.on_recovered is not None:
             # redis-py sent the command again after an attempt whose reply was lost: that
             # attempt may have run (a pop sent twice leases twice), as after RedisRetry's own
             retry.on_recovered()
@@ -314,7 +309,7 @@ class IprCluster(RedisCluster):
         try:
             return super()._execute_command(target_node, *args, **kwargs)
         except (redis.ConnectionError, redis.TimeoutError):
-            _sent_again().failed = True
+            _SENT_AGAIN.failed = True
             raise
 
     def execute_command(self, *args: Any, **kwargs: Any) -> Any:

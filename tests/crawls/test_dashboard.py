@@ -64,6 +64,17 @@ def status_json(redis_url: str, starting: bool = False) -> dict:
     return json.loads(out.stdout)
 
 
+def bucket_statuses(redis_url: str, crawl: str, buckets: int) -> dict[str, dict]:
+    """``ipr-crawl status --json`` of each bucket of ``crawl`` (``<crawl>:<b>``), by bucket id."""
+    parts = {}
+    for b in range(buckets):
+        out = subprocess.run([sys.executable, "-m", "ipr_crawl.cli", "status", "--crawl-id", f"{crawl}:{b}",
+                              "--redis-url", redis_url, "--json"], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        parts[f"{crawl}:{b}"] = json.loads(out.stdout)
+    return parts
+
+
 def metric(text: str, name: str, **labels: str) -> float | None:
     from prometheus_client.parser import text_string_to_metric_families
 
@@ -366,13 +377,7 @@ def test_a_crawl_in_bucket_mode_is_shown_once_with_its_buckets_summed(graph_serv
         assert listed == ["fleet"]
         shot = json.loads(get(url + "api/crawl/fleet")[1])
         assert shot["buckets"] == 3 and shot["buckets_missing"] == []
-        parts = []
-        for b in range(3):
-            out = subprocess.run([sys.executable, "-m", "ipr_crawl.cli", "status", "--crawl-id", f"fleet:{b}",
-                                  "--redis-url", redis_server.url, "--json"], capture_output=True, text=True,
-                                 timeout=60)
-            assert out.returncode == 0, out.stderr
-            parts.append(json.loads(out.stdout))
+        parts = list(bucket_statuses(redis_server.url, "fleet", 3).values())
         for key in ("known", "fetched", "failed", "frontier", "in_flight"):
             assert shot[key] == sum(p[key] for p in parts), key
         assert shot["fetched"] > 500 and sum(1 for p in parts if p["fetched"]) == 3  # every bucket crawled
@@ -407,12 +412,7 @@ def test_a_fleet_on_a_redis_cluster_is_summed_over_its_buckets_and_a_master_away
         dash, url = start_dashboard("--redis-url", cluster.url)
         assert json.loads(get(url + "api/crawls")[1])["crawls"] == ["fleet"]
         whole = json.loads(get(url + "api/crawl/fleet")[1])
-        parts = {}
-        for b in range(6):
-            out = subprocess.run([sys.executable, "-m", "ipr_crawl.cli", "status", "--crawl-id", f"fleet:{b}",
-                                  "--redis-url", cluster.url, "--json"], capture_output=True, text=True, timeout=60)
-            assert out.returncode == 0, out.stderr
-            parts[f"fleet:{b}"] = json.loads(out.stdout)
+        parts = bucket_statuses(cluster.url, "fleet", 6)
         assert whole["buckets"] == 6 and whole["buckets_missing"] == []
         for key in ("known", "fetched", "frontier", "in_flight"):
             assert whole[key] == sum(p[key] for p in parts.values()), key

@@ -65,12 +65,22 @@ def test_stored_pagerank_is_networkx_pagerank_of_the_collected_graph(redis_clien
         store.drop()
 
 
-def test_install_prior_errors_and_resume(redis_client):
-    out = {0: [1, 2], 1: [2], 2: [0, 3]}
+#: the earlier crawl of the prior tests: 3 is the most linked-to of its sinks
+OLD_GRAPH = {0: [1, 2], 1: [2], 2: [0, 3]}
+
+
+def old_and_new(redis_client) -> tuple[str, str, FrontierStore, FrontierStore]:
+    """An earlier crawl of :data:`OLD_GRAPH` (every page fetched but 3) and a new, empty
+    one: their ids and stores."""
     old, new = f"old-{uuid.uuid4().hex[:8]}", f"new-{uuid.uuid4().hex[:8]}"
-    a = small_crawl(redis_client, old, out, [0, 1, 2])
+    a = small_crawl(redis_client, old, OLD_GRAPH, [0, 1, 2])
     b = FrontierStore(redis_client, new, "push")
     b.open()
+    return old, new, a, b
+
+
+def test_install_prior_errors_and_resume(redis_client):
+    old, new, a, b = old_and_new(redis_client)
     try:
         with pytest.raises(PriorError, match=r"no such crawl.*crawls there: .*" + re.escape(repr(old))):
             install_prior(redis_client, new, "nope", 1.0)
@@ -102,11 +112,7 @@ def test_the_report_draws_the_share_of_the_priors_mass_fetched(redis_client):
     share of the prior's mass held by the pages fetched by each sample; none without."""
     from ipr_crawl.evaluation.report import crawl_curves
 
-    out = {0: [1, 2], 1: [2], 2: [0, 3]}
-    old, new = f"old-{uuid.uuid4().hex[:8]}", f"new-{uuid.uuid4().hex[:8]}"
-    a = small_crawl(redis_client, old, out, [0, 1, 2])
-    b = FrontierStore(redis_client, new, "push")
-    b.open()
+    old, new, a, b = old_and_new(redis_client)
     try:
         info = install_prior(redis_client, new, old, 1.0)
         b.refresh_prior()
@@ -114,7 +120,7 @@ def test_the_report_draws_the_share_of_the_priors_mass_fetched(redis_client):
         b.enqueue(nid(3), 0, b"", False)
         b.sample(0)
         for n in (3, 2):
-            b.record_page(nid(n), 0, [Link(nid(t), 0, b"") for t in out.get(n, [])])
+            b.record_page(nid(n), 0, [Link(nid(t), 0, b"") for t in OLD_GRAPH.get(n, [])])
             b.sample(0)
         rows = crawl_curves(b)["timeline"]
         total = sum(prior.values())
