@@ -128,9 +128,11 @@ class BucketedFrontier(OutboxRelay, BucketCalls):
         self.relay_skipped = 0
         #: bytes of the outbox entries this process read for relaying
         self.relayed_bytes = 0
+        #: relays whose target's replicas did not confirm them in time (nothing trimmed)
+        self.relay_held = 0
         # WAIT after a relay call, before its entries are trimmed from their source:
         # (replicas, timeout ms); on a Redis Cluster 1 replica for up to 100 ms unless
-        # wait_for_replicas says more. A short WAIT pauses those of that bucket for 5 s.
+        # wait_for_replicas says more. A short WAIT holds that bucket's relays for 1 s.
         from ipr_crawl.store.connection import is_cluster
 
         self._wait: tuple[int, int] | None = (1, 100) if is_cluster(client) else None

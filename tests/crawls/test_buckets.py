@@ -565,3 +565,60 @@ def test_a_bucket_counter_of_the_layout_before_moves_below_the_priority_bits(red
         assert int(redis_client.hget(meta, "forced_seq")) == (2 << 32) + 7
     finally:
         many.drop()
+
+
+def test_relayed_links_leave_their_outbox_only_once_the_targets_replica_has_them(cluster, monkeypatch):
+    """A relay applies a page's links on another bucket's master, then trims them from
+    the source's outbox. The trim used to follow whatever the WAIT said: with the
+    target's replica behind (here its link down) and the target's master then killed,
+    the promoted replica had neither the links nor the entry's high-water mark, and the
+    outbox had nothing left to send again: the links were gone (the Cluster fault
+    checker's seed 20261804 lost 17 pages so, after two master kills). Now the entry
+    stays until the target's replica confirms it, and is applied again after the
+    failover."""
+    import time
+
+    from ipr_crawl.store import connect, crawl_keys
+    from ipr_crawl.store import relay as relay_mod
+    from ipr_crawl.store.retry import RedisRetry
+
+    monkeypatch.setattr(relay_mod, "RELAY_HOLD_SECS", 0.0)
+    cid = next(c for c in (f"rl{i}" for i in range(100))  # buckets 0 and 1 on two masters
+               if cluster.master_of(crawl_keys(f"{c}:0")["meta"]) != cluster.master_of(crawl_keys(f"{c}:1")["meta"]))
+    client = connect(cluster.url, "", retry=RedisRetry(40))
+    many = BucketedFrontier(client, cid, OrderingParams(ordering="blc"), 2)
+    many.open()
+    hwm = many.relay_keys(1)[-1]
+    master = cluster.master_of(hwm)
+    with cluster.node(master) as c:
+        replica = int(c.info("replication")["slave0"]["port"])
+    assert relay_mod.replicated(client, hwm, 1, 10000)  # attached and in step
+    with cluster.node(master) as c:  # a cluster just made: gossip names the replica in a moment
+        deadline = time.monotonic() + 20
+        while relay_mod._cluster_replicas(c) != 1:
+            assert time.monotonic() < deadline, "the master's view never named its replica"
+            time.sleep(0.05)
+    many.enqueue(nid(1), 0, b"p1", False, bucket=0)
+    _, items = many.pop(1, 600)
+    many.record_page(nid(1), 0, [Link(nid(2), 0, b"p2", 1)], lease=items[0][0], bucket=0)
+    box = many._outbox(0, 1)
+    with cluster.node(replica) as c:  # the target's replica loses its link: it cannot log in again
+        c.config_set("masterauth", "not-the-password")
+        c.client_kill_filter(_type="master")
+    with cluster.node(master) as c:
+        deadline = time.monotonic() + 20
+        while c.execute_command("ROLE")[2]:
+            assert time.monotonic() < deadline, "the replica stayed attached"
+            time.sleep(0.05)
+    assert many.relay() == 1 and many.stores[1].node_score(nid(2)) == 1  # applied on the master
+    assert many.relay_held == 1 and client.xlen(box) == 1  # not on the replica: kept
+    cluster.kill(master)
+    deadline = time.monotonic() + 60
+    while cluster.master_of(hwm) != replica:
+        assert time.monotonic() < deadline, "the replica was not promoted"
+        time.sleep(0.2)
+    assert many.stores[1].node_score(nid(2)) is None  # the promoted replica never had it
+    assert many.relay() == 1  # sent again: the failover rolled the high-water mark back
+    assert many.stores[1].node_score(nid(2)) == 1 and client.xlen(box) == 0
+    assert many.pending() == 1
+    client.close()
