@@ -18,6 +18,7 @@ frontier gives another meaning (``JOBDIR``, ``DUPEFILTER_CLASS``; ``DEPTH_PRIORI
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 from ipr_crawl.config import DEFAULTS, SettingError, check_settings, read
@@ -30,6 +31,10 @@ logger = logging.getLogger(__name__)
 
 SCHEDULER = "ipr_crawl.scheduler.IprScheduler"
 SPIDER_MIDDLEWARE = "ipr_crawl.middlewares.linkgraph.LinkGraphMiddleware"
+#: The link-graph middleware's order: at the engine's end of the spider middleware
+#: chain, below Scrapy's own (25 and up) and lower still when the project has one below,
+#: so that every other spider middleware sees the requests a callback yields.
+SPIDER_MIDDLEWARE_ORDER = -1000
 DOWNLOADER_MIDDLEWARE = "ipr_crawl.middlewares.frontier.FrontierDownloaderMiddleware"
 #: Revisits (IPR_REVISIT_ENABLED): inside HttpCompression (590) and Redirect (600),
 #: outside HttpCache (900); see middlewares/conditional.py.
@@ -136,6 +141,14 @@ def _component(settings: Any, name: str, path: str, order: int) -> None:
     settings.setdefault_in_component_priority_dict(name, load_object(path), order)
 
 
+def _engine_end(settings: Any) -> int:
+    """:data:`SPIDER_MIDDLEWARE_ORDER`, or one below the lowest order of the spider
+    middlewares listed (with ``SPIDER_MIDDLEWARES_BASE``) when that is lower."""
+    orders = [v for v in settings.getwithbase("SPIDER_MIDDLEWARES").values()
+              if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+    return min([SPIDER_MIDDLEWARE_ORDER, *(math.floor(v) - 1 for v in orders)])
+
+
 def _order_of(settings: Any, name: str, path: str) -> Any:
     """The order of the component at ``path`` in ``name`` with its ``_BASE`` (None:
     disabled or absent), whether listed by class or by import path."""
@@ -189,8 +202,8 @@ class Addon:
         settings.set("SCHEDULER", SCHEDULER, priority="addon")
         # The middlewares as classes, each at its order unless the project gives it one (its
         # own order, or None to disable it), as Scrapy's add-on docs show.
-        # Outermost spider middleware: sees the final output of the callback.
-        _component(settings, "SPIDER_MIDDLEWARES", SPIDER_MIDDLEWARE, 10)
+        # At the engine's end of the chain: sees the callback's output as the engine would.
+        _component(settings, "SPIDER_MIDDLEWARES", SPIDER_MIDDLEWARE, _engine_end(settings))
         # Outermost downloader middleware: sees only final download failures.
         _component(settings, "DOWNLOADER_MIDDLEWARES", DOWNLOADER_MIDDLEWARE, 1)
         if read(settings, "IPR_REVISIT_ENABLED"):

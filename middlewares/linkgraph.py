@@ -1,7 +1,10 @@
 """The link-graph spider middleware: hands each parsed page to the scheduler.
 
-While a callback runs, the Requests it yields are held back (items pass on at
-once). When it is done, the page and its held requests go to
+The add-on puts it at the engine's end of the spider middleware chain (order
+-1000, or below the lowest the project lists), so every other spider middleware
+sees a callback's requests as it would without the add-on; a middleware still
+nearer the engine gets a WARNING at start. While a callback runs, the Requests it
+yields are held back (items pass on at once). When it is done, the page and its held requests go to
 :meth:`ipr_crawl.scheduler.IprScheduler.record_page`, which records them in ONE
 atomic script call (:mod:`ipr_crawl.scheduler.recording`) once every item the
 callback yielded has left the item pipelines (at-least-once); the scheduler then
@@ -14,6 +17,7 @@ it here: a lease is its own request's, never a new request's.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +34,9 @@ from ipr_crawl.scheduler.recording import order_links
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
-__all__ = ["LinkGraphMiddleware", "order_links"]
+__all__ = ["LinkGraphMiddleware", "nearer_the_engine", "order_links"]
+
+logger = logging.getLogger(__name__)
 
 
 class LinkGraphMiddleware:
@@ -42,6 +48,13 @@ class LinkGraphMiddleware:
         self.crawler = crawler
         #: responses whose callback output is being read (ids)
         self._open: set[int] = set()
+        nearer = nearer_the_engine(crawler.settings)
+        if nearer:
+            logger.warning(
+                "ipr-crawl: the spider middlewares %s are nearer the engine than %s (a lower order): they will "
+                "not see the requests a callback yields, which this one records in the crawl's frontier. "
+                "Give them a higher order, or give this one a lower one in SPIDER_MIDDLEWARES",
+                ", ".join(nearer), type(self).__name__)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> LinkGraphMiddleware:
@@ -102,6 +115,28 @@ class LinkGraphMiddleware:
         if frontier is not None and id(response) not in self._open:
             frontier.record_page(response, [])
         return None
+
+
+def nearer_the_engine(settings: Any) -> list[str]:
+    """The spider middlewares enabled with a lower order than :class:`LinkGraphMiddleware`
+    (Scrapy's ``build_component_list``: the lower the order, the nearer the engine), by
+    name; they would see the items a callback yields but not its requests."""
+    from scrapy.utils.conf import build_component_list
+    from scrapy.utils.misc import load_object
+
+    def name(component: Any) -> str:
+        return component if isinstance(component, str) else f"{component.__module__}.{component.__qualname__}"
+
+    nearer: list[str] = []
+    for component in build_component_list(settings.getwithbase("SPIDER_MIDDLEWARES")):
+        try:
+            cls = load_object(component) if isinstance(component, str) else component
+        except (ImportError, NameError, ValueError, AttributeError):
+            cls = None
+        if cls is LinkGraphMiddleware:
+            return nearer
+        nearer.append(name(component))
+    return []
 
 
 def _without_lease(request: Request, response: Response) -> Request:

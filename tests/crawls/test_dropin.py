@@ -252,6 +252,23 @@ def test_scrapys_own_dupefilter_given_as_a_class_gets_no_warning(caplog) -> None
             for r in caplog.records] == [True]
 
 
+def test_the_link_graph_middleware_goes_below_the_lowest_order_listed(caplog) -> None:
+    """The add-on's order for its spider middleware: -1000, or one below the lowest the
+    project lists; a project that orders it above one of its own is warned, naming it."""
+    from scrapy.settings import Settings
+
+    from ipr_crawl.addon import SPIDER_MIDDLEWARE_ORDER, _engine_end
+    from ipr_crawl.middlewares.linkgraph import LinkGraphMiddleware, nearer_the_engine
+
+    assert _engine_end(Settings()) == SPIDER_MIDDLEWARE_ORDER
+    assert _engine_end(Settings({"SPIDER_MIDDLEWARES": {"a.B": -5000, "a.C": 5, "a.D": None}})) == -5001
+    assert _engine_end(Settings({"SPIDER_MIDDLEWARES": {"a.B": -2000.5}})) == -2002
+    mws = {"a.B": 3, "a.C": 700, LinkGraphMiddleware: 10}
+    assert nearer_the_engine(Settings({"SPIDER_MIDDLEWARES": mws})) == ["a.B"]
+    mws = {"a.B": 3, "ipr_crawl.middlewares.linkgraph.LinkGraphMiddleware": -1}
+    assert nearer_the_engine(Settings({"SPIDER_MIDDLEWARES": mws})) == []
+
+
 def test_a_callback_copying_response_meta_gets_its_own_lease(shop, tmp_path: Path) -> None:
     """A callback that passes ``response.meta`` on to new ``dont_filter`` requests (a common
     pattern) copies the add-on's ``ipr_lease``: each new request must get a lease of its
@@ -450,10 +467,13 @@ def test_a_crawlspider_whose_pages_link_back_to_its_start_urls_keeps_scrapys_ite
 
 
 def test_items_a_spider_middleware_drops_before_the_pipelines_do_not_keep_pages_in_flight(shop, tmp_path: Path) -> None:
-    """A spider middleware nearer the engine than ipr-crawl's (order 5) drops some items:
-    their pages are recorded once the engine is idle (a WARNING says so), and the crawl
-    ends with the same fetches and items as without the add-on. Before, those pages
-    waited in flight for items that never left the pipelines, and the crawl with them."""
+    """A spider middleware at order 5 drops some items. With the link-graph middleware at
+    the engine's end of the chain (the add-on's default) it never sees them: the crawl
+    ends with the same fetches and items as without the add-on, and no warning. A
+    project that puts the link-graph middleware at 10 (nearer the spider than the
+    dropper) is warned at start, and the pages whose items were dropped are recorded
+    once the engine is idle (a WARNING says so): before, they waited in flight for items
+    that never left the pipelines, and the crawl with them."""
     root, base = shop
     (root / "shop" / "dropper.py").write_text(
         "class DropBooks:\n"
@@ -473,18 +493,80 @@ def test_items_a_spider_middleware_drops_before_the_pipelines_do_not_keep_pages_
         "            if '/cat/' in href or '/product/' in href:\n"
         "                yield response.follow(href)\n"
     )
-    settings = {"SPIDER_MIDDLEWARES": '{"shop.dropper.DropBooks": 5}', "LOG_LEVEL": "DEBUG"}
+    link = "ipr_crawl.middlewares.linkgraph.LinkGraphMiddleware"
+    runs = {}
+    for name, addon, middlewares in (("plain", False, {"shop.dropper.DropBooks": 5}),
+                                     ("default", True, {"shop.dropper.DropBooks": 5}),
+                                     ("at10", True, {"shop.dropper.DropBooks": 5, link: 10})):
+        out = tmp_path / f"x-{name}.jsonl"
+        runs[name] = scrapy(root, "crawl", "drops", "-O", f"{out}:jsonlines", addon=addon, timeout=120,
+                            settings={"SPIDER_MIDDLEWARES": json.dumps(middlewares), "LOG_LEVEL": "DEBUG",
+                                      "IPR_DATA_DIR": tmp_path / f"r-{name}"})
+        assert runs[name].returncode == 0, runs[name].stderr[-3000:]
+    for name in ("default", "at10"):
+        assert items(tmp_path / f"x-{name}.jsonl") == items(tmp_path / "x-plain.jsonl"), name
+        assert fetched(runs[name].stderr) == fetched(runs["plain"].stderr), name
+        assert "closed (finished)" in runs[name].stderr
+    assert "never reached the item pipelines" not in runs["default"].stderr
+    assert "are nearer the engine than LinkGraphMiddleware" not in runs["default"].stderr
+    assert "the spider middlewares shop.dropper.DropBooks are nearer the engine" in runs["at10"].stderr
+    assert "never reached the item pipelines" in runs["at10"].stderr
+    assert "'ipr/pages/items_dropped_before_pipelines': 1" in runs["at10"].stderr
+
+
+def test_user_spider_middlewares_at_any_order_see_every_request(shop, tmp_path: Path) -> None:
+    """Counting spider middlewares at orders 1, 5, 500 and 950 see the same requests and
+    items with the add-on as without it, and the crawl fetches the same pages. With the
+    link-graph middleware at 10 (before), those at 1 and 5 saw no request at all: it held
+    every request and recorded it itself."""
+    root, _ = shop
+    (root / "shop" / "counting.py").write_text(
+        "import json, os\n"
+        "from scrapy import Request, signals\n"
+        "class Base:\n"
+        "    order = 0\n"
+        "    def __init__(self, crawler):\n"
+        "        self.seen = {'requests': [], 'items': 0}\n"
+        "        crawler.signals.connect(self.closed, signals.spider_closed)\n"
+        "    @classmethod\n"
+        "    def from_crawler(cls, crawler):\n"
+        "        return cls(crawler)\n"
+        "    async def process_spider_output(self, response, result, spider=None):\n"
+        "        async for x in result:\n"
+        "            if isinstance(x, Request):\n"
+        "                self.seen['requests'].append(x.method + ' ' + x.url)\n"
+        "            else:\n"
+        "                self.seen['items'] += 1\n"
+        "            yield x\n"
+        "    def closed(self, spider):\n"
+        "        with open(os.environ['COUNTS'] + f'.{self.order}', 'w') as f:\n"
+        "            json.dump(self.seen, f)\n"
+        + "".join(f"class At{n}(Base):\n    order = {n}\n" for n in (1, 5, 500, 950))
+    )
+    middlewares = {f"shop.counting.At{n}": n for n in (1, 5, 500, 950)}
+    seen: dict[bool, dict[int, Any]] = {}
     runs = {}
     for addon in (True, False):
-        out = tmp_path / f"x-{addon}.jsonl"
-        runs[addon] = scrapy(root, "crawl", "drops", "-O", f"{out}:jsonlines", addon=addon, timeout=120,
-                             settings={**settings, "IPR_DATA_DIR": tmp_path / "r"})
+        counts = tmp_path / f"counts-{addon}"
+        out = tmp_path / f"mw-{addon}.jsonl"
+        cmd_settings = {"SPIDER_MIDDLEWARES": json.dumps(middlewares), "IPR_DATA_DIR": tmp_path / f"r-{addon}"}
+        import os
+        os.environ["COUNTS"] = str(counts)
+        try:
+            runs[addon] = scrapy(root, "crawl", "shop", "-O", f"{out}:jsonlines", addon=addon, settings=cmd_settings)
+        finally:
+            del os.environ["COUNTS"]
         assert runs[addon].returncode == 0, runs[addon].stderr[-3000:]
-    assert items(tmp_path / "x-True.jsonl") == items(tmp_path / "x-False.jsonl")
+        seen[addon] = {n: json.loads(Path(f"{counts}.{n}").read_text()) for n in (1, 5, 500, 950)}
+    assert "ipr-crawl: crawl 'shop.shop'" in runs[True].stderr
     assert fetched(runs[True].stderr) == fetched(runs[False].stderr)
-    assert "never reached the item pipelines" in runs[True].stderr
-    assert "'ipr/pages/items_dropped_before_pipelines': 1" in runs[True].stderr
-    assert "closed (finished)" in runs[True].stderr
+    assert items(tmp_path / "mw-True.jsonl") == items(tmp_path / "mw-False.jsonl")
+    for n in (1, 5, 500, 950):
+        ours, plain = seen[True][n], seen[False][n]
+        assert sorted(ours["requests"]) == sorted(plain["requests"]), n
+        assert ours["items"] == plain["items"], n
+        assert len(plain["requests"]) > 20 and plain["items"] > 10, (n, plain)  # not vacuous
+    print("requests seen at 1/5/500/950 with the add-on:", [len(seen[True][n]["requests"]) for n in (1, 5, 500, 950)])
 
 
 def test_the_projects_middleware_orders_win(shop, tmp_path: Path) -> None:
