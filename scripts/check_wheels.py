@@ -15,9 +15,9 @@ import argparse
 import subprocess
 import sys
 import tempfile
-import tomllib
 from pathlib import Path
 
+import tomllib
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 
