@@ -170,6 +170,9 @@ class FrontierConfig:
     slow_start: bool = True
     wait_for_parse: bool = True
     cluster_buckets: int = 1
+    #: what the next run of this crawl does once it finished, by this run's settings:
+    #: "revisits" (IPR_REVISIT_ENABLED), "persist" (SCHEDULER_PERSIST), else "afresh"
+    next_run: str = "afresh"
 
     @property
     def ordering(self) -> str:
@@ -231,6 +234,8 @@ class FrontierConfig:
                 else read_other(settings, "LOGSTATS_INTERVAL")
             ),
             timeline_secs=read(settings, "IPR_TIMELINE_SECS"),
+            next_run=("revisits" if read(settings, "IPR_REVISIT_ENABLED")
+                      else "persist" if settings.getbool("SCHEDULER_PERSIST") else "afresh"),
         )
 
 

@@ -21,7 +21,7 @@ import redis
 from ipr_crawl.config import FrontierConfig
 from ipr_crawl.redis_location import embedded_data_dir as project_data_dir
 from ipr_crawl.redis_location import scrapy_redis_settings as project_uses_scrapy_redis
-from ipr_crawl.scheduler.heartbeat import holder_info
+from ipr_crawl.scheduler.heartbeat import gone_here, holder_info
 from ipr_crawl.scheduler.migrate import carry_over
 from ipr_crawl.scheduler.refresher import Refresher
 from ipr_crawl.scheduler.revisits import RevisitObserver
@@ -172,7 +172,9 @@ class Bootstrap:
 
             clear_finished(client, cfg.crawl_id)
         counts = store.counts()
-        others = [h for h in store.holders() if h.get("alive") and h["holder"] != self.holder]
+        # live processes only: one of this machine killed a moment ago still has a heartbeat
+        others = [h for h in store.holders()
+                  if h.get("alive") and h["holder"] != self.holder and not gone_here(h, self.holder)]
         state = self.opening(resumed, len(others))
         logger.info(
             "ipr-crawl: crawl %r ordered by %s on %s (%s): %d known URLs, %d fetched, "

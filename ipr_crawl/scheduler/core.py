@@ -362,7 +362,7 @@ class IprScheduler(BaseScheduler):
                             "the frontier", released)
         if self.config.timeline_secs > 0:
             self.store.sample(0)  # the timeline ends with the crawl as it closed
-        close_summary(self.store, self.config.crawl_id, reason, bool(self.enqueuer.local), self._stats_set)
+        close_summary(self.store, self.config, reason, bool(self.enqueuer.local), self._stats_set)
 
     def _closed_without_redis(self, reason: str, exc: BaseException | None) -> None:
         held = len(self.leases.held) + self.leases.pops_out  # a pop written and unanswered may have leased

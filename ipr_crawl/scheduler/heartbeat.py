@@ -50,6 +50,22 @@ def holder_info(holder: str, spider: str) -> dict[str, Any]:
     return {"host": holder.rsplit(":", 2)[0], "pid": os.getpid(), "spider": spider, "started": time.time()}
 
 
+def gone_here(info: dict[str, Any], holder: str) -> bool:
+    """Whether holder ``info`` (:meth:`FrontierStore.holders`' entry) names a process of
+    this machine (the host of this process's own ``holder`` id) that no longer runs: a
+    process killed less than a heartbeat's time to live ago still looks alive in Redis."""
+    pid = info.get("pid")
+    if not isinstance(pid, int) or info.get("host") != holder.rsplit(":", 2)[0]:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # another user's process: it runs
+        return False
+    return False
+
+
 class Heartbeat:
     """Beats for ``holder`` every ``interval`` s on a daemon thread until :meth:`stop`.
 

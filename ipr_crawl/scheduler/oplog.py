@@ -81,14 +81,28 @@ INTERRUPTED_REASONS = frozenset({
 })
 
 
-def close_summary(store: Any, crawl_id: str, reason: str, local_left: bool, stats_set: Callable[[str, Any], None]) -> None:
+#: What a finished crawl's next run does, by the closing run's settings (config.next_run).
+NEXT_RUN = {
+    "afresh": "run again, it starts afresh with this crawl's graph as its prior (with SCHEDULER_PERSIST=True "
+              "it is kept{left}; with IPR_REVISIT_ENABLED it revisits)",
+    "persist": "run again with SCHEDULER_PERSIST=True, as this run, it is kept{left}, and fetches only requests "
+               "it has not seen; without it, it starts afresh with this crawl's graph as its prior",
+    "revisits": "run again with IPR_REVISIT_ENABLED, as this run, it revisits its pages when they are due; "
+                "without it, it starts afresh with this crawl's graph as its prior",
+}
+
+
+def close_summary(store: Any, config: Any, reason: str, local_left: bool, stats_set: Callable[[str, Any], None]) -> None:
     """At close: the crawl's sizes as ``ipr/crawl/*`` stats (apart from the live
     ``ipr/frontier/*`` counters of this process, some of the same names) and one line. The
-    crawl is marked finished (its next run starts afresh, with this crawl's graph as its
-    prior) when it closed ``finished`` with nothing pending anywhere (and nothing left in
-    this process's memory, ``local_left``), or when this process, the last of the crawl
-    alive, closed it deliberately (a reason not in :data:`INTERRUPTED_REASONS`:
-    ``CLOSESPIDER_*``, ``CloseSpider``). Call it after this process's holder was released."""
+    crawl is marked finished (a next run with ``config.next_run`` "afresh" starts afresh,
+    with this crawl's graph as its prior; "persist" and "revisits" go on with it) when it
+    closed ``finished`` with nothing pending anywhere (and nothing left in this process's
+    memory, ``local_left``), or when this process, the last of the crawl alive, closed it
+    deliberately (a reason not in :data:`INTERRUPTED_REASONS`: ``CLOSESPIDER_*``,
+    ``CloseSpider``). ``config``: the :class:`~ipr_crawl.config.FrontierConfig`. Call it
+    after this process's holder was released."""
+    crawl_id = config.crawl_id
     counts = store.counts()
     for name, value in counts.items():
         stats_set(f"ipr/crawl/{name}", value)
@@ -115,13 +129,10 @@ def close_summary(store: Any, crawl_id: str, reason: str, local_left: bool, stat
         return
     from ipr_crawl.store.archive import mark_finished
 
-    mark_finished(store.client, crawl_id, reason, counts["fetched"], counts["failed"])
+    mark_finished(store.client, crawl_id, reason, counts["fetched"], counts["failed"], config.next_run)
     stats_set("ipr/finished", 1)
-    logger.info(
-        "ipr-crawl: crawl %r finished: run again, it starts afresh with this crawl's graph as its prior "
-        "(with SCHEDULER_PERSIST=True it is kept%s; with IPR_REVISIT_ENABLED it revisits)",
-        crawl_id, " and goes on with the requests not fetched" if pending else "",
-    )
+    logger.info("ipr-crawl: crawl %r finished: %s", crawl_id, NEXT_RUN[config.next_run].format(
+        left=" and goes on with the requests not fetched" if pending else ""))
 
 
 def closed_without_redis_line(crawl_id: str, reason: str, exc: BaseException | None, held: int) -> None:

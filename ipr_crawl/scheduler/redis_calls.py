@@ -196,9 +196,10 @@ class RedisCalls:
         if not self.away:
             self.away = True
             self.stats_inc("ipr/redis/handovers")
-            logger.warning("ipr-crawl: the pipelined Redis connection failed (%s); %d calls and every call "
+            logger.warning("ipr-crawl: the pipelined Redis connection failed (%s); %s and every call "
                            "after them go to the Redis thread, which retries for up to %.0f s "
-                           "(IPR_REDIS_RETRY_SECS) while the crawl goes on", exc, len(items), self.retry_secs)
+                           "(IPR_REDIS_RETRY_SECS) while the crawl goes on", exc,
+                           "1 call" if len(items) == 1 else f"{len(items)} calls", self.retry_secs)
         assert self.io is not None
         for fallback, then, failed in items:
             self.io.submit(fallback, then=self.then_caught_up(then), failed=failed or self.failed)

@@ -90,21 +90,26 @@ def _float(value: Any) -> float | None:
 
 
 def finished_info(client: Any, crawl_id: str) -> dict[str, Any] | None:
-    """``{"at", "reason", "fetched", "failed"}`` of a crawl marked finished, else None."""
-    at, reason, fetched, failed = client.hmget(
-        crawl_keys(crawl_id)["meta"], "finished", "finished_reason", "finished_fetched", "finished_failed")
+    """``{"at", "reason", "fetched", "failed", "next"}`` of a crawl marked finished, else
+    None (``next``: :func:`mark_finished`'s ``next_run``, "afresh" when not stored)."""
+    at, reason, fetched, failed, nxt = client.hmget(
+        crawl_keys(crawl_id)["meta"], "finished", "finished_reason", "finished_fetched", "finished_failed",
+        "finished_next")
     if at is None:
         return None
-    return {"at": _float(at), "reason": _text(reason), "fetched": int(fetched or 0), "failed": int(failed or 0)}
+    return {"at": _float(at), "reason": _text(reason), "fetched": int(fetched or 0), "failed": int(failed or 0),
+            "next": _text(nxt) or "afresh"}
 
 
-def mark_finished(client: Any, crawl_id: str, reason: str, fetched: int = 0, failed: int = 0) -> None:
+def mark_finished(client: Any, crawl_id: str, reason: str, fetched: int = 0, failed: int = 0,
+                  next_run: str = "afresh") -> None:
     """Mark crawl ``crawl_id`` finished: its ``meta`` gets ``finished`` (when),
-    ``finished_reason`` and the crawl's ``fetched`` and ``failed`` counts then (a
-    bucketed crawl keeps its counters per bucket)."""
+    ``finished_reason``, the crawl's ``fetched`` and ``failed`` counts then (a
+    bucketed crawl keeps its counters per bucket) and ``finished_next``, what a next run
+    with the closing run's settings does (``afresh``, ``persist``, ``revisits``)."""
     client.hset(crawl_keys(crawl_id)["meta"], mapping={
         "finished": repr(time.time()), "finished_reason": reason, "finished_fetched": fetched,
-        "finished_failed": failed,
+        "finished_failed": failed, "finished_next": next_run,
     })
 
 
@@ -112,7 +117,7 @@ def clear_finished(client: Any, crawl_id: str) -> None:
     """The crawl goes on (kept, or revisited): no longer marked finished; ``kept_at``
     (when) tells the processes that open it next to this one that it finished."""
     meta = crawl_keys(crawl_id)["meta"]
-    client.hdel(meta, "finished", "finished_reason", "finished_fetched", "finished_failed")
+    client.hdel(meta, "finished", "finished_reason", "finished_fetched", "finished_failed", "finished_next")
     client.hset(meta, "kept_at", repr(time.time()))
 
 

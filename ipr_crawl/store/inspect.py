@@ -189,6 +189,7 @@ def status(store: FrontierStore, revisits: bool = True) -> dict[str, Any]:
     out.update(store.counts())
     done = finished_info(store.client, store.crawl_id)
     out["finished"] = done["at"] if done else None
+    out["finished_next"] = done["next"] if done else None
     rerun_of = store.client.hget(store.keys["meta"], "rerun_of")
     out["rerun_of"] = rerun_of.decode() if isinstance(rerun_of, bytes) else rerun_of or ""
     try:
@@ -256,6 +257,14 @@ def operate(
     raise ValueError(f"unknown action {action!r}")
 
 
+#: What a finished crawl's next run does (archive.mark_finished's next_run): status's line.
+_NEXT = {
+    "afresh": "its next run starts afresh with it as the prior (unless run with SCHEDULER_PERSIST=True)",
+    "persist": "its last run had SCHEDULER_PERSIST=True: run so again, it goes on; without it, it starts afresh",
+    "revisits": "its last run had revisits on: run so again, it revisits its pages; without, it starts afresh",
+}
+
+
 def format_status(st: dict[str, Any]) -> str:
     """``status`` as text lines."""
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(st["time"]))
@@ -279,7 +288,8 @@ def format_status(st: dict[str, Any]) -> str:
     if "revisits_due" in st:
         lines.append(f"  revisits due now {st['revisits_due']:,} of {st['revisits_scheduled']:,} scheduled")
     if st.get("finished"):
-        lines.append(f"  finished {_when(st['finished'])}: its next run starts afresh with it as the prior")
+        nxt = _NEXT.get(st.get("finished_next") or "afresh", _NEXT["afresh"])
+        lines.append(f"  finished {_when(st['finished'])}: {nxt}")
     if st.get("rerun_of"):
         lines.append(f"  started afresh from the finished crawl {st['rerun_of']!r}")
     if st.get("archives"):

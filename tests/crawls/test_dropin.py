@@ -126,6 +126,12 @@ def test_runspider_and_a_rerun(shop, tmp_path: Path) -> None:
                   SCHEDULER_PERSIST=True)
     assert "kept finished (SCHEDULER_PERSIST)" in kept.stderr
     assert len(items(tmp_path / "kept.jsonl")) < len(items(tmp_path / "one.jsonl"))
+    # its close and `status` say what a next run does: under SCHEDULER_PERSIST it goes on
+    assert "run again, it starts afresh" in first.stderr and "run again, it starts afresh" not in kept.stderr
+    assert "run again with SCHEDULER_PERSIST=True, as this run, it is kept" in kept.stderr
+    status = subprocess.run([sys.executable, "-m", "ipr_crawl.cli", "status", "--crawl-id", "shop.shop",
+                             "--data-dir", str(tmp_path / "redis")], cwd=root, capture_output=True, text=True, timeout=60)
+    assert "its last run had SCHEDULER_PERSIST=True: run so again, it goes on" in status.stdout, status.stdout
     fresh = _crawl(root, "shop", tmp_path / "three.jsonl", addon=True, IPR_DATA_DIR=tmp_path / "redis", IPR_RESET=True)
     assert "reset (IPR_RESET)" in fresh.stderr
     assert items(tmp_path / "three.jsonl") == items(tmp_path / "one.jsonl")

@@ -588,3 +588,23 @@ def test_a_request_lost_with_its_holder_too_often_is_dead_lettered_and_can_be_pu
     # a page recorded forgets its count: lost once more, it is not dead-lettered
     survivor.record_page(nid(0), 0, [], lease=again[0][0])
     assert redis_client.hlen(store.keys["releases"]) == 0
+
+
+def test_a_holder_of_this_machine_whose_process_is_gone_is_not_counted_as_joined():
+    """The opening line's "joined: N other processes" counts live processes only: a
+    process of this machine killed a moment ago still has a heartbeat in Redis, but its
+    pid no longer runs (gone_here); one of another machine cannot be checked and counts."""
+    import os
+    import subprocess
+    import sys
+
+    from ipr_crawl.scheduler.heartbeat import gone_here, new_holder_id
+
+    me = new_holder_id()
+    host = me.rsplit(":", 2)[0]
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    assert gone_here({"host": host, "pid": dead.pid}, me)
+    assert not gone_here({"host": host, "pid": os.getpid()}, me)
+    assert not gone_here({"host": "another-machine", "pid": dead.pid}, me)
+    assert not gone_here({"host": host}, me)  # no pid published: counted
