@@ -125,15 +125,70 @@ def carry_over(sched: Any, spider: Any, client: Any, store: Any) -> None:
                 "(scrapy-redis stores requests with pickle: only for a queue you trust); its keys stay unless "
                 "-s IPR_IMPORT_SCRAPY_REDIS_DELETE=True (docs/dropin.md#coming-from-scrapy-redis)",
                 spider.name, _described(keys, found))
-        elif mode and done is None and client.set(keys.marker, json.dumps(
-                {"crawl_id": sched.config.crawl_id, "by": sched.holder, "started": time.time()}), nx=True):
-            _import(sched, spider, client, store, keys, found)
         elif mode:
-            logger.info("ipr-crawl: scrapy-redis's crawl of spider %r was carried over before (%s: %s); "
-                        "IPR_IMPORT_SCRAPY_REDIS does nothing more (delete that key to import again)",
-                        spider.name, keys.marker, _text(done))
+            _import_once(sched, spider, client, store, keys, found)
     imported = any(client.exists(s.keys["imported_seen"]) for s in getattr(store, "stores", [store]))
     sched.identity.seen_fingerprints = SeenFingerprints(settings) if imported else None
+
+
+def _import_once(sched: Any, spider: Any, client: Any, store: Any, keys: ScrapyRedisKeys, found: dict[str, int]) -> None:
+    """Import unless it was done (or is being done: wait for it); of processes started
+    together, the one whose claim lands first imports and the others wait for it."""
+    while True:
+        if _wait_for_import(client, keys, spider):
+            logger.info("ipr-crawl: scrapy-redis's crawl of spider %r was carried over before (%s: %s); "
+                        "IPR_IMPORT_SCRAPY_REDIS does nothing more (delete that key to import again)",
+                        spider.name, keys.marker, _text(client.get(keys.marker)))
+            return
+        if _claim(client, keys, sched):
+            _import(sched, spider, client, store, keys, found)
+            return
+
+
+#: An import whose process has not finished it after this long is taken over (s).
+IMPORT_STALE_SECS = 600.0
+
+
+def _claim(client: Any, keys: ScrapyRedisKeys, sched: Any) -> bool:
+    """Mark the import as this process's (``SET NX``, or over a stale claim): whether it
+    is; another process that started at the same moment may have claimed it first."""
+    claim = json.dumps({"crawl_id": sched.config.crawl_id, "by": sched.holder, "started": time.time()})
+    if client.set(keys.marker, claim, nx=True):
+        return True
+    return bool(_stale(client.get(keys.marker)) and client.set(keys.marker, claim))
+
+
+def _stale(raw: Any) -> bool:
+    """Whether marker ``raw`` is an import in progress started over :data:`IMPORT_STALE_SECS` ago."""
+    try:
+        info = json.loads(_text(raw)) if raw is not None else {}
+    except ValueError:
+        return False
+    return "at" not in info and time.time() - float(info.get("started") or 0) > IMPORT_STALE_SECS
+
+
+def _wait_for_import(client: Any, keys: ScrapyRedisKeys, spider: Any) -> bool:
+    """While another process of the crawl carries scrapy-redis's crawl over (its marker
+    says when it started and has no ``at`` yet), wait for it, polling every 0.5 s: this
+    process would otherwise crawl before the imported fingerprints are there and fetch
+    pages scrapy-redis had fetched. True once it is done; False when there is nothing
+    to wait for, or the import is stale (its process died: this one takes it over)."""
+    said = False
+    while True:
+        raw = client.get(keys.marker)
+        if raw is None or _stale(raw):
+            return False
+        try:
+            info = json.loads(_text(raw))
+        except ValueError:
+            return True  # not ours to read: a marker of another kind counts as done
+        if "at" in info:
+            return True
+        if not said:
+            logger.info("ipr-crawl: another process (%s) is carrying scrapy-redis's crawl of spider %r over; this "
+                        "one waits for it before crawling", info.get("by"), spider.name)
+            said = True
+        time.sleep(0.5)
 
 
 def _text(raw: Any) -> str:
