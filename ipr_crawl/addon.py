@@ -25,7 +25,7 @@ from ipr_crawl.config import DEFAULTS, SettingError, check_settings, read
 from ipr_crawl.scheduler.compat import on_crawl_failure, reactorless_refusal
 from ipr_crawl.scheduler.internals import running_command
 
-__all__ = ["Addon", "ONE_OFF_COMMANDS"]
+__all__ = ["Addon", "ONE_OFF_COMMANDS", "crawl_opened"]
 
 logger = logging.getLogger(__name__)
 
@@ -123,13 +123,35 @@ def _settle_refusal(failure: Any, crawler: Any) -> Any:
     return None
 
 
+#: crawlers of this process whose start may still be refused (installed, not yet opened)
+_STARTING = [0]
+
+
 def install_one_line_errors(settings: Any) -> None:
-    """Attach :data:`ONE_LINE_ERRORS` to the loggers that report a failed start."""
+    """Attach :data:`ONE_LINE_ERRORS` to the loggers that report a failed start, for one
+    more crawler whose start may be refused (:func:`crawl_opened` detaches it)."""
     ONE_LINE_ERRORS.keep_traceback = str(settings.get("LOG_LEVEL", "DEBUG")).upper() == "DEBUG"
+    _STARTING[0] += 1
     for name in _REPORTING_LOGGERS:
         log = logging.getLogger(name)
         if ONE_LINE_ERRORS not in log.filters:
             log.addFilter(ONE_LINE_ERRORS)
+
+
+def _opened(spider: Any = None) -> None:
+    crawl_opened()
+
+
+def crawl_opened() -> None:
+    """A crawler's start can no longer be refused (its frontier opened): once no crawler
+    of this process is still starting, :data:`ONE_LINE_ERRORS` leaves the loggers of
+    asyncio, Twisted and Scrapy, which then log as they would without the add-on. A
+    refused crawler keeps it: its refusal and Scrapy's follow-on records come later."""
+    _STARTING[0] = max(0, _STARTING[0] - 1)
+    if _STARTING[0]:
+        return
+    for name in _REPORTING_LOGGERS:
+        logging.getLogger(name).removeFilter(ONE_LINE_ERRORS)
 
 
 def _component(settings: Any, name: str, path: str, order: int) -> None:
@@ -172,6 +194,13 @@ def _warn(message: str, *args: Any) -> None:
 class Addon:
     """Scrapy add-on enabling ipr-crawl (see the module docstring)."""
 
+    def __init__(self, crawler: Any = None) -> None:
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> Addon:
+        return cls(crawler)
+
     def update_settings(self, settings: Any) -> None:
         on_crawl_failure(_settle_refusal)  # Scrapy 2.13: its failed start, said in one line too
         for name, value in DEFAULTS.items():
@@ -192,6 +221,10 @@ class Addon:
             )
             return
         install_one_line_errors(settings)
+        if self.crawler is not None:  # opened: its start can no longer be refused
+            from scrapy import signals
+
+            self.crawler.signals.connect(_opened, signal=signals.spider_opened, weak=False)
         # Checks every value now (revisit settings with revisits off too), so that a
         # typo fails the crawl before it starts, in one line naming the setting.
         check_settings(settings, spider_name="(spider)")

