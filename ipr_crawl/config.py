@@ -82,8 +82,7 @@ def _typed(settings: Any, name: str, kind: str, default: Any, bounds: str = "") 
 
 
 def read_other(settings: Any, name: str) -> Any:
-    """A setting of :data:`OTHER_SETTINGS` (Scrapy's or scrapy-redis's), typed; a
-    malformed value raises :class:`SettingError` naming it."""
+    """A setting of :data:`OTHER_SETTINGS` (Scrapy's, scrapy-redis's), typed; :class:`SettingError` if malformed."""
     for other, kind, default in OTHER_SETTINGS:
         if other == name:
             return _typed(settings, name, kind, default)
@@ -91,10 +90,9 @@ def read_other(settings: Any, name: str) -> Any:
 
 
 def read(settings: Any, name: str) -> Any:
-    """The value of setting ``name`` from a Scrapy ``Settings``, typed and checked
-    against :data:`SETTINGS`: a malformed value, a number out of bounds, NaN or an
-    infinity, or a string not among the choices raises :class:`ValueError` naming
-    the setting and what is allowed."""
+    """The value of setting ``name`` from a Scrapy ``Settings``, typed and checked against
+    :data:`SETTINGS`: a malformed value, a number out of bounds, NaN or an infinity, or a
+    string not among the choices raises :class:`ValueError` naming it and what is allowed."""
     spec = _BY_NAME[name]
     raw = settings.get(name, spec.default)
     if spec.kind == "str":
@@ -117,10 +115,8 @@ def read(settings: Any, name: str) -> Any:
     return value
 
 
-
 def polite_enabled(settings: Any) -> bool:
-    """``IPR_POLITE_POP``: ``"auto"`` (on when ``DOWNLOAD_DELAY > 0`` or AutoThrottle is
-    on) or a boolean. Raises :class:`ValueError` naming the setting."""
+    """``IPR_POLITE_POP``: ``"auto"`` (``DOWNLOAD_DELAY > 0`` or AutoThrottle on) or a boolean; else ValueError."""
     value = settings.get("IPR_POLITE_POP", DEFAULTS["IPR_POLITE_POP"])
     if isinstance(value, str) and value.strip().lower() == "auto":
         return read_other(settings, "DOWNLOAD_DELAY") > 0 or read_other(settings, "AUTOTHROTTLE_ENABLED")
@@ -128,6 +124,10 @@ def polite_enabled(settings: Any) -> bool:
         return settings.getbool("IPR_POLITE_POP")
     except (TypeError, ValueError):
         raise SettingError(f"IPR_POLITE_POP={value!r}: use auto, True or False") from None
+
+
+#: FrontierConfig.next_run by (IPR_REVISIT_ENABLED, SCHEDULER_PERSIST)
+NEXT_RUN = {(True, True): "revisits", (True, False): "revisits", (False, True): "persist", (False, False): "afresh"}
 
 
 @dataclass(frozen=True)
@@ -170,8 +170,7 @@ class FrontierConfig:
     slow_start: bool = True
     wait_for_parse: bool = True
     cluster_buckets: int = 1
-    #: what the next run of this crawl does once it finished, by this run's settings:
-    #: "revisits" (IPR_REVISIT_ENABLED), "persist" (SCHEDULER_PERSIST), else "afresh"
+    #: a finished crawl's next run by these settings: "revisits", "persist" (SCHEDULER_PERSIST), "afresh"
     next_run: str = "afresh"
 
     @property
@@ -234,8 +233,7 @@ class FrontierConfig:
                 else read_other(settings, "LOGSTATS_INTERVAL")
             ),
             timeline_secs=read(settings, "IPR_TIMELINE_SECS"),
-            next_run=("revisits" if read(settings, "IPR_REVISIT_ENABLED")
-                      else "persist" if settings.getbool("SCHEDULER_PERSIST") else "afresh"),
+            next_run=NEXT_RUN[(read(settings, "IPR_REVISIT_ENABLED"), settings.getbool("SCHEDULER_PERSIST"))],
         )
 
 
@@ -272,10 +270,8 @@ TLS_SETTINGS = (("IPR_REDIS_SSL_CA_CERTS", "ssl_ca_certs"), ("IPR_REDIS_SSL_CERT
 
 
 def redis_tls(settings: Any, url: str) -> dict[str, str]:
-    """redis-py's TLS arguments (``ssl_ca_certs``...) of the ``IPR_REDIS_SSL_*`` settings
-    that are set: each an existing file, and only with a ``rediss://`` URL. The one owner
-    of the rule (the scheduler's settings, :mod:`ipr_crawl.redis_location` for the
-    commands). Raises :class:`SettingError` naming the setting."""
+    """redis-py's TLS arguments (``ssl_ca_certs``...) of the ``IPR_REDIS_SSL_*`` settings set: each
+    an existing file, only with a ``rediss://`` URL; :class:`SettingError` naming the setting."""
     tls = {}
     for name, key in TLS_SETTINGS:
         path = str(read(settings, name) or "").strip()
