@@ -302,13 +302,10 @@ class IprScheduler(BaseScheduler):
         waited = self.calls.retry.failing_for() if self.calls.retry is not None else 0.0
         redis_stopped_line(where, exc, waited or self.config.redis_retry_secs, self.config.redis_retry_secs,
                            self.store.client if full else None, self._closing, lost)
-        # the crawl failed: `scrapy crawl` exits with status 1 (internals.mark_crawl_failed)
-        self.crawler.signals.connect(self._mark_failed, signal=signals.engine_stopped)
+        # the crawl failed: `scrapy crawl` exits 1, finish_reason `reason` even in a close (internals)
+        self.crawler.signals.connect(lambda: mark_crawl_failed(self.crawler, reason), signals.engine_stopped, weak=False)
         if not self._closing:
             close_spider(self.crawler, reason)
-
-    def _mark_failed(self) -> None:  # engine_stopped after Redis away or full: `scrapy crawl` exits 1
-        mark_crawl_failed(self.crawler)
 
     @property
     def redis(self) -> redis.Redis:

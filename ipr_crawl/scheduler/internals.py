@@ -116,11 +116,17 @@ def engine_holds_nothing(crawler: Any) -> bool:
 
 
 # -- the exit status ------------------------------------------------------------------------
-def mark_crawl_failed(crawler: Any) -> None:
+def mark_crawl_failed(crawler: Any, reason: str = "") -> None:
     """Make ``scrapy crawl`` exit with status 1 for this crawl: called at
     ``engine_stopped``; Scrapy's ``CrawlerProcess`` counts a crawler without a spider at
     its end as failed (``bootstrap_failed``), the only path to a non-zero status a
-    crawl that ran has in Scrapy 2.13-2.19."""
+    crawl that ran has in Scrapy 2.13-2.19. With ``reason``, a ``finish_reason`` stat of
+    ``finished`` (CoreStats's, written at ``spider_closed``, before) becomes it: a crawl
+    that Redis stopped while Scrapy was closing it as finished has one reason, in its
+    stats and in the add-on's lines (public stats API)."""
+    stats = getattr(crawler, "stats", None)
+    if reason and stats is not None and stats.get_value("finish_reason") == "finished":
+        stats.set_value("finish_reason", reason)
     crawler.spider = None
 
 

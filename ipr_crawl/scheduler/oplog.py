@@ -143,8 +143,10 @@ def closed_without_redis_line(crawl_id: str, reason: str, exc: BaseException | N
 
     if reason == "ipr_store_lost":  # said by redis_stopped_line; nothing is left to hand back
         return
-    how = "without writing to Redis, which is full" if reason == "ipr_redis_full" or (exc and is_full(exc)) else (
-        f"without Redis ({exc or 'unreachable'})")
+    full = reason == "ipr_redis_full" or bool(exc and is_full(exc))
+    how = "without writing to Redis, which is full" if full else f"without Redis ({exc or 'unreachable'})"
+    if reason == "finished":  # Scrapy was closing it as finished: Redis's reason is the crawl's (as in its stats)
+        reason = "ipr_redis_full" if full else "ipr_redis_unavailable"
     logger.error(
         "ipr-crawl: crawl %r closed (%s) %s: %d requests leased by this process stay "
         "leased; the next run of the crawl hands them back at its first pop (this process's "

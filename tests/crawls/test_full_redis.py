@@ -127,6 +127,8 @@ def test_a_redis_filled_under_a_crawl_loses_nothing(graph_server, small_redis, t
     assert code == 1, first[-3000:]
     _full_line(first)
     assert "'ipr/finished'" not in first
+    # one reason, in the stats and the lines, whether Redis refused a record or the close's writes
+    assert "'finish_reason': 'ipr_redis_full'" in first and "closed (finished) without" not in first, first[-3000:]
     client.config_set("maxmemory", 0)  # the operator raises the limit
     code, second = _crawl(served, server, tmp_path / "again.log")
     assert code == 0, second[-3000:]
@@ -136,3 +138,31 @@ def test_a_redis_filled_under_a_crawl_loses_nothing(graph_server, small_redis, t
     assert len(set(urls)) == len(reachable(graph, served.seed))
     twice = [u for u, n in collections.Counter(urls).items() if n > 1]
     assert len(twice) <= 16, twice  # at most the requests in flight when Redis refused the write
+
+
+def test_redis_full_while_scrapy_closes_a_crawl_as_finished_gives_one_reason(caplog):
+    """Redis refuses the close's own writes while Scrapy closes the crawl as finished (a
+    migration trial: two processes on a server already full): the close line and
+    Scrapy's ``finish_reason`` both say ``ipr_redis_full`` (before: "closed (finished)
+    without writing to Redis, which is full" and finish_reason 'finished', exit 1)."""
+    import logging
+
+    import redis
+    from scrapy.statscollectors import MemoryStatsCollector
+    from scrapy.utils.test import get_crawler
+
+    from ipr_crawl.scheduler.internals import mark_crawl_failed
+    from ipr_crawl.scheduler.oplog import closed_without_redis_line
+
+    crawler = get_crawler()
+    crawler.stats = MemoryStatsCollector(crawler)
+    crawler.stats.set_value("finish_reason", "finished")  # CoreStats at spider_closed
+    oom = redis.exceptions.OutOfMemoryError("OOM command not allowed when used memory > 'maxmemory'.")
+    with caplog.at_level(logging.ERROR):
+        closed_without_redis_line("c", "finished", oom, 3)
+    assert "crawl 'c' closed (ipr_redis_full) without writing to Redis, which is full" in caplog.text
+    mark_crawl_failed(crawler, "ipr_redis_full")  # at engine_stopped
+    assert crawler.stats.get_value("finish_reason") == "ipr_redis_full" and crawler.spider is None
+    crawler.stats.set_value("finish_reason", "shutdown")  # an interrupted crawl keeps its reason
+    mark_crawl_failed(crawler, "ipr_redis_full")
+    assert crawler.stats.get_value("finish_reason") == "shutdown"
