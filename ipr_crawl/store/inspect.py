@@ -178,7 +178,10 @@ def status(store: FrontierStore, revisits: bool = True) -> dict[str, Any]:
     ``in_flight``; ``holders`` (:meth:`FrontierStore.holders`: each process, alive or
     not, its last heartbeat and its requests in flight); ``revisits_due`` (due now)
     and ``revisits_scheduled``; ``pages_per_sec`` over the last minute of the
-    timeline (None without two samples in it); ``ordering``; ``time`` (s since the epoch);
+    timeline (None without two samples in it), ``crawling_pages_per_sec`` over the
+    minute before its last sample that saw a page fetched (the rate it crawled at, the
+    idle tail of an ended crawl left out) and ``last_fetch_age`` (s since that sample;
+    None without one); ``ordering``; ``time`` (s since the epoch);
     ``finished`` (when it closed as finished, else None); ``archives``: the finished
     crawls of this id kept by its reruns (:func:`ipr_crawl.store.archive.archives`),
     oldest first (None when a Cluster's master is away); ``rerun_of``: the one it was started afresh from ("" if none);
@@ -202,13 +205,24 @@ def status(store: FrontierStore, revisits: bool = True) -> dict[str, Any]:
     if revisits:
         out["revisits_due"] = store.client.zcount(store.keys["due"], "-inf", time.time())  # the crawlers' clock
         out["revisits_scheduled"] = store.client.zcard(store.keys["due"])
-    samples = [s for s in store.timeline(last=120) if s["t"] >= now - 60 - 15]
-    if len(samples) >= 2 and samples[-1]["t"] > samples[0]["t"]:
-        first, last = samples[0], samples[-1]
-        out["pages_per_sec"] = (last["fetched"] - first["fetched"]) / (last["t"] - first["t"])
-    else:
-        out["pages_per_sec"] = None
+    timeline = store.timeline(last=120)
+    out["pages_per_sec"] = _rate([s for s in timeline if s["t"] >= now - 60 - 15])
+    # the rate while it crawled: the last minute up to the last sample that saw a page
+    # fetched, without the idle tail of a crawl that ended or waits
+    grew = [i for i in range(1, len(timeline)) if timeline[i]["fetched"] > timeline[i - 1]["fetched"]]
+    end = timeline[grew[-1]]["t"] if grew else None
+    out["crawling_pages_per_sec"] = None if end is None else _rate(
+        [s for s in timeline if end - 60 - 15 <= s["t"] <= end])
+    out["last_fetch_age"] = None if end is None else max(0.0, now - end)
     return out
+
+
+def _rate(samples: list[dict[str, Any]]) -> float | None:
+    """Pages fetched per second from the first to the last of timeline ``samples``; None
+    without two samples apart in time."""
+    if len(samples) < 2 or samples[-1]["t"] <= samples[0]["t"]:
+        return None
+    return (samples[-1]["fetched"] - samples[0]["fetched"]) / (samples[-1]["t"] - samples[0]["t"])
 
 
 def _memory(store: FrontierStore) -> dict[str, Any]:
@@ -269,6 +283,9 @@ def format_status(st: dict[str, Any]) -> str:
     """``status`` as text lines."""
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(st["time"]))
     rate = "no samples in the last minute" if st["pages_per_sec"] is None else f"{st['pages_per_sec']:.1f} pages/s"
+    crawling, age = st.get("crawling_pages_per_sec"), st.get("last_fetch_age")
+    if crawling is not None and age is not None and age > 15:  # idle since: the rate it crawled at
+        rate += f" (while crawling: {crawling:.1f} pages/s, its last minute of fetching, {age:,.0f} s ago)"
     lines = [
         f"crawl {st['crawl_id']!r} ordered by {st['ordering']} at {when}",
         f"  known {st['known']:,}  fetched {st['fetched']:,}  failed {st['failed']:,}",

@@ -5,6 +5,7 @@ order the status and report commands read."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import msgpack
@@ -608,3 +609,27 @@ def test_a_holder_of_this_machine_whose_process_is_gone_is_not_counted_as_joined
     assert not gone_here({"host": host, "pid": os.getpid()}, me)
     assert not gone_here({"host": "another-machine", "pid": dead.pid}, me)
     assert not gone_here({"host": host}, me)  # no pid published: counted
+
+
+def test_status_gives_the_rate_a_crawl_fetched_at_without_its_idle_tail(redis_client, crawl_id):
+    """A crawl that fetched 87 pages/s and then sat idle for 40 s (ended, or waiting):
+    ``pages_per_sec`` over the last minute is diluted by the idle tail (the migration
+    trial read 54.1 for a crawl that ran at about 87), so status also gives the rate over
+    the last minute of fetching and says how long ago that was."""
+    from ipr_crawl.store.inspect import format_status
+
+    store = _store(redis_client, crawl_id, 0)
+    now_ms = int(store.redis_time() * 1000)
+    fetched = 0
+    for back in range(110, -1, -10):  # a sample every 10 s: fetching until 40 s ago, then idle
+        if 40 <= back < 110:
+            fetched += 870
+        redis_client.xadd(store.keys["timeline"], {"t": now_ms - back * 1000, "fetched": fetched, "failed": 0,
+                                                   "known": fetched, "frontier": 0, "forced": 0, "in_flight": 0,
+                                                   "holders": 1, "due": 0})
+    st = status(store)
+    assert st["pages_per_sec"] == pytest.approx(870 * 3 / 70, rel=0.01)  # 37.3: the last 75 s, idle mostly
+    assert st["crawling_pages_per_sec"] == pytest.approx(87.0, rel=0.01)
+    assert 39 < st["last_fetch_age"] < 45
+    line = next(x for x in format_status(st).splitlines() if "last minute" in x)
+    assert re.search(r"37\.3 pages/s \(while crawling: 87\.0 pages/s, its last minute of fetching, 4\d s ago\)", line), line
