@@ -588,6 +588,7 @@ def test_two_crawls_in_one_redis_never_see_each_others_keys(graph_server, redis_
     report("two_crawls_one_redis", keys=len(keys), nodes=[len(first), len(second)])
 
 
+@pytest.mark.slow  # ~25 s of real crawls: CI runs it (make test ARGS="-m 'slow or data'")
 def test_the_embedded_redis_of_a_crawler_killed_stops_by_itself(graph_server, tmp_path):
     """kill -9 of a crawler on the embedded store: its redis-server (a daemon, parent PID
     1) stops within seconds (its watcher, store/embedded_watch.py, sees no client for

@@ -176,6 +176,7 @@ def test_a_scrapy_redis_crawl_stopped_midway_is_carried_over(shop_and_redis, tmp
     assert again.returncode == 0 and "was carried over before" in again.stderr
 
 
+@pytest.mark.slow  # ~25 s of real crawls: CI runs it (make test ARGS="-m 'slow or data'")
 def test_processes_started_together_carry_a_scrapy_redis_crawl_over_once(shop_and_redis, tmp_path: Path) -> None:
     """Two processes with IPR_IMPORT_SCRAPY_REDIS=pickle started together on a scrapy-redis
     crawl stopped midway, the import slowed (a SCHEDULER_SERIALIZER that takes 0.3 s per

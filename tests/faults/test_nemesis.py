@@ -24,7 +24,11 @@ exit 1 by design), one of:
 - ``pause-crawler``: ``SIGSTOP`` of a crawler for longer than its heartbeat's time to live
   (2 x ``IPR_HEARTBEAT_SECS`` + 0.5-2 s), then ``SIGCONT``: its leases go to the others;
 - ``freeze-redis``: ``SIGSTOP`` of redis-server for 5-20 s, then ``SIGCONT`` (an outage no
-  crawler can beat through; nothing is lost).
+  crawler can beat through; nothing is lost);
+- ``fill-redis``: Redis at its ``maxmemory`` (``noeviction``) for 0.5-3 s: a crawler whose
+  write it refuses stops (``ipr_redis_full``, exit 1) with its leases kept; then the
+  limit is lifted and a new crawler started for each that stopped (its leases go back
+  when its heartbeat lapses).
 
 Faults during a close: in one schedule in two, once the nemesis's faults are spent, one
 more (``kill-redis``, ``cut-all`` or ``freeze-redis``; on a Cluster ``kill-master``) lands
@@ -60,7 +64,8 @@ at the faults, plus, for a Redis or master kill, the pages fetched in the 1.5 s 
 (their records ``everysec`` or a failover may lose). Each schedule also reports, and
 with ``IPR_FAULT_STRICT=1`` asserts, each fault's own bound: the leases of the crawler
 killed or paused (counted in Redis once it is stopped), for a Redis or master kill
-what is in flight plus those 1.5 s, and 0 for a cut reply, a reset (of every connection
+what is in flight plus those 1.5 s, for a full Redis the leases of the crawlers it
+stopped, and 0 for a cut reply, a reset (of every connection
 or one crawler's), a slowed or frozen Redis, a slot migration or a skewed clock; and the crawl
 ends within the test's timeout with ``IPR_LEASE_SECS`` at 600 s, so no page waited for
 its lease to expire.
@@ -123,7 +128,7 @@ CLUSTER_REGRESSIONS: dict[int, str] = {
 #: one on a crawl that may have just finished: a rerun, not a fault)
 CLOSE_FAULTS = ("kill-redis", "cut-all", "freeze-redis")
 FAULTS = ("kill-crawler", "kill-redis", "cut-reply", "cut-all", "pause-crawler", "freeze-redis", "cut-crawler",
-          "slow-redis")
+          "slow-redis", "fill-redis")
 CLUSTER_FAULTS = ("kill-crawler", "kill-master", "migrate-slot", "pause-crawler")
 ORDERINGS = ("ipr", "push", "blc", "bf")
 HEARTBEAT_SECS = 1
@@ -173,6 +178,7 @@ class Schedule:
         self.history: list[tuple[str, float, int, int, int]] = []
         self.samples: collections.deque[tuple[float, int]] = collections.deque(maxlen=200)
         self.started = time.monotonic()
+        self.filled: set[int] = set()  # pids of the crawlers a full Redis stopped (fill-redis), replaced
 
     def servers(self) -> None:
         self.redis = RedisServer(self.tmp / "redis", appendfsync="everysec").start()
@@ -286,8 +292,32 @@ class Schedule:
                     return
             time.sleep(0.05)
 
+    def fill(self) -> int:
+        """Redis at its ``maxmemory`` (``noeviction``) for 0.5-3 s: each crawler whose write
+        it refuses stops (reason ``ipr_redis_full``, exit 1), its leases kept; the limit is
+        then lifted and a crawler started for each that stopped, as an operator would.
+        Returns the stopped crawlers' leases (their pages may be fetched again)."""
+        client = self.redis.client(socket_timeout=5)
+        try:
+            client.config_set("maxmemory", max(1, int(client.info("memory")["used_memory"]) - 200_000))
+            time.sleep(self.rng.uniform(0.5, 3.0))
+        finally:
+            client.config_set("maxmemory", 0)
+            client.close()
+        bound = 0
+        for proc, log in list(self.procs):
+            if proc.pid in self.filled or b"and refused a write of the crawl" not in log.read_bytes():
+                continue
+            self.filled.add(proc.pid)
+            assert proc.wait(120) == 1, read_log(log)[-3000:]
+            bound += self.leases_of(proc.pid)
+            self.crawler()
+        return bound
+
     def inject(self, fault: str) -> int:
         """Inject ``fault``; returns the extra fetches it may cause (the module docstring)."""
+        if fault == "fill-redis":
+            return self.fill()
         if fault in ("kill-crawler", "pause-crawler"):
             proc, _ = self.rng.choice(self.alive())
             proc.send_signal(signal.SIGKILL if fault == "kill-crawler" else signal.SIGSTOP)
