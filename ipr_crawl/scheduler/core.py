@@ -23,25 +23,25 @@ from scrapy.http import Response
 
 from ipr_crawl.config import FrontierConfig, RevisitConfig
 from ipr_crawl.scheduler.bootstrap import note_refusal, open_crawl, scrapy_redis_settings
-from ipr_crawl.scheduler.compat import close_spider, loop_deliverer, looping_call, off_loop, when_reactor_runs
+from ipr_crawl.scheduler.closing import close_crawl, stop_crawl
+from ipr_crawl.scheduler.compat import loop_deliverer, looping_call, off_loop, when_reactor_runs
+from ipr_crawl.scheduler.dispensing import next_leased
 from ipr_crawl.scheduler.enqueue import Enqueuer
 from ipr_crawl.scheduler.heartbeat import Heartbeat, holder_info, new_holder_id
 from ipr_crawl.scheduler.identity import RequestIdentity
-from ipr_crawl.scheduler.internals import mark_crawl_failed, slot_view, warn_missing
+from ipr_crawl.scheduler.internals import slot_view, warn_missing
 from ipr_crawl.scheduler.leasing import Leases
-from ipr_crawl.scheduler.oplog import FrontierLine, close_summary, closed_without_redis_line, redis_stopped_line
+from ipr_crawl.scheduler.oplog import FrontierLine
 from ipr_crawl.scheduler.pacing import Pacing
 from ipr_crawl.scheduler.polite import PolitePop
 from ipr_crawl.scheduler.recording import PageRecorder
 from ipr_crawl.scheduler.redis_calls import CLOSE_WITHOUT_REDIS_SECS as CLOSE_WITHOUT_REDIS_SECS
-from ipr_crawl.scheduler.redis_calls import REDIS_DOWN, RedisCalls
+from ipr_crawl.scheduler.redis_calls import RedisCalls
 from ipr_crawl.scheduler.redis_thread import RedisThread
 from ipr_crawl.scheduler.refresher import Refresher
 from ipr_crawl.scheduler.revisits import RevisitObserver
-from ipr_crawl.store import Link, RecordResult, redact
-from ipr_crawl.store.connection import close_client, is_cluster
-from ipr_crawl.store.keys import is_store_lost
-from ipr_crawl.store.memory import is_full
+from ipr_crawl.store import Link, RecordResult
+from ipr_crawl.store.connection import is_cluster
 from ipr_crawl.store.retry import RedisRetry
 
 if TYPE_CHECKING:
@@ -240,72 +240,18 @@ class IprScheduler(BaseScheduler):
         self._frontier_line.log(self.store)
 
     def close(self, reason: str) -> Any:
-        """Settle what this process holds and close; a Deferred that fires when the
-        calls queued on the Redis thread have run, or at most
+        """Settle what this process holds and close (:func:`~ipr_crawl.scheduler.closing.close_crawl`);
+        a Deferred that fires when the calls queued on the Redis thread have run, or at most
         :data:`CLOSE_WITHOUT_REDIS_SECS` after Redis was found unreachable (the crawl
         then closes without it: its leases stay for the next run)."""
         if getattr(self, "store", None) is None:  # open() failed
             return None
-        self._closing = self.leases.closing = True
-        if self.leases.recheck is not None and self.leases.recheck.active():
-            self.leases.recheck.cancel()
-        for timer in (self._logstats, self._idle_watch):
-            if timer is not None and timer.running:
-                timer.stop()
-        if self.heartbeat is not None:
-            # a beat in progress cannot register the holder again after its release (it only
-            # renews, FrontierStore.beat's renew_only): no need to wait for it
-            self.heartbeat.stop(timeout=0.2)
-        io = self.io
-        if self.calls.down:  # Redis away or full: nothing more is written, the leases stay for the next run
-            self._closed_without_redis(reason, self.calls.retry.last_error if self.calls.retry else None)
-            self._closed()
-            return None
-        if io is None or not io.alive:
-            buffered = list(self.leases.buffer)
-            self.leases.buffer.clear()
-            try:
-                self._close_store(reason, buffered)
-            except REDIS_DOWN as exc:
-                self._closed_without_redis(reason, exc)
-            self._closed()
-            return None
-        buffered = list(self.leases.buffer)
-        self.leases.buffer.clear()
-        return self.calls.finish(
-            self._close_store, reason, buffered, what=f"closing crawl {self.config.crawl_id!r}",
-            without_redis=lambda exc: self._closed_without_redis(reason, exc), closed=self._closed,
-        )
-
-    def _closed(self) -> None:
-        _by_crawler.pop(self.crawler, None)
-        self.calls.stop_thread(self._stats_set)
-        stop = None if self.redis_down else close_client(self.store.client)
-        if stop is not None:  # the embedded server, stopped off the event loop if no one else uses it
-            off_loop(stop, lambda _: None)
+        return close_crawl(self, reason, lambda: _by_crawler.pop(self.crawler, None))
 
     def redis_unavailable(self, exc: BaseException) -> None:
-        """Redis stayed unreachable through every retry, is full (it refused a write, ``OOM``)
-        or answers without the crawl (``IPR_STORE_LOST``): stop the crawl cleanly, exit
-        status 1 (reason ``ipr_redis_unavailable``, ``ipr_redis_full``, ``ipr_store_lost``).
-        Requests leased by this process stay in the in-flight set of a store that holds them."""
-        if self.calls.down:
-            return
-        self.calls.down = True
-        lost = is_store_lost(exc)  # Redis answers, without the crawl: restarted empty, flushed
-        full = not lost and is_full(exc)  # a write refused for lack of memory (OOM)
-        reason = "ipr_store_lost" if lost else "ipr_redis_full" if full else "ipr_redis_unavailable"
-        self._stats_inc({"ipr_store_lost": "ipr/redis/store_lost", "ipr_redis_full": "ipr/redis/full"}.get(
-            reason, "ipr/redis/unavailable"))
-        where = getattr(self, "where", "") or (f"Redis at {redact(self.config.redis_url)}" if self.config.redis_url
-                                               else "the embedded Redis")
-        waited = self.calls.retry.failing_for() if self.calls.retry is not None else 0.0
-        redis_stopped_line(where, exc, waited or self.config.redis_retry_secs, self.config.redis_retry_secs,
-                           self.store.client if full else None, self._closing, lost)
-        # the crawl failed: `scrapy crawl` exits 1, finish_reason `reason` even in a close (internals)
-        self.crawler.signals.connect(lambda: mark_crawl_failed(self.crawler, reason), signals.engine_stopped, weak=False)
-        if not self._closing:
-            close_spider(self.crawler, reason)
+        """Redis stayed unreachable through every retry, is full or lost the crawl: stop
+        the crawl cleanly, exit status 1 (:func:`~ipr_crawl.scheduler.closing.stop_crawl`)."""
+        stop_crawl(self, exc)
 
     @property
     def redis(self) -> redis.Redis:
@@ -334,37 +280,6 @@ class IprScheduler(BaseScheduler):
         """``fn(*args, **kwargs)``, or ``default`` when Redis is unreachable for good
         (for the middlewares' store calls)."""
         return self.calls.guard(fn, *args, default=default, **kwargs)
-
-    def _close_store(self, reason: str, buffered: list[tuple[bytes, Request]]) -> None:
-        """At close, on the Redis thread after every queued call: hand back the
-        ``buffered`` requests and the leases this process did not settle, log the counts."""
-        self.store.close()  # the last page's record reply (and its stats)
-        if buffered:
-            released = self.store.ack("release", [(m, self.leases.id_of(m, r)) for m, r in buffered])
-            self._stats_inc("ipr/lease/released", released)
-        if self.enqueuer.local:
-            logger.warning(
-                "ipr-crawl: %d requests kept in this process's memory (they cannot be stored "
-                "without pickle) were not fetched before the crawl closed (%s); they are lost",
-                len(self.enqueuer.local), reason,
-            )
-            self._stats_set("ipr/frontier/local_lost", len(self.enqueuer.local))
-        if self.heartbeat is not None:
-            # leases this process took and never settled (requests the engine dropped
-            # at close): back to the frontier now, not after IPR_LEASE_SECS
-            released, _ = self.store.release("holder", self.holder)
-            if released:
-                self._stats_inc("ipr/lease/released", released)
-                logger.info("ipr-crawl: %d requests leased by this process and not settled went back to "
-                            "the frontier", released)
-        if self.config.timeline_secs > 0:
-            self.store.sample(0)  # the timeline ends with the crawl as it closed
-        close_summary(self.store, self.config, reason, bool(self.enqueuer.local), self._stats_set)
-
-    def _closed_without_redis(self, reason: str, exc: BaseException | None) -> None:
-        held = len(self.leases.held) + self.leases.pops_out  # a pop written and unanswered may have leased
-        self._stats_set("ipr/lease/held_at_close", held)
-        closed_without_redis_line(self.config.crawl_id, reason, exc, held)
 
     def has_pending_requests(self) -> bool:
         """Whether requests remain, for this process or another of the crawl; never waits
@@ -404,42 +319,9 @@ class IprScheduler(BaseScheduler):
         """The next request, from this process's buffer of leased requests; never waits
         on Redis. An empty buffer queues a pop on the Redis thread (after this process's
         record calls, so that it sees their links) and returns None; the pop's answer
-        wakes the engine, which asks again. None once closed."""
-        if self._closing:
-            return None
-        if self.enqueuer.local:
-            self._stats_inc("scheduler/dequeued")
-            self._stats_inc("scheduler/dequeued/memory")
-            return self.enqueuer.local.popleft()
-        if self.pacing.active and not self.leases.buffer and self.pacing.held_back():
-            return None
-        if self.polite is not None:
-            picked = self.polite.take(self.leases.buffer, self._lease_more, self.leases.release)
-            if picked is None:
-                return None
-            member, request = picked
-        else:
-            # slow start: lease no more than may leave now (a request leased ahead
-            # would be chosen before the pages now in progress are recorded)
-            ahead = self.pacing.ahead(self.calls.pipe_rtt_secs)  # pipelined pops: a few more
-            if not self.leases.buffer:
-                room = self.pacing.lease_room() if self.pacing.active else self.pacing.pop_batch()
-                if room > 0:
-                    self._refill(min(room + ahead, self.pacing.pop_batch()))  # now, or later (pipe, thread)
-                if not self.leases.buffer:  # the engine waits for a pop's round trip (if one is on its way)
-                    self._stats_inc("ipr/redis/pop_waits", int(self.leases.popping))
-                    return None
-            member, request = self.leases.buffer.popleft()
-            if not self.pacing.active and len(self.leases.buffer) <= self.pacing.pop_batch() // 2:
-                self._refill(self.pacing.pop_batch())  # ahead of need: the next ones come while this one downloads
-            elif ahead >= 2 and len(self.leases.buffer) < (ahead + 1) // 2:  # far from Redis: keep a few
-                self._refill(ahead)
-        self.leases.handed_out(member, request)
-        self.pacing.took()
-        self._stats_inc("ipr/frontier/popped")
-        self._stats_inc("scheduler/dequeued")
-        self._stats_inc("scheduler/dequeued/redis")
-        return request
+        wakes the engine, which asks again (:func:`~ipr_crawl.scheduler.dispensing.next_leased`).
+        None once closed."""
+        return None if self._closing else next_leased(self)
 
     def _refill(
         self, count: int = 0, scan: int = 0, busy: list[str] | None = None, offset: int = 0, min_ratio: float = 0.0
@@ -472,22 +354,6 @@ class IprScheduler(BaseScheduler):
         return len(self.enqueuer.local) + len(self.leases.buffer) + self.calls.sync(self.store.pending)
 
     # -- internals -------------------------------------------------------------------
-    def _lease_more(self, busy: list[str]) -> int:
-        """Polite pop: lease up to :meth:`Pacing.pop_batch` more (under ``IPR_SLOW_START`` or
-        ``IPR_WAIT_FOR_PARSE``, :meth:`Pacing.lease_room`: none while the engine has as many
-        requests in progress as allowed, whatever the buffer holds for busy slots), one
-        per download slot not in ``busy`` (pop.lua's scan); how many came. A request
-        leased for a free slot and not handed out at once waits in the buffer and is
-        chosen before the pages in progress are recorded, as in a plain pop."""
-        assert self.polite is not None  # only called by PolitePop.take
-        if self.pacing.active and self.pacing.held_back():
-            return 0
-        room = self.pacing.lease_room() if self.pacing.active else self.pacing.pop_batch()
-        if room <= 0 or self.leases.popping:
-            return 0
-        self.polite.cursor = (self.polite.cursor + self.config.polite_scan) % (1 << 40)
-        return self._refill(room, self.config.polite_scan, busy, self.polite.cursor, self.config.polite_min_ratio)
-
     def _stats_inc(self, key: str, count: int = 1) -> None:
         if self.crawler.stats is not None:
             self.crawler.stats.inc_value(key, count)
