@@ -61,7 +61,7 @@ from ipr_crawl.config import RevisitConfig
 from ipr_crawl.meta import NETWORK_STATUS_META, RECORDED_META, REVISIT_META, dont_revisit
 from ipr_crawl.scheduler import scheduler_of
 from ipr_crawl.scheduler.compat import SpiderArg
-from ipr_crawl.scheduler.internals import cache_skips
+from ipr_crawl.scheduler.internals import cache_skips, cached_copy
 from ipr_crawl.scheduler.refresher import SIM_TIME_HEADER
 from ipr_crawl.scheduler.revisits import FLAGS, RevisitObserver
 
@@ -272,7 +272,7 @@ class CacheValidatorsMiddleware:
         request.meta.pop(NETWORK_STATUS_META, None)
         if not ConditionalGetMiddleware._applies(request) or any(k in request.headers for k in _VALIDATORS):
             return  # set by the cache's policy, or by the spider: left alone
-        copy = request.meta.get("cached_response")
+        copy = cached_copy(request)
         if copy is not None:
             headers = {b"If-None-Match": copy.headers.get(b"ETag"), b"If-Modified-Since": copy.headers.get(b"Last-Modified")}
         elif self._stores_304(request):

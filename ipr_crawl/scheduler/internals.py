@@ -30,6 +30,8 @@ command (refusals of        stack (:func:`running_command`)        script
 ``shell``, ``fetch``, ...)
 a response the HTTP cache   its own meta key ``_dont_cache``       ``dont_cache`` only
 will not store              (:func:`cache_skips`)
+the HTTP cache's stale copy its meta key ``cached_response``       the crawl's own revisit
+being revalidated           (:func:`cached_copy`)                  history's validators
 each host's politeness      ``engine.downloader.slots`` (Scrapy's  the polite lease judges a
 and fetches in flight       ``Slot``: ``active``, ``queue``,       host by its own requests in
 (the polite lease, the      ``delay``, ``concurrency``,            transit; the dashboard shows
@@ -62,7 +64,7 @@ from typing import Any
 from scrapy import Request, signals
 
 __all__ = [
-    "cache_skips", "callback_name", "engine_holds_nothing", "mark_crawl_failed", "missing", "request_scheduled_receivers",
+    "cache_skips", "cached_copy", "callback_name", "engine_holds_nothing", "mark_crawl_failed", "missing", "request_scheduled_receivers",
     "requests_in_progress", "running_command", "send_to_receiver", "slot_view", "wake_engine", "warn_missing",
 ]
 
@@ -205,6 +207,14 @@ def running_command() -> str:
     finally:
         del frame
     return ""
+
+
+def cached_copy(request: Any) -> Any:
+    """The copy Scrapy's HTTP cache holds of ``request``'s page while it validates it: the
+    ``cached_response`` meta key its middleware sets (Scrapy's httpcache.py, for a stale
+    copy its policy revalidates); None otherwise, or on a Scrapy that no longer sets it
+    (then the validators come from the crawl's own revisit history)."""
+    return request.meta.get("cached_response")
 
 
 def cache_skips(request: Any) -> bool:
