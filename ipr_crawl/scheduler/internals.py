@@ -48,7 +48,9 @@ Upstream: a scheduler that stores requests elsewhere needs a public "wake" (Scra
 PR 1618 added the 5 s heartbeat for Frontera's case instead); an exit status from a
 finish reason is Scrapy PR 8082 (``closespider_errorcount``, merged after 2.19) and
 PR 8204 (a spider-set exit code, open); ``send_catch_log`` looks its receivers up per
-call, which is why link requests go through PyDispatcher directly.
+call, which is why link requests go through PyDispatcher directly (measured with
+farm-bench, 8 pairs of 1,500-page crawls of EmacsWiki, about 5 links a page: through
+``send_catch_log`` the crawler spent ×1.059 the CPU, about 90 µs a link).
 """
 
 from __future__ import annotations
