@@ -235,11 +235,16 @@ def kill_embedded_mid_crawl(proc, log: Path, data: Path, count_servers: bool = F
             servers_after = embedded_server_pids(data)
         return proc.wait(300), servers_after
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for pid in embedded_server_pids(data):
-            os.kill(pid, signal.SIGTERM)
+        stop_with_its_servers(proc, data)
+
+
+def stop_with_its_servers(proc, data: Path) -> None:
+    """Stop crawl ``proc`` if it still runs, and the embedded redis-servers of ``data``."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    for pid in embedded_server_pids(data):
+        os.kill(pid, signal.SIGTERM)
 
 
 def assert_whole_graph_once(graph, served, logs, allowed_twice: int = 0) -> dict:
@@ -611,11 +616,7 @@ def test_the_embedded_redis_of_a_crawler_killed_stops_by_itself(graph_server, tm
             time.sleep(0.2)
         gone = time.monotonic() - killed
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for pid in embedded_server_pids(data):
-            os.kill(pid, signal.SIGTERM)
+        stop_with_its_servers(proc, data)
     again = tmp_path / "again.log"
     code = start_crawl(served.seed_url, again, {"IPR_DATA_DIR": data}).wait(300)
     text = read_log(again)

