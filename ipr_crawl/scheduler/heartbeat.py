@@ -34,6 +34,7 @@ from typing import Any
 import redis
 
 from ipr_crawl.store import FrontierStore
+from ipr_crawl.store.embedded import pid_alive
 
 __all__ = ["Heartbeat", "holder_info", "new_holder_id"]
 
@@ -55,15 +56,7 @@ def gone_here(info: dict[str, Any], holder: str) -> bool:
     this machine (the host of this process's own ``holder`` id) that no longer runs: a
     process killed less than a heartbeat's time to live ago still looks alive in Redis."""
     pid = info.get("pid")
-    if not isinstance(pid, int) or info.get("host") != holder.rsplit(":", 2)[0]:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # another user's process: it runs
-        return False
-    return False
+    return isinstance(pid, int) and info.get("host") == holder.rsplit(":", 2)[0] and not pid_alive(pid)
 
 
 class Heartbeat:

