@@ -24,9 +24,10 @@ from ipr_crawl.ordering.rules import rule_of
 from ipr_crawl.store.keys import DERIVED_KEYS, RECORD_KEYS, SCHEMA_VERSION, crawl_keys
 from ipr_crawl.store.lua_loader import script_source
 from ipr_crawl.store.pipe import Call, evalsha
-from ipr_crawl.store.pipelined import PipelinedRecord, settle_arg
+from ipr_crawl.store.pipelined import PipelinedRecord
 from ipr_crawl.store.reads import FrontierReads
 from ipr_crawl.store.record import ID_SIZE, MAX_PRIORITY, Link, RecordResult, parse_record, record_result
+from ipr_crawl.store.settling import lease_holder, note_takes, settle_arg
 from ipr_crawl.store.upgrade import upgrade
 
 __all__ = ["FrontierStore", "IncompatibleCrawl", "script_source"]
@@ -229,7 +230,7 @@ class FrontierStore(PipelinedRecord, FrontierReads):
         """:meth:`pop` as a :class:`~ipr_crawl.store.pipe.Call` (same value; sets
         :attr:`last_lost` and :attr:`last_head` when its reply is parsed)."""
         keys, args = self._pop_argv(count, lease_secs, requeue_cap, scan, busy, offset, min_ratio, holder)
-        return Call([evalsha(self._scripts["pop"], keys, args)], lambda r: self._popped(r[0]))
+        return Call([evalsha(self._scripts["pop"], keys, args)], lambda r: self._popped(r[0], holder))
 
     def ack_call(self, mode: str, leases: Sequence[tuple[bytes, bytes]]) -> Call:
         """:meth:`ack` as a :class:`~ipr_crawl.store.pipe.Call` (same value)."""
@@ -281,7 +282,7 @@ class FrontierStore(PipelinedRecord, FrontierReads):
         Returns ``(leases moved back, expired or lost, [(lease member, payload or None)])``.
         """
         keys, args = self._pop_argv(count, lease_secs, requeue_cap, scan, busy, offset, min_ratio, holder)
-        return self._popped(self._scripts["pop"](keys=keys, args=args))
+        return self._popped(self._scripts["pop"](keys=keys, args=args), holder)
 
     def _pop_argv(
         self, count: int, lease_secs: float, requeue_cap: int, scan: int, busy: Sequence[str],
@@ -296,10 +297,10 @@ class FrontierStore(PipelinedRecord, FrontierReads):
             args += [scan, offset, repr(float(min_ratio)), *busy]
         return self._settle_keys, args
 
-    def _popped(self, res: Any) -> tuple[int, list[tuple[bytes, bytes | None]]]:
+    def _popped(self, res: Any, holder: str) -> tuple[int, list[tuple[bytes, bytes | None]]]:
         reclaimed = int(res[1])
         self.last_lost = (reclaimed, [h.decode() for h in res[2]])
-        head, forced, overdue, lapsed, dead = res[3]
+        head, forced, overdue, lapsed, dead, take = res[3]
         #: requests pops settled as failed (handed out again past IPR_MAX_RELEASES) since
         #: the last :meth:`take_dead_lettered`
         self.last_dead_lettered += int(dead)
@@ -311,6 +312,7 @@ class FrontierStore(PipelinedRecord, FrontierReads):
         #: leases of live holders the last pop moved back, past IPR_LEASE_MAX_SECS
         self.last_overdue = int(overdue)
         items = [(res[i], res[i + 1] or None) for i in range(4, len(res), 2)]
+        note_takes(holder, [m for m, _ in items], int(take))  # each settle names its take
         return int(res[0]) + reclaimed, items
 
     def take_dead_lettered(self) -> int:
@@ -406,7 +408,7 @@ class FrontierStore(PipelinedRecord, FrontierReads):
         if not members:
             return 0
         owners = c.hmget(self.keys["lease_by"], members)
-        stale = [m for m, h in zip(members, owners) if h is not None and h.decode() == holder and m not in keep]
+        stale = [m for m, h in zip(members, owners) if h is not None and lease_holder(h) == holder and m not in keep]
         return self.ack("release", [(m, m[8:] if len(m) == 16 else b"") for m in stale])
 
     def holders(self) -> list[dict[str, Any]]:
@@ -419,8 +421,8 @@ class FrontierStore(PipelinedRecord, FrontierReads):
         entries = c.zrange(self.keys["holders"], 0, -1, withscores=True)
         infos = c.hgetall(self.keys["holders_info"])
         held: dict[str, int] = {}
-        for holder in c.hvals(self.keys["lease_by"]):
-            held[holder.decode()] = held.get(holder.decode(), 0) + 1
+        for value in c.hvals(self.keys["lease_by"]):
+            held[lease_holder(value)] = held.get(lease_holder(value), 0) + 1
         out = []
         for raw, deadline in entries:
             name = raw.decode()

@@ -21,18 +21,10 @@ import redis
 
 from ipr_crawl.store.connection import is_cluster, wait_replicas
 from ipr_crawl.store.record import MAX_PRIORITY, PRIORITY_FORMAT, Link, RecordResult, record_result
+from ipr_crawl.store.settling import settle_arg
 
-__all__ = ["PipelinedRecord", "settle_arg"]
+__all__ = ["PipelinedRecord"]
 
-
-def settle_arg(lease: bytes, holder: str = "") -> bytes:
-    """How a settling script is told which lease to settle (``_leases.lua``'s
-    ``lease_arg``): ``b""`` for none, else one byte (the member's length, 9 or 16), the
-    member, then ``holder`` (this process's holder id: a lease another holder took since
-    is left alone; ``""``: whoever holds it)."""
-    if not lease:
-        return b""
-    return bytes([len(lease)]) + lease + holder.encode()
 
 #: Replies of a Redis Cluster node that mean "not here, not now": the script did not run.
 _REDIRECTS = (

@@ -30,7 +30,7 @@ from ipr_crawl.ordering.urls import canonical_url
 from ipr_crawl.revisit.policy import DAY, RevisitState, estimated_rate
 from ipr_crawl.store.keys import DERIVED_KEYS, crawl_keys
 from ipr_crawl.store.lua_loader import script_source
-from ipr_crawl.store.pipelined import settle_arg
+from ipr_crawl.store.settling import settle_arg
 
 logger = logging.getLogger(__name__)
 #: unreadable revisit states logged one by one, per process; the rest are only counted

@@ -327,22 +327,13 @@ def test_redis_restarted_empty_under_a_crawl_stops_it_with_an_error(graph_server
     with most pages never fetched; now the next pop or pending check finds the crawl's
     meta gone (IPR_STORE_LOST) and the crawl stops with an ERROR, reason
     ipr_store_lost, exit status 1, and is not marked finished."""
-    import shutil
-
     served = graph_server(HARVARD)
     settings = {"IPR_REDIS_URL": redis_server.url, "IPR_CRAWL_ID": "emptied", "DOWNLOAD_DELAY": 0.015,
                 "IPR_LEASE_SECS": 15}
     if reactor != "asyncio":
         settings["TWISTED_REACTOR"] = reactor
-    def restart_empty() -> None:
-        redis_server.kill()
-        for path in redis_server.workdir.iterdir():  # its data gone: it starts empty
-            if path.name != "redis.log":
-                shutil.rmtree(path) if path.is_dir() else path.unlink()
-        redis_server.start()
-
     log = tmp_path / "crawl.log"
-    code = crawl_with_a_fault(served, log, settings, restart_empty, timeout=120)
+    code = crawl_with_a_fault(served, log, settings, redis_server.restart_empty, timeout=120)
     text = read_log(log)
     assert code == 1, text[-3000:]
     assert "no longer holds the crawl" in text and "closed (ipr_store_lost)" in text, text[-3000:]

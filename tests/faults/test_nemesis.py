@@ -30,6 +30,13 @@ exit 1 by design), one of:
   limit is lifted and a new crawler started for each that stopped (its leases go back
   when its heartbeat lapses).
 
+Redis emptied: in one schedule in ten (seeds ending in 7), after 1-3 of the faults above,
+``empty-redis``: redis-server killed, its data files deleted and started again on its port
+(a server without persistence, a replica promoted before it synced). The checker then
+asks every crawler running to stop with an ERROR, reason ``ipr_store_lost``, exit status
+1, within ``IPR_REDIS_RETRY_SECS``; none closes ``finished``, and nothing of the crawl
+but its heartbeats is written to the emptied server (no new crawl under the same id).
+
 Faults during a close: in one schedule in two, once the nemesis's faults are spent, one
 more (``kill-redis``, ``cut-all`` or ``freeze-redis``; on a Cluster ``kill-master``) lands
 the moment the first crawler logs ``Closing spider``, while it settles its last
@@ -97,6 +104,7 @@ from ipr_crawl.evaluation.serve import host_addresses
 from ipr_crawl.ordering.urls import canonical_url
 from ipr_crawl.store import FrontierStore, connect, crawl_keys
 from ipr_crawl.store.retry import RedisRetry
+from ipr_crawl.store.settling import lease_holder
 
 EMACS = DATA / "emacswiki.tsv.gz"
 EMACS_URLS = DATA / "emacswiki.urls.tsv.gz"
@@ -132,6 +140,7 @@ FAULTS = ("kill-crawler", "kill-redis", "cut-reply", "cut-all", "pause-crawler",
 CLUSTER_FAULTS = ("kill-crawler", "kill-master", "migrate-slot", "pause-crawler")
 ORDERINGS = ("ipr", "push", "blc", "bf")
 HEARTBEAT_SECS = 1
+REDIS_RETRY_SECS = 60  # the default, named: an emptied Redis must stop every crawler within it
 CLUSTER_BUCKETS = 3
 CRAWL_ID = "nemesis"
 _SCRAPED = re.compile(r"Scraped from <200 (\S+)>")
@@ -166,7 +175,7 @@ class Schedule:
         self.settings = {
             "IPR_CRAWL_ID": CRAWL_ID, "SCHEDULER_PERSIST": True, "IPR_ORDERING": self.ordering,
             "IPR_HEARTBEAT_SECS": HEARTBEAT_SECS, "IPR_LEASE_SECS": 600, "DOWNLOAD_DELAY": 0.004,
-            "IPR_REVISIT_ENABLED": self.revisits,
+            "IPR_REVISIT_ENABLED": self.revisits, "IPR_REDIS_RETRY_SECS": REDIS_RETRY_SECS,
         }
         if self.buckets > 1:
             self.settings.update({"IPR_CLUSTER_BUCKETS": self.buckets, "IPR_GRAPH_STAY_ON_HOSTS": False})
@@ -218,7 +227,7 @@ class Schedule:
             for store in stores:
                 infos = store.client.hgetall(store.keys["holders_info"])
                 mine = {h for h, raw in infos.items() if json.loads(raw).get("pid") == pid}
-                n += sum(1 for h in store.client.hvals(store.keys["lease_by"]) if h in mine)
+                n += sum(1 for h in store.client.hvals(store.keys["lease_by"]) if lease_holder(h).encode() in mine)
             return n
         finally:
             stores[0].client.close()
@@ -375,11 +384,67 @@ def one_server_buckets(seed: int) -> int:
     return 3 if seed % 4 == 2 else 1
 
 
+def emptied(seed: int) -> bool:
+    """Whether schedule ``seed`` ends with Redis restarted empty (one in ten)."""
+    return seed % 10 == 7
+
+
+def report(run: Schedule, seed: int, fields: dict) -> None:
+    """The schedule's ``FAULT SCHEDULE`` line: printed, and appended to IPR_FAULT_REPORT."""
+    line = json.dumps({
+        "seed": seed, "kind": type(run).__name__, "buckets": run.buckets, "fail_first": flaky_share(seed),
+        "revisits": run.revisits, "ordering": run.ordering, "skew": run.skew,
+        "faults": [f for f, *_ in run.history], "own_bounds": [b for _, _, b, _, _ in run.history],
+        "processes": len(run.logs), "secs": round(time.monotonic() - run.started, 1), **fields,
+    })
+    print("\nFAULT SCHEDULE " + line)
+    if os.environ.get("IPR_FAULT_REPORT"):
+        with open(os.environ["IPR_FAULT_REPORT"], "a") as fh:
+            fh.write(line + "\n")
+
+
+def check_emptied(run: Schedule, seed: int) -> None:
+    """1-3 faults, then Redis restarted empty under the crawl: every crawler running stops
+    with an ERROR, ``closed (ipr_store_lost)`` and exit status 1 within
+    IPR_REDIS_RETRY_SECS; none closes ``finished``; the emptied server holds no key of the
+    crawl but its heartbeats' (``meta`` without an ordering: no new crawl was started)."""
+    run.nemesis(faults=run.rng.randint(1, 3))
+    running = run.alive()
+    assert running, f"seed {seed}: the crawl ended before Redis was emptied"
+    run.history.append(("empty-redis", round(time.monotonic() - run.started, 2), 0, 0, 0))
+    run.redis.restart_empty()
+    at, exits = time.monotonic(), {}
+    while len(exits) < len(running) and time.monotonic() - at < REDIS_RETRY_SECS + 30:
+        for proc, log in running:
+            if log not in exits and proc.poll() is not None:
+                exits[log] = (proc.returncode, round(time.monotonic() - at, 1))
+        time.sleep(0.1)
+    report(run, seed, {"emptied": True, "stopped_after_secs": sorted(s for _, s in exits.values())})
+    for _, log in running:
+        text = read_log(log)
+        code, secs = exits.get(log, (None, None))
+        assert code == 1, f"seed {seed}: {log.name} exit {code} after Redis was emptied\n{text[-3000:]}"
+        assert secs <= REDIS_RETRY_SECS, f"seed {seed}: {log.name} stopped {secs} s after Redis was emptied"
+        assert "no longer holds the crawl" in text and "closed (ipr_store_lost)" in text, text[-3000:]
+        assert "closed (finished)" not in text, text[-3000:]
+    client = run.redis.client(socket_timeout=5)
+    try:
+        heartbeats = (b"holders", b"holders_info", b"meta")
+        written = sorted(k for k in client.keys("ipr:*") if k.rsplit(b":", 1)[-1] not in heartbeats)
+        assert not written, f"seed {seed}: the emptied server holds {written[:10]}"
+        for meta in client.keys("ipr:*:meta"):
+            assert not client.hexists(meta, "ordering") and not client.hexists(meta, "finished"), client.hgetall(meta)
+    finally:
+        client.close()
+
+
 def check(run: Schedule, expected: set[int], back: dict[str, int], seed: int) -> None:
     """The checker: run the nemesis, wait for the last crawlers, verify the invariants
     of the module docstring."""
     run.crawler()
     run.crawler()
+    if emptied(seed) and not isinstance(run, ClusterSchedule):
+        return check_emptied(run, seed)
     run.nemesis(faults=run.rng.randint(3, 8))
     run.at_close()
     last = run.alive()
@@ -410,17 +475,10 @@ def check(run: Schedule, expected: set[int], back: dict[str, int], seed: int) ->
     # master kill: the bound CI asserts; IPR_FAULT_STRICT=1 asserts each fault's own (`own`)
     bound = sum(f + (r if fault.split("@")[0] in ("kill-redis", "kill-master") else 0)
                 for fault, _, _, f, r in run.history)
-    line = json.dumps({
-        "seed": seed, "kind": type(run).__name__, "buckets": run.buckets, "fail_first": flaky_share(seed), "revisits": run.revisits, "ordering": run.ordering,
-        "skew": run.skew, "faults": [f for f, *_ in run.history], "own_bounds": [b for _, _, b, _, _ in run.history],
-        "own_bound": own, "own_bound_held": extra <= own,
-        "cuts": sum(p.cuts for p in getattr(run, "proxies", [])), "pages": len(expected), "fetches": len(pages),
-        "extra_fetches": extra, "bound": bound, "processes": len(run.logs), "secs": secs,
+    report(run, seed, {
+        "own_bound": own, "own_bound_held": extra <= own, "cuts": sum(p.cuts for p in getattr(run, "proxies", [])),
+        "pages": len(expected), "fetches": len(pages), "extra_fetches": extra, "bound": bound, "secs": secs,
     })
-    print("\nFAULT SCHEDULE " + line)
-    if os.environ.get("IPR_FAULT_REPORT"):
-        with open(os.environ["IPR_FAULT_REPORT"], "a") as fh:
-            fh.write(line + "\n")
     assert extra <= bound, f"seed {seed}: {extra} extra fetches, bound {bound} (history {run.history})"
     if os.environ.get("IPR_FAULT_STRICT"):
         assert extra <= own, f"seed {seed}: {extra} extra fetches, the faults' own bound {own} (history {run.history})"

@@ -153,6 +153,16 @@ class RedisServer:
                 raise RuntimeError(f"redis-server on port {self.port} did not answer")
             time.sleep(0.05)
 
+    def restart_empty(self) -> None:
+        """``kill -9``, its data files deleted, started again on its port: empty (a server
+        without persistence, a replica promoted before it synced)."""
+        self.kill()
+        for path in self.workdir.iterdir():
+            if path.name != "redis.log":
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+        self.start()
+        self.restarts += 1
+
     def kill(self, sig: int = signal.SIGKILL) -> None:
         if self.proc is not None:
             if self.proc.poll() is None:

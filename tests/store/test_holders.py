@@ -13,6 +13,7 @@ import pytest
 
 from ipr_crawl.store import SCHEMA_VERSION, FrontierStore, Link
 from ipr_crawl.store.inspect import payload_summary, status, top
+from ipr_crawl.store.settling import lease_holder
 
 
 def nid(n: int) -> bytes:
@@ -362,7 +363,7 @@ def test_a_lapsed_heartbeat_hands_back_only_what_is_still_this_holders(redis_cli
     # the buffer goes back naming "slow": the lease "other" took stays "other"'s
     assert store.ack("release", [(m, m[8:]) for m, _ in mine]) == 0
     assert redis_client.zcard(store.keys["lease"]) == 1
-    assert redis_client.hget(store.keys["lease"] + "_by", taken[0][0]) == b"other"
+    assert lease_holder(redis_client.hget(store.keys["lease_by"], taken[0][0])) == "other"
 
 
 def test_a_live_holders_lease_is_kept_past_the_lease_time_up_to_its_max_age(redis_client, crawl_id):
@@ -633,3 +634,33 @@ def test_status_gives_the_rate_a_crawl_fetched_at_without_its_idle_tail(redis_cl
     assert 39 < st["last_fetch_age"] < 45
     line = next(x for x in format_status(st).splitlines() if "last minute" in x)
     assert re.search(r"37\.3 pages/s \(while crawling: 87\.0 pages/s, its last minute of fetching, 4\d s ago\)", line), line
+
+
+@pytest.mark.parametrize("kind", ["url", "forced"])
+def test_a_settle_sent_again_after_the_same_holder_took_the_url_anew_settles_nothing(redis_client, crawl_id, kind):
+    """A fencing token per take: a hand-back of holder h's first take of a URL that
+    reaches Redis again (redis-py's retry after a lost reply, a pipelined call sent again
+    after a reconnect) once h has leased the same URL anew leaves the new lease in flight;
+    h's own settle of the new take settles it. Before, the lease was (member, holder), and
+    the old hand-back put the URL back in the frontier while h was fetching it."""
+    store = _store(redis_client, crawl_id, n=1 if kind == "url" else 0)
+    if kind == "forced":  # a dont_filter request of a known URL: a forced-queue token
+        store.enqueue(nid(0), 0, payload(0), False)
+        _, first = store.pop(1, 600)
+        store.record_page(nid(0), 0, [], lease=first[0][0])
+        store.enqueue(nid(0), 0, payload(0), True)
+    store.holder = "h"
+    store.beat("h", 60)
+    _, first = store.pop(1, 600, holder="h")
+    m = first[0][0]
+    keys, sent = store._ack_argv("release", [(m, nid(0))])  # the hand-back as it went out
+    assert store._scripts["ack"](keys=keys, args=sent) == 1
+    _, again = store.pop(1, 600, holder="h")
+    assert [x for x, _ in again] == [m]
+    first_take, second_take = sent[2].decode("latin-1").rsplit("#", 1)[1], redis_client.hget(store.keys["lease_by"], m)
+    assert second_take != f"h#{first_take}".encode()
+    assert store._scripts["ack"](keys=keys, args=sent) == 0  # sent again: the new take stays
+    assert redis_client.zscore(store.keys["lease"], m) is not None
+    assert redis_client.zcard(store.keys["frontier"]) + redis_client.zcard(store.keys["forced"]) == 0
+    assert store.ack("release", [(m, nid(0))]) == 1  # h's settle of its new take
+    assert redis_client.zscore(store.keys["lease"], m) is None

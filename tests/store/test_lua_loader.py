@@ -28,8 +28,8 @@ INCLUDES = sorted([*(e.name for e in LUA.iterdir() if e.name.startswith("_")), *
 #: most (the sizes of this release, a little over): a script that starts carrying what
 #: it does not use grows past its bound.
 MAX_LINES = {
-    "ack": 356, "beat": 42, "dead_return": 296, "enqueue": 403, "pop": 600, "record_page": 704, "relay": 494,
-    "release_holder": 441, "replay": 677, "replay_record": 648, "revisit_record": 202, "revisit_refresh": 80, "sample": 93,
+    "ack": 367, "beat": 42, "dead_return": 297, "enqueue": 414, "pop": 618, "record_page": 715, "relay": 494,
+    "release_holder": 452, "replay": 688, "replay_record": 659, "revisit_record": 213, "revisit_refresh": 80, "sample": 94,
     "set_scores": 246,
 }
 

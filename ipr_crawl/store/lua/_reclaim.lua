@@ -60,7 +60,7 @@ local function reclaim_holders(meta, node, frontier, lease, forced, ordering, de
   local by = redis.call('HGETALL', lease_by_key())
   local n = 0
   for i = 1, #by, 2 do
-    if dead[by[i + 1]] then n = n + lease_requeue(meta, node, frontier, lease, forced, ordering, by[i], counted) end
+    if dead[holder_of(by[i + 1])] then n = n + lease_requeue(meta, node, frontier, lease, forced, ordering, by[i], counted) end
   end
   local holders = holders_key()
   for h, _ in pairs(dead) do

@@ -31,7 +31,7 @@
 -- Returns {expired leases moved back, leases of lost holders moved back, {lost
 -- holder ids}, {best frontier ZSET score left ('' when empty), forced requests left,
 -- leases of live holders moved back past max age, 1 if the caller was registered again,
--- requests dead-lettered (_reclaim.lua)},
+-- requests dead-lettered (_reclaim.lua), this call's take (0: none)},
 -- member1, payload1, member2, payload2, ...}; a payload is false when no request body
 -- is stored (a replay, or lost: the caller decides). The head lets a bucketed crawl
 -- (store/buckets.py) keep the buckets' best scores without asking.
@@ -78,7 +78,7 @@ local by = lease_by_key()
 local since_key = lease_since_key()
 local moved, overdue = 0, 0
 for _, m in ipairs(redis.call('ZRANGEBYSCORE', lease, '-inf', string.format('%.0f', now - lease_ms), 'LIMIT', 0, cap)) do
-  local h = redis.call('HGET', by, m)
+  local h = holder_of(redis.call('HGET', by, m))
   local alive = h and h ~= '' and (h == holder or tonumber(redis.call('ZSCORE', holders, h) or '0') > now)
   local since = tonumber(redis.call('HGET', since_key, m) or redis.call('ZSCORE', lease, m))
   if alive and now - since < max_ms then
@@ -101,9 +101,16 @@ if count > 0 and holder ~= '' and ttl_ms and not redis.call('ZSCORE', holders, h
   redis.call('ZADD', holders, string.format('%.0f', now + ttl_ms), holder)
   lapsed = 1
 end
+-- this call's take (meta `takes`, counted once per call that leases for a holder): each
+-- lease is held as '<holder>#<take>', and a settle that names an earlier take of the same
+-- member by the same holder settles nothing (_leases.lua same_take)
+local take_no = false
 local function take(m)
   redis.call('ZADD', lease, now_s, m)
-  if holder ~= '' then redis.call('HSET', by, m, holder) end
+  if holder ~= '' then
+    take_no = take_no or redis.call('HINCRBY', meta, 'takes', 1)
+    redis.call('HSET', by, m, holder .. '#' .. take_no)
+  end
 end
 -- forced tokens of Scrapy priority >= that of the frontier's best entry (0 when it is
 -- empty; _frontier.lua level_of); late: all the rest, once the frontier is empty (_forced.lua)
@@ -186,5 +193,5 @@ elseif taken < count then
 end
 if redis.call('ZCARD', frontier) == 0 then take_forced(true) end
 local head = redis.call('ZRANGE', frontier, 0, 0, 'WITHSCORES')
-result[4] = {head[2] or '', redis.call('ZCARD', forced), overdue, lapsed, DEAD.n}
+result[4] = {head[2] or '', redis.call('ZCARD', forced), overdue, lapsed, DEAD.n, take_no or 0}
 return result

@@ -33,7 +33,7 @@ if mode ~= 'holder' then
   -- leases without a holder entry (schema 3, or a holder already forgotten), or all
   local by = lease_by_key()
   for _, m in ipairs(redis.call('ZRANGE', lease, 0, -1)) do
-    local h = redis.call('HGET', by, m)
+    local h = holder_of(redis.call('HGET', by, m))
     if mode == 'all' or not h or not alive[h] then
       n = n + lease_requeue(meta, node, frontier, lease, forced, ordering, m, mode == 'dead')
     end
