@@ -97,7 +97,7 @@ class FrontierStore(PipelinedRecord, FrontierReads):
             name: client.register_script(script_source(name, ordering=self._lua_ordering))
             for name in (
                 "record_page", "enqueue", "pop", "ack", "set_scores", "replay", "replay_record",
-                "release_holder", "sample", "relay", "beat", "dead_return",
+                "release_holder", "sample", "relay", "beat", "dead_return", "mark_unfiltered",
             )
         }
         #: what the last :meth:`pop` handed back from holders whose heartbeat was gone:
@@ -194,8 +194,9 @@ class FrontierStore(PipelinedRecord, FrontierReads):
         return int(self._scripts["enqueue"](keys=keys, args=args))
 
     def mark_unfiltered(self, id_: bytes) -> None:
-        """Node ``id_`` was brought by a ``dont_filter`` redirect: see :meth:`enqueue`."""
-        self.client.sadd(self.keys["unfiltered"], id_)
+        """Node ``id_`` was brought by a ``dont_filter`` redirect: see :meth:`enqueue`
+        (mark_unfiltered.lua; raises ``IPR_STORE_LOST`` as it does)."""
+        self._scripts["mark_unfiltered"](keys=self._k("meta", "unfiltered"), args=[id_])
 
     def _enqueue_argv(
         self, id_: bytes, tie: int, payload: bytes, dont_filter: bool, lease: bytes, shared_start: bool = False,

@@ -184,7 +184,7 @@ class RevisitStore:
             argv += [key, _field(value)]
         keys = [self.keys[k] for k in
                 ("revisit", "due", "revisit_req", "changes", "lease", "req", "revisit_out", "rates", "rate_pool",
-                 *DERIVED_KEYS)]
+                 *DERIVED_KEYS, "meta")]
         return bool(self._record(keys=keys, args=argv))
 
     # -- the refresher ------------------------------------------------------------------

@@ -10,6 +10,7 @@ import time
 
 import msgpack
 import pytest
+import redis
 
 from ipr_crawl.store import SCHEMA_VERSION, FrontierStore, Link
 from ipr_crawl.store.inspect import payload_summary, status, top
@@ -664,3 +665,32 @@ def test_a_settle_sent_again_after_the_same_holder_took_the_url_anew_settles_not
     assert redis_client.zcard(store.keys["frontier"]) + redis_client.zcard(store.keys["forced"]) == 0
     assert store.ack("release", [(m, nid(0))]) == 1  # h's settle of its new take
     assert redis_client.zscore(store.keys["lease"], m) is None
+
+
+def test_every_call_that_writes_refuses_a_store_that_lost_the_crawl(redis_client, crawl_id):
+    """Redis restarted empty, or flushed, under a crawl: every script that writes finds the
+    crawl's meta gone and answers IPR_STORE_LOST before it writes, so no call starts an
+    empty crawl under the same id (the fault checker found the enqueue, the revisit record
+    and the unfiltered mark writing into an emptied Redis)."""
+    from ipr_crawl.revisit.policy import RevisitState
+    from ipr_crawl.store.revisit import RevisitStore
+
+    store = _store(redis_client, crawl_id, n=2)
+    revisits = RevisitStore(redis_client, crawl_id)
+    _, items = store.pop(1, 600)
+    redis_client.flushdb()
+    calls = {
+        "enqueue": lambda: store.enqueue(nid(9), 0, payload(9), False),
+        "record_page": lambda: store.record_page(nid(0), 0, [Link(nid(8), 0, payload(8))], lease=items[0][0]),
+        "ack": lambda: store.ack("release", [(items[0][0], nid(0))]),
+        "pop": lambda: store.pop(1, 600),
+        "mark_unfiltered": lambda: store.mark_unfiltered(nid(7)),
+        "set_scores": lambda: store.set_scores([(nid(1), 0.5)]),
+        "dead_return": store.dead_return,
+        "revisit record": lambda: revisits.record(nid(0), "http://a.test/", RevisitState(first=1e9, last=1e9), None, b"", items[0][0]),
+        "revisit refresh": lambda: revisits.refresh(2e9, 10, 2e9),
+    }
+    for name, call in calls.items():
+        with pytest.raises(redis.ResponseError, match="IPR_STORE_LOST"):
+            call()
+        assert redis_client.keys("*") == [], f"{name} wrote into the emptied Redis"

@@ -28,9 +28,9 @@ INCLUDES = sorted([*(e.name for e in LUA.iterdir() if e.name.startswith("_")), *
 #: most (the sizes of this release, a little over): a script that starts carrying what
 #: it does not use grows past its bound.
 MAX_LINES = {
-    "ack": 367, "beat": 42, "dead_return": 297, "enqueue": 414, "pop": 618, "record_page": 715, "relay": 494,
-    "release_holder": 452, "replay": 688, "replay_record": 659, "revisit_record": 213, "revisit_refresh": 80, "sample": 94,
-    "set_scores": 246,
+    "ack": 382, "beat": 42, "dead_return": 312, "enqueue": 429, "pop": 618, "record_page": 715, "relay": 507,
+    "release_holder": 452, "replay": 688, "replay_record": 659, "revisit_record": 230, "revisit_refresh": 86, "sample": 94,
+    "set_scores": 259, "mark_unfiltered": 21,
 }
 
 

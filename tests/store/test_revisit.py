@@ -30,6 +30,16 @@ from ipr_crawl.revisit.policy import (
     parse_policy,
 )
 
+
+def _revisits(redis_client, crawl_id):
+    """The revisit store of an opened crawl (its scripts stop with IPR_STORE_LOST without one)."""
+    from ipr_crawl.store import FrontierStore
+    from ipr_crawl.store.revisit import RevisitStore
+
+    FrontierStore(redis_client, crawl_id, "bf").open()
+    return RevisitStore(redis_client, crawl_id)
+
+
 intervals = st.integers(min_value=1, max_value=400 * 86400).map(float)  # whole seconds: exact sums
 histories = st.lists(st.tuples(intervals, st.booleans()), min_size=1, max_size=40)
 
@@ -437,9 +447,8 @@ def test_a_sitemaps_lastmod_moves_changed_urls_holds_the_rest_within_limits(redi
     or not scheduled are left alone."""
     from ipr_crawl.ordering.urls import node_id
     from ipr_crawl.revisit.policy import RevisitState
-    from ipr_crawl.store.revisit import RevisitStore
 
-    store = RevisitStore(redis_client, crawl_id)
+    store = _revisits(redis_client, crawl_id)
     now, day = 1_000 * DAY, DAY
 
     def put(url: str, last: float, due: float | None, changes: int = 0) -> bytes:
@@ -475,9 +484,8 @@ def test_a_sitemap_the_crawls_fetches_refute_is_not_followed(redis_client, crawl
     nothing is moved or held."""
     from ipr_crawl.ordering.urls import node_id
     from ipr_crawl.revisit.policy import RevisitState
-    from ipr_crawl.store.revisit import RevisitStore
 
-    store = RevisitStore(redis_client, crawl_id)
+    store = _revisits(redis_client, crawl_id)
     now, day = 1_000 * DAY, DAY
 
     def put(url: str, found_change: bool) -> bytes:
@@ -517,9 +525,8 @@ def test_the_directory_pool_is_summed_in_redis_and_old_states_still_read(redis_c
     from ipr_crawl.ordering.urls import node_id
     from ipr_crawl.revisit.budget import RatePool, pool_group
     from ipr_crawl.revisit.policy import RevisitState
-    from ipr_crawl.store.revisit import RevisitStore
 
-    store = RevisitStore(redis_client, crawl_id)
+    store = _revisits(redis_client, crawl_id)
     busy, quiet = "http://a.test/news/1", "http://a.test/docs/1"
     for i, (url, changed) in enumerate(((busy, True), (busy, True), (quiet, False), (quiet, False), (quiet, True))):
         # each access its own state (its count): the same state and due again is a replay
@@ -553,9 +560,8 @@ def test_an_unreadable_state_is_counted_and_logged_not_silently_reset(redis_clie
     from ipr_crawl.ordering.urls import node_id
     from ipr_crawl.revisit.policy import RevisitState
     from ipr_crawl.store import revisit as store_module
-    from ipr_crawl.store.revisit import RevisitStore
 
-    store = RevisitStore(redis_client, crawl_id)
+    store = _revisits(redis_client, crawl_id)
     good = RevisitState(first=0.0, last=DAY, accesses=2, m=1)
     later = [*good.to_list(), 0.5, 0.0, 1.0, "a field of a later version"]
     assert len(later) == 16
@@ -589,9 +595,8 @@ def test_the_gamma_priors_moments_are_summed_in_redis(redis_client, crawl_id):
     from ipr_crawl.ordering.urls import node_id
     from ipr_crawl.revisit.budget import RateMoments
     from ipr_crawl.revisit.policy import RevisitState, rate_counts
-    from ipr_crawl.store.revisit import RevisitStore
 
-    store = RevisitStore(redis_client, crawl_id)
+    store = _revisits(redis_client, crawl_id)
     assert store.rate_moments() == [0.0] * 5
     mom = RateMoments()
     for k, (url, m) in enumerate((("http://a.test/1", 1), ("http://a.test/2", 0), ("http://a.test/1", 2))):
@@ -613,14 +618,13 @@ def _refresher(redis_client, crawl_id: str, policy: str):
 
     from ipr_crawl.config import RevisitConfig
     from ipr_crawl.scheduler.refresher import Refresher
-    from ipr_crawl.store.revisit import RevisitStore
 
     class Idle:
         def pending(self) -> int:
             return 0
 
     cfg = RevisitConfig.from_settings(Settings({"IPR_REVISIT_ENABLED": True, "IPR_REVISIT_POLICY": policy}))
-    return Refresher(RevisitStore(redis_client, crawl_id), Idle(), cfg)
+    return Refresher(_revisits(redis_client, crawl_id), Idle(), cfg)
 
 
 def test_one_process_fits_the_gamma_prior_and_the_others_read_it(redis_client, crawl_id):
@@ -633,12 +637,11 @@ def test_one_process_fits_the_gamma_prior_and_the_others_read_it(redis_client, c
     from ipr_crawl.revisit.budget import RateHistogram, RateMoments, fit_gamma_prior
     from ipr_crawl.revisit.policy import RevisitState, estimated_rate, rate_counts
     from ipr_crawl.scheduler.refresher import Refresher
-    from ipr_crawl.store.revisit import RevisitStore
 
     def refresher() -> Refresher:
         return _refresher(redis_client, crawl_id, "harmonic:8/y:prior=gamma")
 
-    store = RevisitStore(redis_client, crawl_id)
+    store = _revisits(redis_client, crawl_id)
 
     def record(k: int, m: int) -> None:
         url = f"http://a.test/{k}"
@@ -673,12 +676,11 @@ def test_new_url_rate_is_learned_in_redis_and_shared_by_the_refresher(redis_clie
     from ipr_crawl.revisit.budget import NEW_MIN_SAMPLES, RateHistogram, new_url_rate
     from ipr_crawl.revisit.policy import RevisitState, estimated_rate
     from ipr_crawl.scheduler.refresher import Refresher
-    from ipr_crawl.store.revisit import RevisitStore
 
     def refresher() -> Refresher:
         return _refresher(redis_client, crawl_id, "harmonic:8/y:new=learn")
 
-    store = RevisitStore(redis_client, crawl_id)
+    store = _revisits(redis_client, crawl_id)
     assert store.new_url_counts() == (0.0, 0.0, 0.0)
 
     def record(k: int, changed: bool) -> None:

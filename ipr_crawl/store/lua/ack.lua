@@ -7,13 +7,17 @@
 -- ARGV[1] ordering  ARGV[2] 'fail' | 'release' | 'orphan'
 -- ARGV[3 + 2k], ARGV[4 + 2k]: lease k (_leases.lua lease_arg: a lease another holder
 --   took since is left alone) and the id of the node it fetches
+-- Before any write: the error IPR_STORE_LOST when the crawl's meta is gone (_store_lost.lua).
 -- Returns the number of leases settled. Cost: O(k log F).
 --! include _records.lua
 --! include _lease_keys.lua
 --! include _forced.lua
 --! include _leases.lua
 --! include _frontier.lua
+--! include _store_lost.lua
 local meta, node, frontier, lease, req, forced = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local lost_store = store_lost(meta)
+if lost_store then return lost_store end
 local ordering, mode = ARGV[1], ARGV[2]
 local settled = 0
 for i = 3, #ARGV, 2 do

@@ -3,12 +3,16 @@
 -- to the forced queue at its own place, a URL settled as failed by the limit queued again.
 -- KEYS[1] meta  KEYS[2] node  KEYS[3] frontier  KEYS[4] lease  KEYS[5] req  KEYS[6] forced
 -- ARGV[1] ordering
+-- Before any write: the error IPR_STORE_LOST when the crawl's meta is gone (_store_lost.lua).
 -- Returns the number put back. Cost: O(D log F), D requests dead-lettered.
 --! include _records.lua
 --! include _lease_keys.lua
 --! include _forced.lua
 --! include _frontier.lua
+--! include _store_lost.lua
 local meta, node, frontier, lease, req, forced = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local lost_store = store_lost(meta)
+if lost_store then return lost_store end
 local ordering = ARGV[1]
 local letters = dead_letter_key()
 local all = redis.call('HGETALL', letters)

@@ -20,6 +20,7 @@
 -- the duplicate filter, so the first filtered request for a URL only dont_filter requests
 -- brought is fetched (forced queue) and takes the URL out of `unfiltered`
 -- (_records.lua unfiltered_hit).
+-- Before any write: the error IPR_STORE_LOST when the crawl's meta is gone (_store_lost.lua).
 -- Returns 1 (new), 2 (forced) or 0 (duplicate, dropped). Cost: O(log F).
 --! include _records.lua
 --! include _forced.lua
@@ -27,7 +28,10 @@
 --! include _prior.lua
 --! include _leases.lua
 --! include _frontier.lua
+--! include _store_lost.lua
 local meta, node, frontier, lease, req, forced, unfiltered = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local lost_store = store_lost(meta)
+if lost_store then return lost_store end
 local ordering, id, payload = ARGV[1], ARGV[2], ARGV[4]
 local lease_member, holder = lease_arg(ARGV[6])
 -- the settled lease (a retry's) last: a call that fails before it leaves it leased

@@ -9,10 +9,12 @@
 -- ARGV[1..N_ORDERING_ARGS] ordering parameters as record_page.lua
 -- then groups: source bucket, number of entries k, then k pairs (stream id, entry)
 --   (entry: the cmsgpack list written by out_flush in the source bucket)
+-- Before any write: the error IPR_STORE_LOST when the crawl's meta is gone (_store_lost.lua).
 -- Returns {entries applied, entries skipped (applied before), new nodes, re-scored}.
 -- Cost: O(links in the entries), each O(log F) in the frontier.
 --! include _record_ctx.lua
 --! include _ordering_args.lua
+--! include _store_lost.lua
 
 -- receive(K, P, list): apply one outbox entry's list (out_add's flat layout) on this
 -- bucket: a link makes its node if new (with its payload) and gives it its gain as a
@@ -40,6 +42,8 @@ end
 
 local K = {meta = KEYS[1], node = KEYS[2], frontier = KEYS[3], lease = KEYS[4], req = KEYS[5],
   forced = KEYS[6], unfiltered = KEYS[7], imported_seen = KEYS[8], order = KEYS[9]}
+local lost_store = store_lost(K.meta)
+if lost_store then return lost_store end
 local P = params_from(ARGV, 1)
 local hwm = KEYS[#KEYS]
 -- a stream id 'ms-seq' as two numbers

@@ -9,6 +9,7 @@
 -- KEYS[9] rate_pool: changes and exposure per directory (fields x:<group>, e:<group>),
 --   the prior of harmonic's rate estimate (revisit/budget.py RatePool); and, for
 --   prior=gamma, the five sums of revisit/budget.py RateMoments (fields mom:<name>)
+-- KEYS[10..] store/keys.py DERIVED_KEYS, then meta (the crawl's: _store_lost.lua)
 -- ARGV[1] node id (8 bytes)   ARGV[2] packed state (msgpack, revisit_store.py)
 -- ARGV[3] next due instant (s since the epoch, decimal) or '' to stop revisiting
 -- ARGV[4] request payload for revisits (codec.py), or '' to keep the stored one
@@ -23,10 +24,15 @@
 -- ARGV[13] an explored first revisit (harmonic new=learn): "changed (0/1),length (s)", or '';
 --   added to the fields new:n, new:x, new:e of rate_pool
 -- ARGV[14 + 2k], ARGV[15 + 2k]: field and value k of the change event (none: no event)
+-- Before any write: the error IPR_STORE_LOST when the crawl's meta is gone (_store_lost.lua).
 -- Returns 1 if a lease was settled, else 0 (and 0 for a repeat of a call that ran: it
 -- changes nothing). Cost: O(log D) plus O(fields).
 --! include _leases.lua
+--! include _derived_keys.lua
+--! include _store_lost.lua
 local revisit, due, revisit_req, changes, lease, req = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local lost_store = store_lost(tail_key('meta'))
+if lost_store then return lost_store end
 local id = ARGV[1]
 -- the same call again (its reply was lost and it was sent again): the same packed state
 -- (an access's time and count are in it) and the same due time: done already

@@ -11,10 +11,14 @@
 -- ARGV[2] cap on URLs moved (and on expired entries put back) by this call
 -- ARGV[3] instant (s) a moved URL is due again if its response never comes
 -- ARGV[4] now (s): entries of revisit_out older than this go back to `due`
+-- Before any write: the error IPR_STORE_LOST when the crawl's meta is gone (_store_lost.lua).
 -- Returns {URLs moved, earliest instant (string) in due or revisit_out, or false}.
 -- Cost: O(cap log D).
 --! include _forced.lua
+--! include _store_lost.lua
 local meta, req, forced, due, revisit_req, out = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local lost_store = store_lost(meta)
+if lost_store then return lost_store end
 local cap = tonumber(ARGV[2])
 local lost = redis.call('ZRANGEBYSCORE', out, '-inf', ARGV[4], 'LIMIT', 0, cap)
 for _, id in ipairs(lost) do
