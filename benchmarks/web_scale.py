@@ -33,13 +33,13 @@ import uuid
 from typing import Any
 
 from bucket_scale import graph_spider, redis_cpu
-from frontier_scale import memory as key_usage
 from webgen import GeneratedWeb
 
 from ipr_crawl.ordering.params import OrderingParams
 from ipr_crawl.ordering.urls import node_id
 from ipr_crawl.store import Link
 from ipr_crawl.store.buckets import open_frontier
+from ipr_crawl.store.memory import key_usage
 
 CHECKPOINTS = (100_000, 300_000, 1_000_000, 3_000_000, 10_000_000)
 

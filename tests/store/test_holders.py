@@ -694,3 +694,4 @@ def test_every_call_that_writes_refuses_a_store_that_lost_the_crawl(redis_client
         with pytest.raises(redis.ResponseError, match="IPR_STORE_LOST"):
             call()
         assert redis_client.keys("*") == [], f"{name} wrote into the emptied Redis"
+    assert not store.sample(0.0) and redis_client.keys("*") == []  # the heartbeat's timeline sample: none
