@@ -135,7 +135,7 @@ def test_each_definition_has_one_owner() -> None:
 
 def test_sample_carries_no_record_rule() -> None:
     src = script_source("sample")
-    assert include_order("sample.lua") == ["_derived_keys.lua", "_lease_keys.lua", "_clock.lua", "sample.lua"]
+    assert include_order("sample.lua") == ["_derived_keys.lua", "_lease_keys.lua", "_clock.lua", "_store_lost.lua", "sample.lua"]
     assert script_source("sample", ordering="push") == src
     for absent in ("record_ctx", "rec_get", "REC =", "params_from", "zscore", "forced_add"):
         assert absent not in src
