@@ -44,8 +44,29 @@ from ipr_crawl.store.memory import key_usage
 CHECKPOINTS = (100_000, 300_000, 1_000_000, 3_000_000, 10_000_000)
 
 
-def checkpoint_row(client: Any, store: Any, edges: int, pages: int, window: tuple[float, float, int]) -> dict[str, Any]:
-    """The figures of one checkpoint; ``window``: (wall s, Redis CPU s, pages) since the last."""
+def command_usec(client: Any) -> dict[str, tuple[int, int]]:
+    """``INFO commandstats``: command -> (calls, µs) so far; the commands a script runs
+    are counted under their own names as well as under ``evalsha``."""
+    return {name.removeprefix("cmdstat_"): (int(v["calls"]), int(v["usec"]))
+            for name, v in client.info("commandstats").items()}
+
+
+def per_page(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]], pages: int) -> dict[str, Any]:
+    """Calls and µs per page of each command between two :func:`command_usec` readings,
+    busiest first (commands of less than 0.5 µs per page left out)."""
+    out = {}
+    for name, (calls, usec) in after.items():
+        c0, u0 = before.get(name, (0, 0))
+        if (usec - u0) / max(1, pages) >= 0.5:
+            out[name] = {"calls_per_page": (calls - c0) / max(1, pages), "us_per_page": (usec - u0) / max(1, pages),
+                         "us_per_call": (usec - u0) / max(1, calls - c0)}
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]["us_per_page"]))
+
+
+def checkpoint_row(client: Any, store: Any, edges: int, pages: int, window: tuple[float, float, int],
+                   commands: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The figures of one checkpoint; ``window``: (wall s, Redis CPU s, pages) since the last;
+    ``commands``: :func:`per_page` over the same window."""
     usage = key_usage(client, store.crawl_id)
     counts = store.counts()
     queued = counts["frontier"] + counts["forced"] + counts["in_flight"]
@@ -53,6 +74,7 @@ def checkpoint_row(client: Any, store: Any, edges: int, pages: int, window: tupl
     return {
         **figures(usage, counts["known"], counts["fetched"], queued, edges), "pages": pages,
         "pages_per_sec": n / wall if wall else 0.0, "redis_cpu_us_per_page": 1e6 * cpu / max(1, n),
+        "commands": commands or {},
     }
 
 
@@ -103,6 +125,7 @@ def crawl(client: Any, target: int, ordering: str = "push", seed: int = 1,
     fetched_ids: set[bytes] = set()
     pages = edges = 0
     t_mark, cpu_mark, pages_mark = time.perf_counter(), redis_cpu([client])[0], 0
+    cmd_mark = command_usec(client)
     while marks:
         _, items = store.pop(8, 600)
         if not items:
@@ -126,14 +149,20 @@ def crawl(client: Any, target: int, ordering: str = "push", seed: int = 1,
             edges += len(links)
         if len(where) >= marks[0]:
             now, cpu = time.perf_counter(), redis_cpu([client])[0]
-            row = checkpoint_row(client, store, edges, pages, (now - t_mark, cpu - cpu_mark, pages - pages_mark))
+            commands = per_page(cmd_mark, command_usec(client), pages - pages_mark)
+            row = checkpoint_row(client, store, edges, pages, (now - t_mark, cpu - cpu_mark, pages - pages_mark),
+                                 commands)
             rows.append(row)
             print(f"  {row['known']:>10,} known  {row['fetched']:>9,} fetched  {row['pages_per_sec']:7.0f} pages/s  "
                   f"Redis {row['redis_cpu_us_per_page']:5.0f} µs/page  {row['bytes_per_queued_url']:6.1f} B/queued  "
                   f"{row['bytes_per_fetched_url']:6.1f} B/fetched (+8 B/edge)  {row['bytes_all_keys'] / 2**20:8.1f} MiB",
                   file=sys.stderr, flush=True)
+            print("    µs/page: " + ", ".join(f"{k} {v['us_per_page']:.0f} ({v['calls_per_page']:.1f} × "
+                                                f"{v['us_per_call']:.2f})" for k, v in list(commands.items())[:8]),
+                  file=sys.stderr, flush=True)
             marks = [m for m in marks if m > len(where)]
             t_mark, cpu_mark, pages_mark = time.perf_counter(), redis_cpu([client])[0], pages
+            cmd_mark = command_usec(client)
     out = {"ordering": ordering, "rows": rows, "crawl_id": store.crawl_id, "web": web, "where": where,
            "fetched_ids": fetched_ids, "spider": spider}
     return out

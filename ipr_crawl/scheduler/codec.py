@@ -22,13 +22,16 @@ from scrapy.utils.request import request_from_dict
 
 from ipr_crawl.meta import TRANSIENT_META, WRAPPED_ERRBACK_ATTR
 from ipr_crawl.scheduler.internals import callback_name
+from ipr_crawl.store.payload import FORMAT_DICT, FORMAT_PLAIN, FORMATS, frame_dict, frame_plain, plain_request
+from ipr_crawl.store.payload import payload_slot as payload_slot
 
 __all__ = [
     "encode_request", "decode_request", "payload_slot", "slot_of", "PayloadError", "TRANSIENT_META", "Unstorable",
 ]
 
-#: First byte of a payload: 2 = [2, n, n bytes of the download slot, msgpack].
-FORMAT = 2
+#: First byte of a payload as a dict: [2, n, n bytes of the download slot, msgpack]; a
+#: plain request is framed smaller (:data:`~ipr_crawl.store.payload.FORMAT_PLAIN`)
+FORMAT = FORMAT_DICT
 _DEFAULTS: dict[str, Any] = {
     "method": "GET",
     "headers": {},
@@ -281,13 +284,32 @@ def encode_request(request: Request, spider: Spider | None) -> tuple[bytes, list
     compact = {k: v for k, v in data.items() if k not in _DEFAULTS or v != _DEFAULTS[k]}
     if "_class" in compact and compact["_class"] == "scrapy.http.request.Request":
         del compact["_class"]
+    plain = _plain(compact)
+    if plain is not None:
+        return frame_plain(slot_of(request), compact["url"], *plain), []
     try:
         packed = _pack(compact)
     except (TypeError, ValueError, OverflowError):
         _check_packable(compact)
         raise
-    slot = slot_of(request).encode("utf-8")[:255]
-    return bytes([FORMAT, len(slot)]) + slot + packed, []
+    return frame_dict(slot_of(request), packed), []
+
+
+def _plain(compact: dict[str, Any]) -> tuple[int | None, str | None] | None:
+    """``(depth, callback)`` when the request (``compact``: its dict without defaults)
+    is plain (:data:`~ipr_crawl.store.payload.FORMAT_PLAIN`): a URL, a callback name of
+    at most 255 bytes, and a ``meta`` of at most an int ``depth``; else None."""
+    if not compact.keys() <= {"url", "callback", "meta"} or not isinstance(compact.get("url"), str):
+        return None
+    meta, callback = compact.get("meta", {}), compact.get("callback")
+    if not isinstance(meta, dict) or not meta.keys() <= {"depth"}:
+        return None
+    depth = meta.get("depth")
+    if "depth" in meta and (type(depth) is not int or not 0 <= depth < 1 << 32):
+        return None
+    if callback is not None and (not isinstance(callback, str) or len(callback.encode("utf-8")) > 255):
+        return None
+    return depth, callback
 
 
 def slot_of(request: Request) -> str:
@@ -301,24 +323,20 @@ def slot_of(request: Request) -> str:
     return urlparse_cached(request).hostname or ""
 
 
-def payload_slot(payload: bytes) -> str:
-    """The download slot stored at the head of a payload (``""`` if none)."""
-    if len(payload) < 2 or payload[0] != FORMAT:
-        return ""
-    return payload[2 : 2 + payload[1]].decode("utf-8", "replace")
-
-
 def decode_request(payload: bytes, spider: Spider | None) -> Request:
     """Rebuild a request from :func:`encode_request` output.
 
     Raises :class:`PayloadError` on anything that is not such a payload.
     """
-    if len(payload) < 2 or payload[0] != FORMAT or len(payload) < 2 + payload[1]:
+    if len(payload) < 2 or payload[0] not in FORMATS or len(payload) < 2 + payload[1]:
         raise PayloadError(f"unknown payload format byte {payload[:1]!r}")
     try:
-        data = msgpack.unpackb(
-            payload[2 + payload[1] :], raw=False, strict_map_key=False, ext_hook=_Decoder(spider)
-        )
+        if payload[0] == FORMAT_PLAIN:
+            data = plain_request(payload)
+        else:
+            data = msgpack.unpackb(
+                payload[2 + payload[1] :], raw=False, strict_map_key=False, ext_hook=_Decoder(spider)
+            )
         if not isinstance(data, dict) or not isinstance(data.get("url"), str):
             raise PayloadError("payload is not a request dict")
         if "_class" in data:

@@ -14,7 +14,6 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
-import msgpack
 import redis
 
 from ipr_crawl.ordering.params import OrderingParams, parse_ordering
@@ -22,6 +21,7 @@ from ipr_crawl.store.archive import archives, finished_info, is_archive_id
 from ipr_crawl.store.connection import FrontierUnavailable, connect, redact
 from ipr_crawl.store.frontier import FrontierStore
 from ipr_crawl.store.keys import crawl_keys
+from ipr_crawl.store.payload import payload_fields
 from ipr_crawl.store.record import RECORD_SIZE, parse_record
 
 __all__ = ["NoSuchCrawl", "crawls", "open_crawl", "operate", "payload_summary", "status", "top"]
@@ -97,30 +97,14 @@ def crawl_store(client: Any, crawl_id: str) -> FrontierStore:
 
 
 def payload_summary(payload: bytes | None) -> dict[str, Any]:
-    """``url``, ``depth`` (Scrapy's ``meta["depth"]``, None if absent) and ``slot`` of
-    a stored request payload (format 2 of :mod:`ipr_crawl.scheduler.codec`: byte 2,
-    slot length n, n bytes of slot, the request as msgpack). Empty for a payload
-    that is missing or not that format.
-
-    ``url`` is the frontier entry's URL: the request's without its ``#fragment``. The
-    stored request is the first one found for the entry, whose URL keeps the fragment
-    of the link it came from (``page#part``); the entry stands for every fragment of
-    the URL (its node id and Scrapy's fingerprint ignore them), and the download
-    sends none."""
-    if not payload or payload[0] != 2 or len(payload) < 2:
-        return {}
-    n = payload[1]
-    try:
-        data = msgpack.unpackb(payload[2 + n :], raw=False, strict_map_key=False)
-    except (ValueError, msgpack.UnpackException):
-        return {}
-    if not isinstance(data, dict):
-        return {}
-    meta = data.get("meta") or {}
-    return {
-        "url": str(data.get("url") or "").partition("#")[0], "slot": payload[2 : 2 + n].decode("utf-8", "replace"),
-        "depth": meta.get("depth") if isinstance(meta, dict) else None,
-    }
+    """``url``, ``depth`` and ``slot`` of a stored request payload
+    (:func:`ipr_crawl.store.payload.payload_fields`; empty for a payload missing or of no
+    known format). ``url`` is the frontier entry's URL: the request's without its
+    ``#fragment``. The stored request is the first one found for the entry, whose URL
+    keeps the fragment of the link it came from (``page#part``); the entry stands for
+    every fragment of the URL (its node id and Scrapy's fingerprint ignore them), and the
+    download sends none."""
+    return payload_fields(payload or b"")
 
 
 def _in_links(node_keys: list[str], client: Any, ids: list[bytes]) -> dict[bytes, int]:

@@ -67,11 +67,12 @@ from ipr_crawl.crawl_id import check_crawl_id
 
 __all__ = ["DERIVED_KEYS", "RECORD_KEYS", "SCHEMA_VERSION", "KEY_NAMES", "STORE_LOST", "crawl_keys", "is_store_lost"]
 
-#: 6: larger-sites-first's site queues are one ``siteq`` (not a ``site:<hash>`` key per site);
+#: 7: a lease names its take (``lease_by``: ``<holder>#<take>``) and a plain request's payload
+#: may be framed small (store/payload.py, format 3); 6: larger-sites-first's site queues are one ``siteq`` (not a ``site:<hash>`` key per site);
 #: 5: the push index ``resid`` scores a residual's level, not the residual; 4: leases are scored by when they were taken (not by a deadline) and name
 #: their holder; 3: payloads carry their download slot (codec format 2); 2: out-links kept in the
 #: node record; 1: a separate `out` hash.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 KEY_NAMES = (
     "meta", "node", "frontier", "lease", "forced", "unfiltered", "imported_seen", "req", "sites", "siteq", "rprio", "orphans", "graph", "resid", "pushing",
     # leases, their holders, what the operator sees (status, report)

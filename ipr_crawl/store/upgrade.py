@@ -25,7 +25,7 @@ logger = logging.getLogger(__name__)
 def upgrade(store: FrontierStore, version: int | None) -> int | None:
     """Upgrade ``store``'s crawl from schema ``version`` step by step; returns the
     version it reached (unchanged when no step applies: the caller refuses it)."""
-    steps = {3: from_3, 4: from_4, 5: from_5}
+    steps = {3: from_3, 4: from_4, 5: from_5, 6: from_6}
     while version in steps:
         steps[version](store)
         version += 1
@@ -102,3 +102,13 @@ def from_5(store: FrontierStore) -> None:
     c.hset(store.keys["meta"], "schema", 6)
     logger.info("ipr-crawl: crawl %r upgraded from schema 5 to 6 (%d queued URLs of larger-sites-first moved)",
                 store.crawl_id, moved)
+
+
+def from_6(store: FrontierStore) -> None:
+    """Schema 6 -> 7: nothing stored changes. A lease written by schema 7 names its take
+    (``<holder>#<take>``) and a payload may be framed as a plain request (format 3,
+    :mod:`ipr_crawl.store.payload`); this release reads both forms, an earlier one does
+    not: the new number makes an earlier release refuse the crawl with a clear error
+    instead of dropping its requests as undecodable."""
+    store.client.hset(store.keys["meta"], "schema", 7)
+    logger.info("ipr-crawl: crawl %r upgraded from schema 6 to 7", store.crawl_id)

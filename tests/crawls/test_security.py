@@ -21,6 +21,7 @@ from ipr_crawl.ordering.urls import node_id
 from ipr_crawl.scheduler.codec import FORMAT, PayloadError, decode_request, encode_request
 from ipr_crawl.spiders.graph import GraphSpider
 from ipr_crawl.store import FrontierStore, Link
+from ipr_crawl.store.payload import FORMAT_PLAIN, frame_plain
 
 HARVARD = TEST_DATA / "harvard500.tsv.gz"
 #: Modules that turn bytes into code or arbitrary objects.
@@ -112,6 +113,13 @@ def forged_payloads(marker: str) -> dict[str, bytes | None]:
         "callback-not-str": _packed({"url": url, "callback": ["parse"]}),
         "meta-not-a-dict": _packed({"url": url, "meta": "not a dict"}),
         "headers-garbage": _packed({"url": url, "headers": "not a dict"}),
+        "plain-callback-dunder": frame_plain("127.0.0.1", url, 1, "__init__"),
+        "plain-callback-unknown": frame_plain("127.0.0.1", url, None, "no_such_method"),
+        "plain-not-a-url": frame_plain("", "not a url"),
+        "plain-truncated-depth": bytes([FORMAT_PLAIN, 0, 4, 0x80]),
+        "plain-truncated-callback": bytes([FORMAT_PLAIN, 0, 8, 10]) + b"par",
+        "plain-not-utf8": bytes([FORMAT_PLAIN, 0, 0]) + b"http://\xff/",
+        "plain-slot-longer-than-payload": bytes([FORMAT_PLAIN, 200]) + b"x",
     }
 
 

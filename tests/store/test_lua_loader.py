@@ -28,7 +28,7 @@ INCLUDES = sorted([*(e.name for e in LUA.iterdir() if e.name.startswith("_")), *
 #: most (the sizes of this release, a little over): a script that starts carrying what
 #: it does not use grows past its bound.
 MAX_LINES = {
-    "ack": 382, "beat": 42, "dead_return": 312, "enqueue": 429, "pop": 618, "record_page": 715, "relay": 507,
+    "ack": 382, "beat": 42, "dead_return": 312, "enqueue": 429, "pop": 619, "record_page": 715, "relay": 507,
     "release_holder": 452, "replay": 688, "replay_record": 659, "revisit_record": 230, "revisit_refresh": 86, "sample": 108,
     "set_scores": 259, "mark_unfiltered": 21,
 }

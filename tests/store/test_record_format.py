@@ -8,13 +8,15 @@ import re
 import struct
 from importlib import resources
 
+import msgpack
 import pytest
-from scrapy import Request
+from scrapy import Request, Spider
 
 from ipr_crawl.ordering.params import LUA_ARGS, OrderingParams
 from ipr_crawl.scheduler.codec import decode_request, encode_request, payload_slot, slot_of
 from ipr_crawl.store import FrontierStore, Link
 from ipr_crawl.store.frontier import script_source
+from ipr_crawl.store.payload import FORMAT_PLAIN
 from ipr_crawl.store.record import RECORD_FORMAT, RECORD_SIZE, lua_definitions, numpy_dtype, parse_record
 
 LUA = resources.files("ipr_crawl.store") / "lua"
@@ -80,6 +82,48 @@ def test_slot_is_computed_in_python_and_stored_at_the_head(request_, slot) -> No
     payload, _ = encode_request(request_, None)
     assert slot_of(request_) == slot == payload_slot(payload)
     assert decode_request(payload, None).url == request_.url
+
+
+class _Spider(Spider):
+    name = "s"
+
+    def parse(self, response):
+        pass
+
+    def parse_item(self, response):
+        pass
+
+
+_SPIDER = _Spider()
+
+
+@pytest.mark.parametrize(("request_", "plain"), [
+    (Request("http://example.com/a/b?q=1"), True),
+    (Request("https://example.com/a", callback=_SPIDER.parse_item, meta={"depth": 3}), True),
+    (Request("http://Example.COM:8080/a#part", meta={"depth": 0}), True),  # its host is not the slot's bytes
+    (Request("https://example.com/", callback=_SPIDER.parse, meta={"depth": 300}), True),  # a depth of 2 bytes
+    (Request("ftp://example.com/file"), True),
+    (Request("http://example.com/é ü"), True),
+    (Request("http://x.test/", meta={"download_slot": "shared"}), False),
+    (Request("http://x.test/", meta={"depth": 1, "note": "x"}), False),
+    (Request("http://x.test/", meta={"depth": "1"}), False),
+    (Request("http://x.test/", priority=2), False),
+    (Request("http://x.test/", dont_filter=True), False),
+    (Request("http://x.test/", headers={"X": "1"}), False),
+    (Request("http://x.test/", errback=_SPIDER.parse), False),
+    (Request("http://x.test/", method="POST", body=b"a"), False),
+])
+def test_a_plain_request_is_framed_small_and_rebuilt_the_same(request_, plain) -> None:
+    """A plain request (GET, a URL, a callback, at most Scrapy's depth in meta) is stored
+    in format 3 (store/payload.py) and rebuilt as the same request; any other in format 2."""
+    payload, _ = encode_request(request_, _SPIDER)
+    assert (payload[0] == FORMAT_PLAIN) is plain
+    again = decode_request(payload, _SPIDER)
+    assert again.to_dict(spider=_SPIDER) == request_.to_dict(spider=_SPIDER)
+    assert payload_slot(payload) == slot_of(request_)
+    dict_size = len(bytes([2, 0]) + msgpack.packb({"url": request_.url}, use_bin_type=True))
+    if plain and request_.url.startswith("http://example.com/a/b"):
+        assert len(payload) < dict_size  # smaller than the URL alone as a dict
 
 
 def test_polite_pop_reads_the_stored_slot(redis_client, crawl_id) -> None:

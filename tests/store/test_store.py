@@ -325,7 +325,7 @@ def test_schema_4_push_crawl_is_upgraded(redis_client, crawl_id):
     redis_client.zadd(resid, {m: h.a / h.outdeg for m, h in heads.items()} | {nid(3): 0.5})
     redis_client.hset(s.keys["meta"], "schema", 4)
     assert FrontierStore(redis_client, crawl_id, "push", push_budget=0).open() is True
-    assert int(redis_client.hget(s.keys["meta"], "schema")) == SCHEMA_VERSION == 6
+    assert int(redis_client.hget(s.keys["meta"], "schema")) == SCHEMA_VERSION == 7
     assert dict(redis_client.zrange(resid, 0, -1, withscores=True)) == levels
 
 

@@ -147,11 +147,12 @@ if rule.pop then
 elseif scan > 0 and taken < count then
   local busy = {}
   for i = 10, #ARGV do busy[ARGV[i]] = true end
-  -- The download slot at the head of a payload (scheduler/codec.py, format 2:
-  -- byte 2, slot length n, n bytes of slot), computed in Python when the request
-  -- was stored: no script parses a payload.
+  -- The download slot at the head of a payload (store/payload.py: format byte 2 or 3,
+  -- slot length n, n bytes of slot), computed in Python when the request was stored:
+  -- no script parses a payload.
   local function slot_of(payload)
-    if not payload or string.byte(payload, 1) ~= 2 then return '' end
+    local format = payload and string.byte(payload, 1)
+    if format ~= 2 and format ~= 3 then return '' end
     local n = string.byte(payload, 2) or 0
     return string.sub(payload, 3, 2 + n)
   end
