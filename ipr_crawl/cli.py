@@ -134,7 +134,7 @@ def add_operator_parsers(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_run_operation)
     p = sub.add_parser(
-        "release-leases", help="hand requests leased by stopped crawlers back to the frontier",
+        "release-leases", aliases=["release"], help="hand requests leased by stopped crawlers back to the frontier",
         description="Hand back to the frontier the requests leased by crawler processes whose heartbeat "
         "stopped and those without a live holder (a running crawl does this itself at its next pop); "
         "with --all, every request in flight (only when no crawler of the crawl runs).",
@@ -143,7 +143,7 @@ def add_operator_parsers(sub: Any) -> None:
     p.add_argument("--all", action="store_true", help="every lease, also of live processes")
     p.add_argument("--dead", action="store_true", help="put back the dead-lettered requests (handed out more "
                    "than IPR_MAX_RELEASES times, each time lost with its process) instead")
-    p.set_defaults(func=_run_operation)
+    p.set_defaults(func=_run_operation, command="release-leases")  # `release` too
     p = sub.add_parser(
         "report", help="a crawl's curves over time (PNG)",
         description="Draw from what a crawl keeps: frontier size, pages per minute and the share of the "

@@ -177,6 +177,9 @@ def test_release_leases_of_a_stopped_crawler(stopped_crawl):
         assert store.counts()["in_flight"] == 0
     finally:
         store.client.close()
+    # `ipr-crawl release` is the same command (the dead letters put back: none here)
+    short, full = (ipr(name, "--dead", "--data-dir", str(data)) for name in ("release", "release-leases"))
+    assert short.returncode == full.returncode == 0 and short.stdout == full.stdout != "", short.stderr
     kill_embedded_redis(data)
 
 
