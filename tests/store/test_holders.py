@@ -33,6 +33,18 @@ def _store(redis_client, crawl_id, n: int = 6) -> FrontierStore:
     return store
 
 
+def _one_request(redis_client, crawl_id, kind: str) -> FrontierStore:
+    """A store queueing node 0's request: a URL in the frontier (``kind`` "url"), or a
+    ``dont_filter`` request of a URL already fetched, a forced-queue token ("forced")."""
+    store = _store(redis_client, crawl_id, n=1 if kind == "url" else 0)
+    if kind == "forced":
+        store.enqueue(nid(0), 0, payload(0), False)
+        _, first = store.pop(1, 600)
+        store.record_page(nid(0), 0, [], lease=first[0][0])
+        store.enqueue(nid(0), 0, payload(0), True)
+    return store
+
+
 def test_leases_of_a_silent_holder_go_back_at_the_next_pop(redis_client, crawl_id):
     store = _store(redis_client, crawl_id)
     assert store.beat("dead", 0.05, {"pid": 1}) is False  # first beat: not registered before
@@ -561,12 +573,7 @@ def test_a_request_lost_with_its_holder_too_often_is_dead_lettered_and_can_be_pu
     crashes its crawler) goes back at most that many times; then it is settled as failed
     with its payload kept in `dead_letter`, counted, named by status, and put back by
     release-leases --dead. Before, it looped through the fleet for ever."""
-    store = _store(redis_client, crawl_id, n=1 if kind == "url" else 0)
-    if kind == "forced":  # a dont_filter request of a known URL: a forced-queue token
-        store.enqueue(nid(0), 0, payload(0), False)
-        _, first = store.pop(1, 600)
-        store.record_page(nid(0), 0, [], lease=first[0][0])
-        store.enqueue(nid(0), 0, payload(0), True)
+    store = _one_request(redis_client, crawl_id, kind)
     store.max_releases = 2
     survivor = FrontierStore(redis_client, crawl_id, "ipr")
     survivor.max_releases = 2  # every process of a crawl runs with the same settings
@@ -644,12 +651,7 @@ def test_a_settle_sent_again_after_the_same_holder_took_the_url_anew_settles_not
     after a reconnect) once h has leased the same URL anew leaves the new lease in flight;
     h's own settle of the new take settles it. Before, the lease was (member, holder), and
     the old hand-back put the URL back in the frontier while h was fetching it."""
-    store = _store(redis_client, crawl_id, n=1 if kind == "url" else 0)
-    if kind == "forced":  # a dont_filter request of a known URL: a forced-queue token
-        store.enqueue(nid(0), 0, payload(0), False)
-        _, first = store.pop(1, 600)
-        store.record_page(nid(0), 0, [], lease=first[0][0])
-        store.enqueue(nid(0), 0, payload(0), True)
+    store = _one_request(redis_client, crawl_id, kind)
     store.holder = "h"
     store.beat("h", 60)
     _, first = store.pop(1, 600, holder="h")
