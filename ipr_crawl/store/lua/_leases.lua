@@ -2,7 +2,7 @@
 --! include _forced.lua
 -- Leases (`lease` ZSET: lease member -> time taken, ms), _lease_keys.lua.
 
--- A lease as a settling call names it (store/pipelined.py, settle_arg): '' (none), or
+-- A lease as a settling call names it (store/settling.py, settle_arg): '' (none), or
 -- one byte (the member's length), the member, then the caller's holder id ('' none) and,
 -- for a lease the caller saw taken, '#' and the take (pop.lua): the settle names one take.
 -- Returns member, holder.
